@@ -1,0 +1,35 @@
+"""Errors whose messages say what went wrong and what to do next."""
+
+from __future__ import annotations
+
+
+class KBError(Exception):
+    """Base class for every error the knowledge base reports to a user."""
+
+
+class ConfigError(KBError):
+    """The configuration file or a setting is invalid."""
+
+
+class SkippedFile(KBError):
+    """A file that is deliberately not indexed (unsupported, binary, empty, too large, undecodable)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class FileReadError(KBError):
+    """A file could not be read right now (vanished, unreadable, locked); it may be retried."""
+
+
+class ModelMismatchError(KBError):
+    """The knowledge base was built with a different embedding model or dimension."""
+
+
+class StoreError(KBError):
+    """The on-disk stores are unusable (corrupted, locked by another process)."""
+
+
+class LLMError(KBError):
+    """The language model server failed, is unreachable or returned something unusable."""
