@@ -1,0 +1,188 @@
+"""The `psirag-kb` command line: every command opens the facade and calls one method."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import Config, load_config
+from .errors import KBError
+from .retrieval import MODES
+
+log = logging.getLogger("psirag_kb")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="psirag-kb", description="An always-on knowledge base for document folders."
+    )
+    parser.add_argument("--config", type=Path, help="config file (default: ./config.toml)")
+    parser.add_argument("--data-dir", type=Path, help="data directory (overrides [storage])")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    ingest = commands.add_parser("ingest", help="index files and folders")
+    ingest.add_argument("paths", nargs="*", type=Path, help="files or folders (recursive)")
+    ingest.add_argument("--jsonl", type=Path, action="append", default=[],
+                        help='a benchmark corpus of {"id","title","text"} lines')
+    ingest.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    query = commands.add_parser("query", help="search the knowledge base")
+    query.add_argument("text", help="the question or search terms")
+    query.add_argument("--mode", choices=MODES, help="retrieval mode (default: from config)")
+    query.add_argument("-k", type=int, help="number of results")
+    query.add_argument("--json", action="store_true", help="print one JSON object")
+
+    status = commands.add_parser("status", help="what is indexed")
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def _config(args: argparse.Namespace) -> Config:
+    config = load_config(args.config)
+    if args.data_dir is not None:
+        config = config.with_data_dir(args.data_dir.resolve())
+    return config
+
+
+def _open(config: Config):
+    from .kb import KnowledgeBase
+
+    return KnowledgeBase(config)
+
+
+class _ProgressBar:
+    """A rich progress bar on a terminal, silence otherwise."""
+
+    def __init__(self, label: str) -> None:
+        self._progress = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            self._progress = Progress(
+                "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                TimeElapsedColumn(), console=Console(stderr=True), transient=True,
+            )
+            self._task = self._progress.add_task(label, total=None)
+
+    def __enter__(self) -> _ProgressBar:
+        if self._progress:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress:
+            self._progress.stop()
+
+    def __call__(self, done: int, total: int, current: str) -> None:
+        if self._progress:
+            self._progress.update(self._task, completed=done, total=total)
+
+
+def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
+    if not args.paths and not args.jsonl:
+        raise KBError("give files or folders to ingest, or --jsonl CORPUS")
+    from .kb import IngestReport
+
+    total = IngestReport()
+    with _open(config) as kb, _ProgressBar("indexing") as progress:
+        reports = [kb.ingest_jsonl(path, progress) for path in args.jsonl]
+        if args.paths:
+            reports.append(kb.ingest(args.paths, progress))
+        for report in reports:
+            for key, value in report.__dict__.items():
+                if isinstance(value, int):
+                    setattr(total, key, getattr(total, key) + value)
+            total.problems.extend(report.problems)
+        chunks = kb.store.chunk_count()
+    if args.json:
+        print(json.dumps(total.as_dict() | {"chunks_total": chunks}))
+        return 0
+    print(
+        f"added {total.added}, updated {total.updated}, unchanged {total.unchanged}, "
+        f"removed {total.removed}, skipped {total.skipped}, failed {total.failed}; "
+        f"{total.chunks_embedded} chunks embedded, {total.chunks_kept} kept, {chunks} in total"
+    )
+    for path, state, reason in total.problems:
+        print(f"  {state}: {path}: {reason}")
+    return 0
+
+
+def _print_results(result: dict[str, Any]) -> None:
+    print(f"{len(result['results'])} results for {result['query']!r} ({result['mode']})")
+    for item in result["results"]:
+        where = item["source"]
+        if item["lines"]:
+            where += f":{item['lines'][0]}-{item['lines'][1]}"
+        text = " ".join(item["text"].split())
+        if len(text) > 300:
+            text = text[:297] + "..."
+        print(f"\n{item['rank']:>2}. [{item['score']:.3f}] {where}\n    {text}")
+
+
+def cmd_query(args: argparse.Namespace, config: Config) -> int:
+    with _open(config) as kb:
+        result = kb.query(args.text, mode=args.mode, k=args.k)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _print_results(result)
+    return 0
+
+
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
+        size /= 1024
+    return str(n)  # pragma: no cover
+
+
+def cmd_status(args: argparse.Namespace, config: Config) -> int:
+    with _open(config) as kb:
+        status = kb.status()
+    if args.json:
+        print(json.dumps(status))
+        return 0
+    files = status["files"]
+    print(f"data directory: {status['data_dir']}")
+    print(f"files: {files['indexed']} indexed, {files['skipped']} skipped, {files['failed']} failed")
+    print(f"chunks: {status['chunks']}   model: {status['model']} ({status['dim']}-d)")
+    stores = status["stores"]
+    print("stores: " + ", ".join(f"{k.removesuffix('_bytes')} {_human(v)}" for k, v in stores.items()))
+    for problem in status["problems"]:
+        print(f"  {problem['state']}: {problem['path']}: {problem['reason']}")
+    return 0
+
+
+COMMANDS = {"ingest": cmd_ingest, "query": cmd_query, "status": cmd_status}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        config = _config(args)
+        return COMMANDS[args.command](args, config)
+    except KBError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

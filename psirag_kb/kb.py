@@ -1,0 +1,402 @@
+"""The KnowledgeBase facade: ingest, remove, query and status over the stores."""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .chunking import chunk_text
+from .config import Config
+from .dense import DenseIndex
+from .documents import is_supported, read_document
+from .embedding import Embedder, make_embedder
+from .errors import FileReadError, KBError, SkippedFile
+from .retrieval import MODES, Ranking, rrf
+from .sparse import SparseIndex
+from .store import ChunkRow, Delta, FileChange, Store
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int, str], None]
+"""progress(done, total, current item)"""
+
+BATCH_FILES = 64
+BATCH_CHUNKS = 1024
+
+
+@dataclass
+class IngestReport:
+    """What one ingest call did."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    skipped: int = 0
+    failed: int = 0
+    chunks_embedded: int = 0
+    chunks_kept: int = 0
+    problems: list[tuple[str, str, str]] = field(default_factory=list)
+    """(path, state, reason) of skipped and failed files."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        data = dict(self.__dict__)
+        data["problems"] = [{"path": p, "state": s, "reason": r} for p, s, r in self.problems]
+        return data
+
+
+def file_hash(data: bytes) -> str:
+    """Content hash of a file's bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+class KnowledgeBase:
+    """One knowledge base in a data directory; the only object the CLI, API and TUI use."""
+
+    def __init__(self, config: Config, embedder: Embedder | None = None) -> None:
+        self.config = config
+        self.data_dir = config.data_dir
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.embedder = embedder or make_embedder(config.embedding)
+        self._lock = threading.RLock()
+        self.store = Store(self.data_dir / "kb.duckdb", self.embedder.name, lambda: self.embedder.dim)
+        self.dim = self.store.dim
+        self.sparse = SparseIndex(self.data_dir / "bm25")
+        self.dense = DenseIndex(self.data_dir / "dense", self.dim)
+        self._sync_derived()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the stores."""
+        with self._lock:
+            self.sparse.close()
+            self.store.close()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _sync_derived(self) -> None:
+        """Rebuild Tantivy or hnswlib when their generation differs from DuckDB's."""
+        generation = self.store.generation
+        if self.sparse.generation != generation:
+            log.info("BM25 index at generation %s, database at %s: rebuilding",
+                     self.sparse.generation, generation)
+            self.sparse.rebuild(generation, self.store.all_texts())
+        if self.dense.generation != generation:
+            log.info("dense index at generation %s, database at %s: rebuilding",
+                     self.dense.generation, generation)
+            ids, vectors = self.store.all_vectors()
+            self.dense.rebuild(generation, ids, vectors)
+
+    def _apply(self, changes: list[FileChange], removals: Iterable[str] = ()) -> Delta:
+        """Commit to DuckDB, then bring the derived indexes to the new generation."""
+        delta = self.store.apply(changes, removals)
+        self.sparse.apply(
+            delta.generation, zip(delta.added_ids.tolist(), delta.added_texts, strict=True),
+            delta.removed_ids.tolist(),
+        )
+        self.dense.apply(delta.generation, delta.added_ids, delta.added_vectors, delta.removed_ids)
+        return delta
+
+    # -- ingest -----------------------------------------------------------------------------
+
+    def _ignored(self, path: Path) -> bool:
+        """Whether a path component matches an ignore pattern or is hidden."""
+        for part in path.parts:
+            if part in ("", "/", ".", ".."):
+                continue
+            if not self.config.ingest.include_hidden and part.startswith("."):
+                return True
+            if any(fnmatch.fnmatch(part, pattern) for pattern in self.config.ingest.ignore):
+                return True
+        return False
+
+    def _walk(self, folder: Path) -> Iterator[Path]:
+        """Files below a folder (no symlinked folders, ignore patterns applied)."""
+        data_dir = str(self.data_dir.resolve())
+        for root, dirs, files in os.walk(folder, followlinks=False):
+            root_path = Path(root)
+            if str(root_path.resolve()).startswith(data_dir):
+                dirs[:] = []
+                continue
+            dirs[:] = sorted(d for d in dirs if not self._ignored(Path(d)))
+            for name in sorted(files):
+                if not self._ignored(Path(name)):
+                    yield root_path / name
+
+    def ingest(self, paths: Iterable[Path | str], progress: Progress | None = None) -> IngestReport:
+        """Index files and folders; unchanged files are skipped, missing ones removed."""
+        report = IngestReport()
+        files: list[Path] = []
+        removals: list[str] = []
+        for raw in paths:
+            path = Path(os.path.abspath(os.path.expanduser(raw)))
+            if path.is_dir():
+                found = list(self._walk(path))
+                files.extend(found)
+                present = {str(p) for p in found}
+                removals.extend(
+                    r.path for r in self.store.files(str(path))
+                    if r.origin == "file" and r.path not in present
+                )
+            elif path.is_file():
+                files.append(path)
+            elif self.store.file(str(path)) is not None:
+                removals.append(str(path))
+            else:
+                raise KBError(f"{path} does not exist")
+        with self._lock:
+            if removals:
+                self._apply([], removals)
+                report.removed += len(removals)
+            total = len(files)
+            for start in range(0, total, BATCH_FILES):
+                batch = files[start:start + BATCH_FILES]
+                self._ingest_batch(batch, report)
+                if progress:
+                    progress(min(start + len(batch), total), total, str(batch[-1]))
+        return report
+
+    def _prepare(self, path: Path, report: IngestReport) -> FileChange | None:
+        """Read and chunk one file; None when it is unchanged."""
+        key = str(path)
+        record = self.store.file(key)
+        try:
+            before = path.stat()
+            if not is_supported(path):
+                raise SkippedFile(f"unsupported file type {path.suffix or '(no extension)'}")
+            if before.st_size > self.config.ingest.max_file_bytes:
+                raise SkippedFile(
+                    f"file too large ({before.st_size} bytes > limit "
+                    f"{self.config.ingest.max_file_bytes})"
+                )
+            with open(path, "rb") as handle:
+                digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            if record and record.hash == digest and record.state != "failed":
+                report.unchanged += 1
+                return None
+            document = read_document(path, max_bytes=self.config.ingest.max_file_bytes)
+            after = path.stat()
+            if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+                raise FileReadError(f"{path} changed while being read; will retry")
+        except SkippedFile as exc:
+            report.skipped += 1
+            report.problems.append((key, "skipped", exc.reason))
+            size = before.st_size if "before" in locals() else 0
+            return FileChange(key, "file", "", size, 0.0, "skipped", exc.reason)
+        except FileNotFoundError:
+            report.removed += record is not None
+            return FileChange(key, "file", "", 0, 0.0, "removed") if record else None
+        except (FileReadError, OSError) as exc:
+            report.failed += 1
+            reason = str(exc) if isinstance(exc, FileReadError) else f"cannot read: {exc}"
+            report.problems.append((key, "failed", reason))
+            return FileChange(key, "file", "", 0, 0.0, "failed", reason, keep_chunks=True)
+        chunks = chunk_text(
+            document.text, self.embedder.count_tokens,
+            max_tokens=self.config.ingest.chunk_tokens,
+            hard_max_tokens=self.config.ingest.max_chunk_tokens,
+        )
+        rows = [
+            ChunkRow(c.ordinal, key, c.start, c.end, c.line_first, c.line_last, c.text, c.hash)
+            for c in chunks
+        ]
+        if record is None:
+            report.added += 1
+        else:
+            report.updated += 1
+        change = FileChange(key, "file", digest, after.st_size, after.st_mtime, "indexed", "", rows)
+        if not rows:
+            change.state, change.reason = "skipped", "no text to index"
+            report.skipped += 1
+            report.problems.append((key, "skipped", change.reason))
+        return change
+
+    def _reuse_and_embed(self, changes: list[FileChange], report: IngestReport) -> None:
+        """Keep chunks whose hash is unchanged; embed the others in one pass."""
+        pending: list[ChunkRow] = []
+        for change in changes:
+            record = self.store.file(change.path)
+            old: dict[str, list[int]] = defaultdict(list)
+            if record is not None and change.state == "indexed":
+                for chunk_id, chunk_hash in self.store.chunk_hashes(record.id):
+                    old[chunk_hash].append(chunk_id)
+            for row in change.chunks:
+                if row.id is not None:
+                    continue
+                if old.get(row.hash):
+                    row.id = old[row.hash].pop(0)
+                    report.chunks_kept += 1
+                else:
+                    pending.append(row)
+        if pending:
+            vectors = self.embedder.embed([row.text for row in pending])
+            for row, vector in zip(pending, vectors, strict=True):
+                row.vector = vector
+            report.chunks_embedded += len(pending)
+
+    def _ingest_batch(self, paths: list[Path], report: IngestReport) -> None:
+        """Prepare, embed and commit a batch of files."""
+        changes = []
+        for path in paths:
+            try:
+                change = self._prepare(path, report)
+            except Exception as exc:  # noqa: BLE001 - one bad file never stops the run
+                log.exception("unexpected error reading %s", path)
+                report.failed += 1
+                report.problems.append((str(path), "failed", f"unexpected error: {exc}"))
+                change = FileChange(str(path), "file", "", 0, 0.0, "failed",
+                                    f"unexpected error: {exc}")
+            if change is not None:
+                changes.append(change)
+        removals = [c.path for c in changes if c.state == "removed"]
+        changes = [c for c in changes if c.state != "removed"]
+        if changes or removals:
+            self._reuse_and_embed(changes, report)
+            self._apply(changes, removals)
+
+    def ingest_jsonl(self, path: Path | str, progress: Progress | None = None) -> IngestReport:
+        """Index a benchmark corpus: one leaf per {"id","title","text"} record."""
+        path = Path(os.path.abspath(path))
+        report = IngestReport()
+        data = path.read_bytes()
+        digest = file_hash(data)
+        record = self.store.file(str(path))
+        if record and record.hash == digest:
+            report.unchanged += 1
+            return report
+        rows: list[ChunkRow] = []
+        for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                title, text = str(item.get("title", "")).strip(), str(item["text"]).strip()
+                source = str(item["id"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise KBError(f"{path}:{number}: not a {{id, title, text}} record ({exc})") from exc
+            body = f"{title}\n{text}" if title else text
+            rows.append(ChunkRow(len(rows), source, None, None, None, None, body, _text_hash(body)))
+        change = FileChange(str(path), "corpus", digest, len(data), path.stat().st_mtime,
+                            "indexed", "", rows)
+        with self._lock:
+            if record is None:
+                report.added += 1
+            else:
+                report.updated += 1
+            self._reuse_and_embed([change], report)
+            self._apply([change])
+        if progress:
+            progress(len(rows), len(rows), str(path))
+        return report
+
+    def remove(self, paths: Iterable[Path | str]) -> int:
+        """Forget files (and everything below folders); returns how many were removed."""
+        targets: list[str] = []
+        for raw in paths:
+            key = os.path.abspath(os.path.expanduser(raw))
+            targets.extend(r.path for r in self.store.files(key))
+        if targets:
+            with self._lock:
+                self._apply([], targets)
+        return len(targets)
+
+    # -- query ------------------------------------------------------------------------------
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The query's unit vector."""
+        return self.embedder.embed([text])[0]
+
+    def rank(self, text: str, mode: str, k: int) -> Ranking:
+        """Chunk ids for a query in one mode, best first."""
+        if mode not in MODES:
+            raise KBError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        per = max(k, self.config.retrieval.k_per_retriever)
+        if mode == "sparse":
+            return Ranking(*self.sparse.search(text, k))
+        if mode == "dense":
+            return Ranking(*self.dense.search(self.embed_query(text), k))
+        if mode in ("hybrid", "tree"):
+            rankings = [Ranking(*self.sparse.search(text, per)),
+                        Ranking(*self.dense.search(self.embed_query(text), per))]
+            return rrf(rankings, self.config.retrieval.rrf_k, limit=k)
+        raise KBError(f"mode {mode!r} is not available")  # pragma: no cover
+
+    def query(self, text: str, mode: str | None = None, k: int | None = None) -> dict[str, Any]:
+        """Ranked results as the JSON shape the CLI and API return."""
+        text = text.strip()
+        if not text:
+            raise KBError("the query is empty")
+        mode = mode or self.config.retrieval.default_mode
+        k = k or self.config.retrieval.k
+        with self._lock:
+            ranking = self.rank(text, mode, k)
+            hits = self.store.hits(ranking.ids.tolist())
+        results = []
+        for chunk_id, score in zip(ranking.ids.tolist(), ranking.scores.tolist(), strict=True):
+            hit = hits.get(chunk_id)
+            if hit is None:
+                continue
+            lines = [hit.line_first, hit.line_last] if hit.line_first is not None else None
+            results.append({
+                "rank": len(results) + 1,
+                "score": float(score),
+                "source": hit.source,
+                "lines": lines,
+                "text": hit.text,
+                "chunk_id": chunk_id,
+                "path": hit.path,
+            })
+        return {"query": text, "mode": mode, "results": results}
+
+    # -- status -----------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """Counts, model and store sizes."""
+        with self._lock:
+            counts = self.store.state_counts()
+            problems = [
+                {"path": r.path, "state": r.state, "reason": r.reason}
+                for r in self.store.problems()
+            ]
+            return {
+                "data_dir": str(self.data_dir),
+                "files": counts,
+                "chunks": self.store.chunk_count(),
+                "model": self.embedder.name,
+                "dim": self.dim,
+                "generation": self.store.generation,
+                "stores": {
+                    "duckdb_bytes": _size(self.store.path),
+                    "bm25_bytes": _size(self.sparse.folder),
+                    "dense_bytes": _size(self.dense.folder),
+                },
+                "problems": problems,
+            }
+
+
+def _size(path: Path) -> int:
+    """Bytes used by a file or folder."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

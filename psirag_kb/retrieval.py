@@ -1,0 +1,43 @@
+"""Ranked lists and their fusion (reciprocal rank fusion)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+MODES = ("hybrid", "tree", "sparse", "dense")
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Chunk ids best first, with the retriever's scores."""
+
+    ids: np.ndarray
+    scores: np.ndarray
+
+    @classmethod
+    def empty(cls) -> Ranking:
+        """A ranking with nothing in it."""
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.float32))
+
+    def top(self, k: int) -> Ranking:
+        """The first k entries."""
+        return Ranking(self.ids[:k], self.scores[:k])
+
+
+def rrf(rankings: Sequence[Ranking], k: int = 60, limit: int | None = None) -> Ranking:
+    """Reciprocal rank fusion: score(d) = sum over lists of 1 / (k + rank), rank from 1."""
+    totals: dict[int, float] = {}
+    first_seen: dict[int, tuple[int, int]] = {}
+    for list_index, ranking in enumerate(rankings):
+        for rank, chunk_id in enumerate(ranking.ids.tolist(), start=1):
+            totals[chunk_id] = totals.get(chunk_id, 0.0) + 1.0 / (k + rank)
+            first_seen.setdefault(chunk_id, (rank, list_index))
+    order = sorted(totals, key=lambda i: (-totals[i], first_seen[i]))
+    if limit is not None:
+        order = order[:limit]
+    return Ranking(
+        np.array(order, dtype=np.int64), np.array([totals[i] for i in order], dtype=np.float32)
+    )

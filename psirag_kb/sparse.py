@@ -1,0 +1,118 @@
+"""Tantivy BM25 index over chunk text, derived from DuckDB and rebuilt when stale."""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import tantivy
+
+from .errors import StoreError
+
+log = logging.getLogger(__name__)
+
+_SYNTAX = re.compile(r"[+\-&|!(){}\[\]^\"~*?:\\/<>=']")
+_OPERATORS = re.compile(r"\b(AND|OR|NOT|IN|TO)\b")
+
+
+def plain_query(text: str) -> str:
+    """Turn user text into a query of plain words (no Tantivy syntax)."""
+    text = _SYNTAX.sub(" ", text)
+    return _OPERATORS.sub(lambda m: m.group(0).lower(), text).strip()
+
+
+def _schema() -> tantivy.Schema:
+    """id (fast integer) + text (English stemming)."""
+    builder = tantivy.SchemaBuilder()
+    builder.add_integer_field("id", stored=True, indexed=True, fast=True)
+    builder.add_text_field("text", stored=False, tokenizer_name="en_stem")
+    return builder.build()
+
+
+class SparseIndex:
+    """A BM25 index whose generation file says which DuckDB generation it reflects."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self._generation_file = self.folder / "GENERATION"
+        self._open()
+
+    def _open(self) -> None:
+        """Open (or create) the index and take its single writer."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            self.index = tantivy.Index(_schema(), path=str(self.folder))
+            self.writer = self.index.writer(heap_size=50_000_000, num_threads=1)
+        except ValueError as exc:
+            if "LockBusy" in str(exc) or "lock" in str(exc).lower():
+                raise StoreError(
+                    f"the BM25 index {self.folder} is in use by another process"
+                ) from exc
+            raise
+
+    @property
+    def generation(self) -> int:
+        """The DuckDB generation this index was last synchronised to (-1 if unknown)."""
+        try:
+            return int(self._generation_file.read_text().strip())
+        except (OSError, ValueError):
+            return -1
+
+    def _set_generation(self, generation: int) -> None:
+        tmp = self._generation_file.with_suffix(".tmp")
+        tmp.write_text(str(generation))
+        tmp.replace(self._generation_file)
+
+    def apply(
+        self, generation: int, added: Iterable[tuple[int, str]], removed: Iterable[int]
+    ) -> None:
+        """Delete and add documents, commit, and record the generation."""
+        for chunk_id in removed:
+            self.writer.delete_documents_by_term("id", int(chunk_id))
+        for chunk_id, text in added:
+            self.writer.add_document(tantivy.Document(id=int(chunk_id), text=text))
+        self.writer.commit()
+        self.index.reload()
+        self._set_generation(generation)
+
+    def rebuild(self, generation: int, batches: Iterable[list[tuple[int, str]]]) -> None:
+        """Drop everything and index all chunks again."""
+        self.writer.delete_all_documents()
+        self.writer.commit()
+        for batch in batches:
+            for chunk_id, text in batch:
+                self.writer.add_document(tantivy.Document(id=int(chunk_id), text=text))
+        self.writer.commit()
+        self.index.reload()
+        self._set_generation(generation)
+
+    def search(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k chunk ids and BM25 scores for a query."""
+        words = plain_query(text)
+        if not words:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        query, _errors = self.index.parse_query_lenient(words, ["text"])
+        searcher = self.index.searcher()
+        hits = searcher.search(query, k).hits
+        ids = np.array([searcher.doc(addr)["id"][0] for _, addr in hits], dtype=np.int64)
+        scores = np.array([score for score, _ in hits], dtype=np.float32)
+        return ids, scores
+
+    def count(self) -> int:
+        """Number of documents."""
+        return int(self.index.searcher().num_docs)
+
+    def close(self) -> None:
+        """Release the writer lock."""
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            writer.wait_merging_threads()
+
+    @staticmethod
+    def destroy(folder: Path) -> None:
+        """Delete an index folder (to rebuild it from scratch)."""
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,413 @@
+"""DuckDB schema, migrations and typed reads and writes: the source of truth."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+from .errors import ModelMismatchError, StoreError
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """One file (or benchmark corpus) known to the knowledge base."""
+
+    id: int
+    path: str
+    origin: str
+    hash: str
+    size: int
+    mtime: float
+    state: str
+    reason: str
+    chunks: int
+
+
+@dataclass
+class ChunkRow:
+    """A chunk as it should be after a change: kept (id set) or new (vector set)."""
+
+    ordinal: int
+    source: str
+    start: int | None
+    end: int | None
+    line_first: int | None
+    line_last: int | None
+    text: str
+    hash: str
+    id: int | None = None
+    vector: np.ndarray | None = None
+
+
+@dataclass
+class FileChange:
+    """The new state of one file: its record and the full list of its chunks."""
+
+    path: str
+    origin: str
+    hash: str
+    size: int
+    mtime: float
+    state: str
+    reason: str = ""
+    chunks: list[ChunkRow] = field(default_factory=list)
+    keep_chunks: bool = False
+    """Only record the state; leave the file's previous chunks as they are (a failed re-read)."""
+
+
+@dataclass
+class Delta:
+    """What a committed write changed, for the derived indexes."""
+
+    generation: int
+    added_ids: np.ndarray
+    added_vectors: np.ndarray
+    added_texts: list[str]
+    removed_ids: np.ndarray
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A chunk with everything a result needs."""
+
+    id: int
+    path: str
+    origin: str
+    source: str
+    ordinal: int
+    line_first: int | None
+    line_last: int | None
+    text: str
+
+
+class Store:
+    """The knowledge base's DuckDB database (one writer process)."""
+
+    def __init__(self, path: Path, model: str, dim: Callable[[], int]) -> None:
+        """Open or create the database; `dim` is asked only when the database is new."""
+        self.path = Path(path)
+        try:
+            self.db = duckdb.connect(str(self.path))
+        except duckdb.IOException as exc:
+            text = str(exc)
+            if "lock" in text.lower():
+                raise StoreError(
+                    f"{self.path} is in use by another process ({text.splitlines()[0]}); "
+                    "stop that process or query it through the daemon's API"
+                ) from exc
+            raise StoreError(self._corrupt_message(exc)) from exc
+        except duckdb.Error as exc:
+            raise StoreError(self._corrupt_message(exc)) from exc
+        try:
+            self._migrate(model, dim)
+        except duckdb.Error as exc:
+            self.db.close()
+            raise StoreError(self._corrupt_message(exc)) from exc
+
+    def _corrupt_message(self, exc: Exception) -> str:
+        """The message for a database that cannot be opened."""
+        return (
+            f"the database {self.path} cannot be opened ({exc}); if it is corrupted, move it "
+            f"aside and rebuild with `psirag-kb --data-dir {self.path.parent} ingest <folders>`"
+        )
+
+    def _migrate(self, model: str, dim_of_model: Callable[[], int]) -> None:
+        """Create the schema, or check an existing one against the model name."""
+        db = self.db
+        db.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR, value VARCHAR)")
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        if meta:
+            version = int(meta.get("schema_version", "0"))
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} was written by a newer psirag-kb (schema {version}); upgrade"
+                )
+            if meta.get("model") != model:
+                raise ModelMismatchError(
+                    f"{self.path} was built with embedding model {meta.get('model')!r} "
+                    f"(dimension {meta.get('dim')}), not {model!r}; set "
+                    f"[embedding] model = {meta.get('model')!r} or use another --data-dir"
+                )
+            self.dim = int(meta["dim"])
+            return
+        self.dim = dim = int(dim_of_model())
+        db.execute("BEGIN")
+        db.execute(
+            """CREATE TABLE files (
+                id BIGINT, path VARCHAR, origin VARCHAR, hash VARCHAR, size BIGINT,
+                mtime DOUBLE, state VARCHAR, reason VARCHAR, chunks INTEGER, updated DOUBLE)"""
+        )
+        db.execute(
+            f"""CREATE TABLE chunks (
+                id BIGINT, file_id BIGINT, ordinal INTEGER, source VARCHAR,
+                start_char INTEGER, end_char INTEGER, line_first INTEGER, line_last INTEGER,
+                text VARCHAR, hash VARCHAR, vector FLOAT[{dim}])"""
+        )
+        rows = [
+            ("schema_version", str(SCHEMA_VERSION)),
+            ("model", model),
+            ("dim", str(dim)),
+            ("generation", "0"),
+            ("next_file_id", "1"),
+            ("next_chunk_id", "1"),
+        ]
+        db.executemany("INSERT INTO meta VALUES (?, ?)", rows)
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.db.close()
+
+    # -- meta -------------------------------------------------------------------------------
+
+    def _meta(self, key: str) -> str:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return row[0] if row else ""
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self.db.execute("UPDATE meta SET value = ? WHERE key = ?", [value, key])
+
+    def _take_ids(self, key: str, count: int) -> int:
+        """Reserve `count` ids from a counter, returning the first."""
+        first = int(self._meta(key))
+        self._set_meta(key, str(first + count))
+        return first
+
+    @property
+    def generation(self) -> int:
+        """Counter bumped by every committed write; derived indexes record it."""
+        return int(self._meta("generation"))
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Run a block in one transaction, rolled back on any error."""
+        self.db.execute("BEGIN")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # -- files ------------------------------------------------------------------------------
+
+    def file(self, path: str) -> FileRecord | None:
+        """The record of one path, if known."""
+        row = self.db.execute(
+            "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
+            "WHERE path = ?",
+            [path],
+        ).fetchone()
+        return FileRecord(*row) if row else None
+
+    def files(self, under: str | None = None) -> list[FileRecord]:
+        """All file records, or those below a folder."""
+        sql = "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files"
+        params: list[str] = []
+        if under is not None:
+            sql += " WHERE path = ? OR starts_with(path, ?)"
+            params = [under, under.rstrip("/") + "/"]
+        return [FileRecord(*row) for row in self.db.execute(sql + " ORDER BY path", params).fetchall()]
+
+    def chunk_hashes(self, file_id: int) -> list[tuple[int, str]]:
+        """(chunk id, hash) of a file's chunks, in order."""
+        return self.db.execute(
+            "SELECT id, hash FROM chunks WHERE file_id = ? ORDER BY ordinal", [file_id]
+        ).fetchall()
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def apply(self, changes: list[FileChange], removals: Iterable[str] = ()) -> Delta:
+        """Write new file states and remove files, all in one transaction."""
+        added_ids: list[int] = []
+        added_vectors: list[np.ndarray] = []
+        added_texts: list[str] = []
+        removed: list[int] = []
+        now = time.time()
+        with self.transaction() as db:
+            for path in removals:
+                record = self.file(path)
+                if record is None:
+                    continue
+                removed.extend(i for i, _ in self.chunk_hashes(record.id))
+                db.execute("DELETE FROM chunks WHERE file_id = ?", [record.id])
+                db.execute("DELETE FROM files WHERE id = ?", [record.id])
+            new_rows: list[tuple] = []
+            kept_rows: list[tuple] = []
+            for change in changes:
+                record = self.file(change.path)
+                if record is None:
+                    file_id = self._take_ids("next_file_id", 1)
+                    db.execute(
+                        "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [file_id, change.path, change.origin, change.hash, change.size,
+                         change.mtime, change.state, change.reason, len(change.chunks), now],
+                    )
+                elif change.keep_chunks:
+                    db.execute(
+                        "UPDATE files SET state = ?, reason = ?, updated = ? WHERE id = ?",
+                        [change.state, change.reason, now, record.id],
+                    )
+                    continue
+                else:
+                    file_id = record.id
+                    db.execute(
+                        "UPDATE files SET origin = ?, hash = ?, size = ?, mtime = ?, state = ?, "
+                        "reason = ?, chunks = ?, updated = ? WHERE id = ?",
+                        [change.origin, change.hash, change.size, change.mtime, change.state,
+                         change.reason, len(change.chunks), now, file_id],
+                    )
+                old_ids = {i for i, _ in self.chunk_hashes(file_id)} if record else set()
+                keep = {c.id for c in change.chunks if c.id is not None}
+                stale = sorted(old_ids - keep)
+                if stale:
+                    db.execute(
+                        "DELETE FROM chunks WHERE list_contains(?, id)", [stale]
+                    )
+                    removed.extend(stale)
+                fresh = [c for c in change.chunks if c.id is None]
+                first = self._take_ids("next_chunk_id", len(fresh)) if fresh else 0
+                for offset, chunk in enumerate(fresh):
+                    chunk.id = first + offset
+                for chunk in change.chunks:
+                    row = (chunk.id, file_id, chunk.ordinal, chunk.source, chunk.start,
+                           chunk.end, chunk.line_first, chunk.line_last, chunk.text, chunk.hash)
+                    if chunk.vector is None:
+                        kept_rows.append(row)
+                    else:
+                        new_rows.append(row)
+                        added_ids.append(chunk.id)
+                        added_vectors.append(chunk.vector)
+                        added_texts.append(chunk.text)
+            if new_rows:
+                self._insert_chunks(new_rows, added_vectors)
+            if kept_rows:
+                self._update_positions(kept_rows)
+            generation = self.generation + 1
+            self._set_meta("generation", str(generation))
+        vectors = (
+            np.stack(added_vectors).astype(np.float32)
+            if added_vectors
+            else np.zeros((0, self.dim), np.float32)
+        )
+        return Delta(
+            generation=generation,
+            added_ids=np.asarray(added_ids, dtype=np.int64),
+            added_vectors=vectors,
+            added_texts=added_texts,
+            removed_ids=np.asarray(removed, dtype=np.int64),
+        )
+
+    def _columns(self, rows: list[tuple]) -> dict[str, np.ndarray]:
+        """Column arrays for a registered relation of chunk rows."""
+        names = ["id", "file_id", "ordinal", "source", "start_char", "end_char",
+                 "line_first", "line_last", "text", "hash"]
+        columns = {}
+        for index, name in enumerate(names):
+            values = [row[index] for row in rows]
+            if name in ("source", "text", "hash"):
+                columns[name] = np.array(values, dtype=object)
+            elif name in ("start_char", "end_char", "line_first", "line_last"):
+                columns[name] = np.array(
+                    [np.nan if v is None else v for v in values], dtype=np.float64
+                )
+            else:
+                columns[name] = np.array(values, dtype=np.int64)
+        return columns
+
+    def _insert_chunks(self, rows: list[tuple], vectors: list[np.ndarray]) -> None:
+        """Bulk insert new chunks with their vectors."""
+        columns = self._columns(rows)
+        vector_column = np.empty(len(vectors), dtype=object)
+        for i, vector in enumerate(vectors):
+            vector_column[i] = np.asarray(vector, dtype=np.float32)
+        columns["vector"] = vector_column
+        self.db.register("new_chunks", columns)
+        try:
+            self.db.execute(
+                f"""INSERT INTO chunks SELECT id, file_id, ordinal, source,
+                    CAST(start_char AS INTEGER), CAST(end_char AS INTEGER),
+                    CAST(line_first AS INTEGER), CAST(line_last AS INTEGER), text, hash,
+                    CAST(vector AS FLOAT[{self.dim}]) FROM new_chunks"""
+            )
+        finally:
+            self.db.unregister("new_chunks")
+
+    def _update_positions(self, rows: list[tuple]) -> None:
+        """Move kept chunks to their new ordinal, offsets and lines."""
+        self.db.register("kept_chunks", self._columns(rows))
+        try:
+            self.db.execute(
+                """UPDATE chunks SET ordinal = k.ordinal,
+                    start_char = CAST(k.start_char AS INTEGER), end_char = CAST(k.end_char AS INTEGER),
+                    line_first = CAST(k.line_first AS INTEGER), line_last = CAST(k.line_last AS INTEGER)
+                   FROM kept_chunks k WHERE chunks.id = k.id"""
+            )
+        finally:
+            self.db.unregister("kept_chunks")
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def chunk_count(self) -> int:
+        """Number of chunks (leaves)."""
+        return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) of every chunk, ordered by id."""
+        data = self.db.execute("SELECT id, vector FROM chunks ORDER BY id").fetchnumpy()
+        ids = np.asarray(data["id"], dtype=np.int64)
+        if len(ids) == 0:
+            return ids, np.zeros((0, self.dim), np.float32)
+        return ids, np.stack(list(data["vector"])).astype(np.float32)
+
+    def all_texts(self, batch: int = 10_000) -> Iterator[list[tuple[int, str]]]:
+        """(id, text) of every chunk, in batches."""
+        cursor = self.db.execute("SELECT id, text FROM chunks ORDER BY id")
+        while rows := cursor.fetchmany(batch):
+            yield rows
+
+    def hits(self, ids: Iterable[int]) -> dict[int, Hit]:
+        """Result rows for chunk ids."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        rows = self.db.execute(
+            """SELECT c.id, f.path, f.origin, c.source, c.ordinal, c.line_first, c.line_last,
+                      c.text FROM chunks c JOIN files f ON f.id = c.file_id
+               WHERE list_contains(?, c.id)""",
+            [ids],
+        ).fetchall()
+        return {row[0]: Hit(*row) for row in rows}
+
+    def state_counts(self) -> dict[str, int]:
+        """Number of files per state."""
+        counts = {"indexed": 0, "skipped": 0, "failed": 0}
+        for state, count in self.db.execute(
+            "SELECT state, count(*) FROM files GROUP BY state"
+        ).fetchall():
+            counts[state] = int(count)
+        return counts
+
+    def problems(self, limit: int = 1000) -> list[FileRecord]:
+        """Skipped and failed files with their reasons."""
+        rows = self.db.execute(
+            "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
+            "WHERE state <> 'indexed' ORDER BY state, path LIMIT ?",
+            [limit],
+        ).fetchall()
+        return [FileRecord(*row) for row in rows]
+
+    def meta(self) -> dict[str, str]:
+        """The meta table."""
+        return dict(self.db.execute("SELECT key, value FROM meta").fetchall())

@@ -1,0 +1,62 @@
+"""Shared fixtures: isolation from the user's environment, embedders."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from psirag_kb.config import Config, EmbeddingConfig
+from psirag_kb.embedding import SentenceTransformerEmbedder, normalise
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the user's config, data, token and Ollama out of every test."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.delenv("PSIRAG_KB_TOKEN", raising=False)
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    monkeypatch.chdir(home)
+
+
+class FakeEmbedder:
+    """Deterministic bag-of-words vectors: fast, for pure logic and plumbing tests."""
+
+    name = "fake-bow"
+    dim = 64
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                slot = int(hashlib.md5(word.encode()).hexdigest()[:8], 16) % self.dim
+                out[row, slot] += 1.0
+            out[row, row % self.dim] += 1e-3
+        return normalise(out)
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+@pytest.fixture
+def fake_embedder() -> FakeEmbedder:
+    return FakeEmbedder()
+
+
+@pytest.fixture(scope="session")
+def minilm() -> SentenceTransformerEmbedder:
+    """The real bundled model, loaded once per test session."""
+    embedder = SentenceTransformerEmbedder(EmbeddingConfig())
+    assert embedder.dim == 384
+    return embedder
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Config:
+    """Default config with a fresh data directory."""
+    return Config().with_data_dir(tmp_path / "data")
