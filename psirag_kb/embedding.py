@@ -75,6 +75,9 @@ class SentenceTransformerEmbedder:
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
 
                 log.info("loading embedding model %s", self.name)
                 try:
