@@ -36,7 +36,7 @@ _KIND_BY_SUFFIX: dict[str, str] = {
             ".clj", ".el", ".vim", ".zig", ".nim", ".sh", ".bash", ".zsh", ".fish", ".ps1",
             ".bat", ".cmd", ".toml", ".yaml", ".yml", ".ini", ".cfg", ".conf", ".properties",
             ".tex", ".bib", ".sql", ".css", ".scss", ".sass", ".less", ".xml", ".vue",
-            ".svelte", ".proto", ".graphql", ".cmake", ".mk", ".ipynb",
+            ".svelte", ".proto", ".graphql", ".cmake", ".mk",
         ),
         "code",
     ),
@@ -207,6 +207,9 @@ def _decode(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         pass
+    mostly = _mostly_utf8(data)
+    if mostly is not None:
+        return mostly
     for encoding in ("cp1252", "latin-1"):
         try:
             text = data.decode(encoding)
@@ -216,6 +219,17 @@ def _decode(data: bytes) -> str:
             logger.debug("decoded as %s after UTF-8 failed", encoding)
             return text
     raise SkippedFile("undecodable text (neither UTF-8 nor plausible Latin-1/Windows-1252)")
+
+
+def _mostly_utf8(data: bytes) -> str | None:
+    """Decode UTF-8 text with a few corrupt bytes (replaced by U+FFFD), or return None."""
+    text = data.decode("utf-8", "replace")
+    bad = text.count("\ufffd") - data.count("\ufffd".encode())
+    good = len(text) - len(text.encode("ascii", "ignore")) - bad
+    if good > 0 and bad <= good // 20:
+        logger.debug("decoded as UTF-8 with %d invalid bytes replaced", bad)
+        return text
+    return None
 
 
 def _control_ratio(sample: str) -> float:

@@ -261,3 +261,11 @@ def test_line_index_agrees_with_line_of() -> None:
     for offset in range(len(text) + 1):
         assert index.line_of(offset) == line_of(text, offset)
     assert [index.line_start(n) for n in (1, 2, 3, 4)] == [0, 2, 5, 6]
+
+
+def test_utf8_with_a_stray_invalid_byte_stays_utf8(tmp_path: Path) -> None:
+    good = "Überall grüßen Bäume und Flüsse. " * 10
+    path = write(tmp_path / "mostly.txt", good.encode() + b"\xff tail\n")
+    doc = read_document(path)
+    assert doc.text.startswith("Überall grüßen")
+    assert doc.text.endswith("\ufffd tail\n")
