@@ -153,10 +153,14 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
         return 0
     files = status["files"]
     print(f"data directory: {status['data_dir']}")
-    print(f"files: {files['indexed']} indexed, {files['skipped']} skipped, {files['failed']} failed")
+    print(
+        f"files: {files['indexed']} indexed, {files['skipped']} skipped, "
+        f"{files['failed']} failed"
+    )
     print(f"chunks: {status['chunks']}   model: {status['model']} ({status['dim']}-d)")
     stores = status["stores"]
-    print("stores: " + ", ".join(f"{k.removesuffix('_bytes')} {_human(v)}" for k, v in stores.items()))
+    sizes = (f"{k.removesuffix('_bytes')} {_human(v)}" for k, v in stores.items())
+    print("stores: " + ", ".join(sizes))
     for problem in status["problems"]:
         print(f"  {problem['state']}: {problem['path']}: {problem['reason']}")
     return 0

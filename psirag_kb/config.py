@@ -235,7 +235,9 @@ def parse_config(data: dict[str, Any], base: Path) -> Config:
     sections = {}
     for name, table in data.items():
         if name not in known:
-            raise ConfigError(f"unknown section [{name}]; known sections: {', '.join(sorted(known))}")
+            raise ConfigError(
+                f"unknown section [{name}]; known sections: {', '.join(sorted(known))}"
+            )
         if not isinstance(table, dict):
             raise ConfigError(f"[{name}] must be a table")
         sections[name] = _section(name, table, base)

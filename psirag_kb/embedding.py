@@ -87,8 +87,9 @@ class SentenceTransformerEmbedder:
                         f"embedding model {self.name!r} could not be loaded ({exc}); "
                         "set [embedding] model to a local sentence-transformers folder"
                     ) from exc
-                get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
-                    self._model, "get_sentence_embedding_dimension"
+                model = self._model
+                get_dim = getattr(model, "get_embedding_dimension", None) or (
+                    model.get_sentence_embedding_dimension
                 )
                 self._dim = int(get_dim())
         return self._model

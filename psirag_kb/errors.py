@@ -12,7 +12,7 @@ class ConfigError(KBError):
 
 
 class SkippedFile(KBError):
-    """A file that is deliberately not indexed (unsupported, binary, empty, too large, undecodable)."""
+    """A file deliberately not indexed (unsupported, binary, empty, too large, undecodable)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

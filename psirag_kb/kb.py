@@ -75,7 +75,9 @@ class KnowledgeBase:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.embedder = embedder or make_embedder(config.embedding)
         self._lock = threading.RLock()
-        self.store = Store(self.data_dir / "kb.duckdb", self.embedder.name, lambda: self.embedder.dim)
+        self.store = Store(
+            self.data_dir / "kb.duckdb", self.embedder.name, lambda: self.embedder.dim
+        )
         self.dim = self.store.dim
         self.sparse = SparseIndex(self.data_dir / "bm25")
         self.dense = DenseIndex(self.data_dir / "dense", self.dim)

@@ -218,7 +218,8 @@ class Store:
         if under is not None:
             sql += " WHERE path = ? OR starts_with(path, ?)"
             params = [under, under.rstrip("/") + "/"]
-        return [FileRecord(*row) for row in self.db.execute(sql + " ORDER BY path", params).fetchall()]
+        rows = self.db.execute(sql + " ORDER BY path", params).fetchall()
+        return [FileRecord(*row) for row in rows]
 
     def chunk_hashes(self, file_id: int) -> list[tuple[int, str]]:
         """(chunk id, hash) of a file's chunks, in order."""
@@ -350,8 +351,10 @@ class Store:
         try:
             self.db.execute(
                 """UPDATE chunks SET ordinal = k.ordinal,
-                    start_char = CAST(k.start_char AS INTEGER), end_char = CAST(k.end_char AS INTEGER),
-                    line_first = CAST(k.line_first AS INTEGER), line_last = CAST(k.line_last AS INTEGER)
+                    start_char = CAST(k.start_char AS INTEGER),
+                    end_char = CAST(k.end_char AS INTEGER),
+                    line_first = CAST(k.line_first AS INTEGER),
+                    line_last = CAST(k.line_last AS INTEGER)
                    FROM kept_chunks k WHERE chunks.id = k.id"""
             )
         finally:

@@ -1,0 +1,79 @@
+"""Replacement is atomic, and the plumbing works with a fake embedder."""
+
+from __future__ import annotations
+
+import pytest
+
+from psirag_kb.kb import KnowledgeBase
+from psirag_kb.sparse import plain_query
+from psirag_kb.store import Store
+
+
+def test_failed_commit_keeps_the_old_version(config, fake_embedder, tmp_path, monkeypatch):
+    doc = tmp_path / "doc.txt"
+    doc.write_text("Original text about lighthouses and their keepers.\n")
+    with KnowledgeBase(config, embedder=fake_embedder) as kb:
+        kb.ingest([doc])
+        doc.write_text("Replacement text about submarines and sonar.\n")
+
+        def boom(self, rows, vectors):
+            raise RuntimeError("simulated crash during insert")
+
+        monkeypatch.setattr(Store, "_insert_chunks", boom)
+        with pytest.raises(RuntimeError):
+            kb._ingest_batch([doc], __import__("psirag_kb.kb").kb.IngestReport())
+        monkeypatch.undo()
+        texts = [r["text"] for r in kb.query("lighthouses submarines", mode="sparse")["results"]]
+        assert texts == ["Original text about lighthouses and their keepers."]
+        assert kb.store.chunk_count() == 1
+        report = kb.ingest([doc])
+        assert report.updated == 1
+        texts = [r["text"] for r in kb.query("lighthouses submarines", mode="sparse")["results"]]
+        assert texts == ["Replacement text about submarines and sonar."]
+
+
+def test_vanished_file_is_removed_not_failed(config, fake_embedder, tmp_path, monkeypatch):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Alpha document.\n")
+    with KnowledgeBase(config, embedder=fake_embedder) as kb:
+        kb.ingest([folder])
+        original = kb._walk
+
+        def walk_then_delete(path):
+            found = list(original(path))
+            (folder / "a.txt").unlink()
+            return iter(found)
+
+        monkeypatch.setattr(kb, "_walk", walk_then_delete)
+        report = kb.ingest([folder])
+        assert report.removed == 1 and report.failed == 0
+        assert kb.store.chunk_count() == 0 and kb.sparse.count() == 0
+
+
+def test_ignored_and_hidden_paths_are_not_indexed(config, fake_embedder, tmp_path):
+    folder = tmp_path / "docs"
+    (folder / ".git").mkdir(parents=True)
+    (folder / ".git" / "HEAD.txt").write_text("ref\n")
+    (folder / ".hidden.md").write_text("secret\n")
+    (folder / "note.md.swp").write_text("swap\n")
+    (folder / "note.md").write_text("visible note\n")
+    with KnowledgeBase(config, embedder=fake_embedder) as kb:
+        report = kb.ingest([folder])
+        assert report.added == 1 and report.skipped == 0
+        assert [r.path for r in kb.store.files()] == [str(folder / "note.md")]
+
+
+def test_data_dir_inside_a_folder_is_not_indexed(fake_embedder, tmp_path):
+    from psirag_kb.config import Config
+
+    config = Config().with_data_dir(tmp_path / "kbdata")
+    (tmp_path / "note.txt").write_text("a note\n")
+    with KnowledgeBase(config, embedder=fake_embedder) as kb:
+        kb.ingest([tmp_path])
+        assert [r.path for r in kb.store.files()] == [str(tmp_path / "note.txt")]
+
+
+def test_plain_query_strips_syntax():
+    assert plain_query('title:"x" AND (y OR z)^2 -w') == "title  x  and  y or z  2  w"
+    assert plain_query("***") == ""
