@@ -12,7 +12,7 @@ from typing import Any
 
 from .config import Config, load_config
 from .errors import KBError
-from .retrieval import MODES
+from .retrieval import EVAL_MODES, MODES
 
 log = logging.getLogger("psirag_kb")
 
@@ -36,7 +36,19 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("text", help="the question or search terms")
     query.add_argument("--mode", choices=MODES, help="retrieval mode (default: from config)")
     query.add_argument("-k", type=int, help="number of results")
+    query.add_argument("--summarize", action="store_true",
+                       help="18 passages from the tree alone, in corpus order")
     query.add_argument("--json", action="store_true", help="print one JSON object")
+
+    evaluate = commands.add_parser("eval", help="recall of each mode on benchmark questions")
+    evaluate.add_argument("--corpus", type=Path, action="append", required=True,
+                          help="JSONL corpus (repeatable: corpora are mixed as distractors)")
+    evaluate.add_argument("--questions", type=Path, required=True,
+                          help='JSONL of {"question", "supporting_ids"}')
+    evaluate.add_argument("--modes", default="sparse,dense,tree,hybrid",
+                          help=f"comma-separated, from {','.join(EVAL_MODES)}")
+    evaluate.add_argument("-k", type=int, default=5, help="retrieval depth (at least 5)")
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
 
     status = commands.add_parser("status", help="what is indexed")
     status.add_argument("--json", action="store_true", help="print one JSON object")
@@ -128,7 +140,7 @@ def _print_results(result: dict[str, Any]) -> None:
 
 def cmd_query(args: argparse.Namespace, config: Config) -> int:
     with _open(config) as kb:
-        result = kb.query(args.text, mode=args.mode, k=args.k)
+        result = kb.query(args.text, mode=args.mode, k=args.k, summarize=args.summarize)
     if args.json:
         print(json.dumps(result))
     else:
@@ -158,6 +170,9 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
         f"{files['failed']} failed"
     )
     print(f"chunks: {status['chunks']}   model: {status['model']} ({status['dim']}-d)")
+    tree = status["tree"]
+    print(f"tree: depth {tree['depth']}, {tree['abstract_nodes']} abstract nodes, "
+          f"nodes per layer {tree['nodes_per_layer']}")
     stores = status["stores"]
     sizes = (f"{k.removesuffix('_bytes')} {_human(v)}" for k, v in stores.items())
     print("stores: " + ", ".join(sizes))
@@ -166,7 +181,30 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
-COMMANDS = {"ingest": cmd_ingest, "query": cmd_query, "status": cmd_status}
+def cmd_eval(args: argparse.Namespace, config: Config) -> int:
+    from .evaluation import evaluate
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in EVAL_MODES]
+    if unknown or not modes:
+        raise KBError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(EVAL_MODES)}")
+    report = evaluate(config, args.corpus, args.questions, modes, k=args.k,
+                      batches=getattr(args, "batches", 1),
+                      data_dir=args.data_dir.resolve() if args.data_dir else None)
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    timings = report["timings"]
+    print(f"{report['questions']} questions over {report['passages']} passages; "
+          f"embedding {timings['embed_s']} s, tree build {timings['tree_build_s']} s")
+    print(f"{'mode':<12} {'recall@2':>9} {'recall@5':>9} {'ms/query':>9}")
+    for mode, row in report["modes"].items():
+        print(f"{mode:<12} {row['recall@2']:>9.4f} {row['recall@5']:>9.4f} "
+              f"{row['ms_per_query']:>9.2f}")
+    return 0
+
+
+COMMANDS = {"ingest": cmd_ingest, "query": cmd_query, "status": cmd_status, "eval": cmd_eval}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -22,9 +23,10 @@ from .dense import DenseIndex
 from .documents import is_supported, read_document
 from .embedding import Embedder, make_embedder
 from .errors import FileReadError, KBError, SkippedFile
-from .retrieval import MODES, Ranking, rrf
+from .retrieval import EVAL_MODES, MODES, Ranking, rrf
 from .sparse import SparseIndex
 from .store import ChunkRow, Delta, FileChange, Store
+from .treeindex import TreeIndex, empty_status
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,7 @@ Progress = Callable[[int, int, str], None]
 """progress(done, total, current item)"""
 
 BATCH_FILES = 64
+SUMMARY_LEAVES = 18
 BATCH_CHUNKS = 1024
 
 
@@ -81,7 +84,10 @@ class KnowledgeBase:
         self.dim = self.store.dim
         self.sparse = SparseIndex(self.data_dir / "bm25")
         self.dense = DenseIndex(self.data_dir / "dense", self.dim)
+        self.embed_seconds = 0.0
+        self.tree_index: TreeIndex | None = None
         self._sync_derived()
+        self._load_tree()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -109,6 +115,35 @@ class KnowledgeBase:
                      self.dense.generation, generation)
             ids, vectors = self.store.all_vectors()
             self.dense.rebuild(generation, ids, vectors)
+
+    def _load_tree(self) -> None:
+        """Load the stored tree, or rebuild it when it does not match the chunks."""
+        ids, vectors = self.store.all_vectors()
+        stored = self.store.load_tree()
+        if stored is not None:
+            tree, chunk_ids, node_vectors = stored
+            if len(chunk_ids) == len(ids) and np.array_equal(np.sort(chunk_ids), ids):
+                node_vectors[: len(chunk_ids)] = vectors[np.searchsorted(ids, chunk_ids)]
+                self.tree_index = TreeIndex(tree, chunk_ids, node_vectors)
+                return
+            log.info("stored tree does not match the chunks: rebuilding it")
+        self._rebuild_tree(ids, vectors)
+
+    def _rebuild_tree(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Build the whole tree over the current chunks and store it."""
+        if len(ids) == 0:
+            self.tree_index = None
+            return
+        self.tree_index = TreeIndex.build(ids, vectors, self.config.tree)
+        log.info("built tree over %d leaves in %.2f s", len(ids), self.tree_index.build_s)
+        self.store.save_tree(self.tree_index.tree, ids, self.tree_index.vectors)
+
+    def _refresh_tree(self) -> None:
+        """Bring the tree in line with the chunks after a change."""
+        ids, vectors = self.store.all_vectors()
+        if self.tree_index is not None and self.tree_index.covers(ids):
+            return
+        self._rebuild_tree(ids, vectors)
 
     def _apply(self, changes: list[FileChange], removals: Iterable[str] = ()) -> Delta:
         """Commit to DuckDB, then bring the derived indexes to the new generation."""
@@ -177,6 +212,7 @@ class KnowledgeBase:
                 self._ingest_batch(batch, report)
                 if progress:
                     progress(min(start + len(batch), total), total, str(batch[-1]))
+            self._refresh_tree()
         return report
 
     def _prepare(self, path: Path, report: IngestReport) -> FileChange | None:
@@ -252,7 +288,9 @@ class KnowledgeBase:
                 else:
                     pending.append(row)
         if pending:
+            started = time.perf_counter()
             vectors = self.embedder.embed([row.text for row in pending])
+            self.embed_seconds += time.perf_counter() - started
             for row, vector in zip(pending, vectors, strict=True):
                 row.vector = vector
             report.chunks_embedded += len(pending)
@@ -277,11 +315,16 @@ class KnowledgeBase:
             self._reuse_and_embed(changes, report)
             self._apply(changes, removals)
 
-    def ingest_jsonl(self, path: Path | str, progress: Progress | None = None) -> IngestReport:
+    def ingest_jsonl(
+        self, path: Path | str, progress: Progress | None = None, refresh_tree: bool = True
+    ) -> IngestReport:
         """Index a benchmark corpus: one leaf per {"id","title","text"} record."""
         path = Path(os.path.abspath(path))
         report = IngestReport()
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise KBError(f"cannot read corpus {path}: {exc}") from exc
         digest = file_hash(data)
         record = self.store.file(str(path))
         if record and record.hash == digest:
@@ -308,9 +351,22 @@ class KnowledgeBase:
                 report.updated += 1
             self._reuse_and_embed([change], report)
             self._apply([change])
+            if refresh_tree:
+                self._refresh_tree()
         if progress:
             progress(len(rows), len(rows), str(path))
         return report
+
+    def ingest_corpora(self, corpora: Iterable[Path], batches: int = 1) -> dict[str, float]:
+        """Index benchmark corpora and build the tree; returns embedding and build seconds."""
+        self.embed_seconds = 0.0
+        for corpus in corpora:
+            self.ingest_jsonl(corpus, refresh_tree=False)
+        started = time.perf_counter()
+        with self._lock:
+            self._refresh_tree()
+        return {"embed_s": round(self.embed_seconds, 2),
+                "tree_build_s": round(time.perf_counter() - started, 2)}
 
     def remove(self, paths: Iterable[Path | str]) -> int:
         """Forget files (and everything below folders); returns how many were removed."""
@@ -321,6 +377,7 @@ class KnowledgeBase:
         if targets:
             with self._lock:
                 self._apply([], targets)
+                self._refresh_tree()
         return len(targets)
 
     # -- query ------------------------------------------------------------------------------
@@ -331,29 +388,60 @@ class KnowledgeBase:
 
     def rank(self, text: str, mode: str, k: int) -> Ranking:
         """Chunk ids for a query in one mode, best first."""
-        if mode not in MODES:
+        if mode not in EVAL_MODES:
             raise KBError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        per = max(k, self.config.retrieval.k_per_retriever)
+        retrieval = self.config.retrieval
+        per = max(k, retrieval.k_per_retriever)
         if mode == "sparse":
             return Ranking(*self.sparse.search(text, k))
+        query = self.embed_query(text)
         if mode == "dense":
-            return Ranking(*self.dense.search(self.embed_query(text), k))
-        if mode in ("hybrid", "tree"):
-            rankings = [Ranking(*self.sparse.search(text, per)),
-                        Ranking(*self.dense.search(self.embed_query(text), per))]
-            return rrf(rankings, self.config.retrieval.rrf_k, limit=k)
-        raise KBError(f"mode {mode!r} is not available")  # pragma: no cover
+            return Ranking(*self.dense.search(query, k))
+        if mode == "tree":
+            return self._tree_search(query, k)
+        rankings = [
+            Ranking(*self.sparse.search(text, per)), Ranking(*self.dense.search(query, per))
+        ]
+        if mode == "hybrid":
+            if not retrieval.fuse_dense:
+                rankings.pop()
+            rankings.insert(0, self._tree_search(query, per))
+        return rrf(rankings, retrieval.rrf_k, limit=k)
 
-    def query(self, text: str, mode: str | None = None, k: int | None = None) -> dict[str, Any]:
-        """Ranked results as the JSON shape the CLI and API return."""
+    def _tree_search(self, query: np.ndarray, k: int) -> Ranking:
+        """Top-down tree retrieval (empty before anything is indexed)."""
+        if self.tree_index is None:
+            return Ranking.empty()
+        return self.tree_index.search(query, self.config.retrieval.tree_k, k)
+
+    def sources(self, ids: np.ndarray) -> list[str]:
+        """The source (path or corpus id) of each chunk id, in order."""
+        hits = self.store.hits(ids.tolist())
+        return [hits[i].source for i in ids.tolist() if i in hits]
+
+    def query(
+        self, text: str, mode: str | None = None, k: int | None = None, summarize: bool = False
+    ) -> dict[str, Any]:
+        """Ranked results as the JSON shape the CLI and API return.
+
+        With `summarize`, 18 leaves (or k) come from the tree alone, in corpus order.
+        """
         text = text.strip()
         if not text:
             raise KBError("the query is empty")
-        mode = mode or self.config.retrieval.default_mode
-        k = k or self.config.retrieval.k
+        mode = "summarize" if summarize else (mode or self.config.retrieval.default_mode)
         with self._lock:
-            ranking = self.rank(text, mode, k)
+            if summarize:
+                ranking = self._tree_search(self.embed_query(text), k or SUMMARY_LEAVES)
+            else:
+                k = k or self.config.retrieval.k
+                ranking = self.rank(text, mode, k)
             hits = self.store.hits(ranking.ids.tolist())
+        if summarize:
+            position = {i: (hits[i].path, hits[i].ordinal) for i in hits}
+            order = sorted(range(len(ranking.ids)),
+                           key=lambda j: position.get(int(ranking.ids[j]), ("", 0)))
+            ranking = Ranking(ranking.ids[order], ranking.scores[order])
         results = []
         for chunk_id, score in zip(ranking.ids.tolist(), ranking.scores.tolist(), strict=True):
             hit = hits.get(chunk_id)
@@ -373,6 +461,12 @@ class KnowledgeBase:
 
     # -- status -----------------------------------------------------------------------------
 
+    def tree_status(self) -> dict[str, Any]:
+        """Shape of the tree."""
+        if self.tree_index is None:
+            return empty_status(self.config.tree.max_children)
+        return self.tree_index.status(self.config.tree.max_children)
+
     def status(self) -> dict[str, Any]:
         """Counts, model and store sizes."""
         with self._lock:
@@ -383,6 +477,7 @@ class KnowledgeBase:
             ]
             return {
                 "data_dir": str(self.data_dir),
+                "tree": self.tree_status(),
                 "files": counts,
                 "chunks": self.store.chunk_count(),
                 "model": self.embedder.name,

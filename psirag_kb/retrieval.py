@@ -8,6 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 MODES = ("hybrid", "tree", "sparse", "dense")
+"""Query modes users choose from."""
+EVAL_MODES = (*MODES, "flat_hybrid")
+"""Modes the evaluation can score: flat_hybrid is the RRF of BM25 and flat dense alone."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import duckdb
 import numpy as np
 
 from .errors import ModelMismatchError, StoreError
+from .tree import Tree
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,11 @@ class Store:
                 id BIGINT, file_id BIGINT, ordinal INTEGER, source VARCHAR,
                 start_char INTEGER, end_char INTEGER, line_first INTEGER, line_last INTEGER,
                 text VARCHAR, hash VARCHAR, vector FLOAT[{dim}])"""
+        )
+        db.execute(
+            f"""CREATE TABLE nodes (
+                id BIGINT, chunk_id BIGINT, parent BIGINT, layer INTEGER, ord INTEGER,
+                vector FLOAT[{dim}], abstract VARCHAR, dirty BOOLEAN)"""
         )
         rows = [
             ("schema_version", str(SCHEMA_VERSION)),
@@ -414,3 +420,67 @@ class Store:
     def meta(self) -> dict[str, str]:
         """The meta table."""
         return dict(self.db.execute("SELECT key, value FROM meta").fetchall())
+
+    # -- tree -------------------------------------------------------------------------------
+
+    def save_tree(self, tree: Tree, chunk_ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Replace the stored tree: node i is leaf chunk_ids[i] or an abstract node."""
+        n = tree.n_nodes
+        order = np.zeros(n, dtype=np.int64)
+        for kids in tree.children:
+            order[kids] = np.arange(len(kids))
+        chunk_column = np.full(n, np.nan)
+        chunk_column[: tree.n_leaves] = chunk_ids
+        vector_column = np.empty(n, dtype=object)
+        for node in range(n):
+            vector_column[node] = None if node < tree.n_leaves else vectors[node]
+        columns = {
+            "id": np.arange(n, dtype=np.int64),
+            "chunk_id": chunk_column,
+            "parent": np.where(tree.parent < 0, np.nan, tree.parent).astype(np.float64),
+            "layer": tree.layer.astype(np.int64),
+            "ord": order,
+            "vector": vector_column,
+        }
+        with self.transaction() as db:
+            db.execute("DELETE FROM nodes")
+            db.register("new_nodes", columns)
+            try:
+                db.execute(
+                    f"""INSERT INTO nodes SELECT id, CAST(chunk_id AS BIGINT),
+                        CAST(parent AS BIGINT), CAST(layer AS INTEGER), CAST(ord AS INTEGER),
+                        CAST(vector AS FLOAT[{self.dim}]), NULL, TRUE FROM new_nodes"""
+                )
+            finally:
+                db.unregister("new_nodes")
+
+    def load_tree(self) -> tuple[Tree, np.ndarray, np.ndarray] | None:
+        """The stored tree, its leaves' chunk ids and its node vectors (None if there is none)."""
+        data = self.db.execute(
+            "SELECT id, coalesce(chunk_id, -1) AS chunk_id, coalesce(parent, -1) AS parent, "
+            "layer, ord FROM nodes ORDER BY id"
+        ).fetchnumpy()
+        ids = np.asarray(data["id"], dtype=np.int64)
+        n = len(ids)
+        if n == 0 or not np.array_equal(ids, np.arange(n)):
+            return None
+        chunk_ids = np.asarray(data["chunk_id"], dtype=np.int64)
+        parent = np.asarray(data["parent"], dtype=np.int64)
+        layer = np.asarray(data["layer"], dtype=np.int32)
+        order = np.asarray(data["ord"], dtype=np.int64)
+        leaves = int(np.sum(chunk_ids >= 0))
+        roots = np.flatnonzero(parent < 0)
+        if len(roots) != 1 or np.any(chunk_ids[:leaves] < 0):
+            return None
+        children: list[list[int]] = [[] for _ in range(n)]
+        for node in np.lexsort((order, parent)).tolist():
+            if parent[node] >= 0:
+                children[parent[node]].append(node)
+        tree = Tree(leaves, parent, children, layer, int(roots[0]))
+        vectors = np.zeros((n, self.dim), dtype=np.float32)
+        if n > leaves:
+            rows = self.db.execute(
+                "SELECT vector FROM nodes WHERE chunk_id IS NULL ORDER BY id"
+            ).fetchnumpy()["vector"]
+            vectors[leaves:] = np.stack(list(rows))
+        return tree, chunk_ids[:leaves], vectors
