@@ -271,6 +271,7 @@ def build_tree(
     if mode == "bucketing" and n > 1:
         b = buckets if buckets is not None else max(1, round(math.sqrt(n / 2)))
         parts = partition(x, b, seed)
+        spent["pairs"] = time.perf_counter() - clock
         for part in parts:
             if part.size < 2:
                 continue

@@ -184,16 +184,14 @@ def test_exact_mode_matches_the_reference_on_clusters() -> None:
     assert canonical(mine) == canonical(reference_tree(x))
 
 
-def test_blockwise_similarities_give_the_same_spanning_tree(monkeypatch) -> None:
-    from psirag_kb.tree import pairs
+def test_similarities_are_symmetric_and_the_tree_spans() -> None:
+    from psirag_kb.tree.pairs import similarity_matrix
 
-    x = vectors(3, 300, 8, duplicates=False)
-    whole = exact_mst(x)
-    monkeypatch.setattr(pairs, "_BLOCK", 64)
-    monkeypatch.setattr(pairs, "_TILE", 16)
-    blocks = exact_mst(x)
-    assert np.array_equal(pairs.similarity_matrix(x), pairs.similarity_matrix(x).T)
-    assert np.array_equal(whole[0], blocks[0]) and np.array_equal(whole[1], blocks[1])
+    x = vectors(3, 300, 8, duplicates=True)
+    sims = similarity_matrix(x)
+    assert np.array_equal(sims, sims.T)
+    u, v, w = exact_mst(x)
+    assert u.shape == (299,) and np.all(u < v) and np.all(np.diff(w) <= 0)
 
 
 def test_sparse_spanning_forest_equals_kruskal() -> None:
