@@ -484,7 +484,8 @@ class KnowledgeBase:
                 "dim": self.dim,
                 "generation": self.store.generation,
                 "stores": {
-                    "duckdb_bytes": _size(self.store.path),
+                    "duckdb_bytes": _size(self.store.path)
+                    + _size(self.store.path.with_name(self.store.path.name + ".wal")),
                     "bm25_bytes": _size(self.sparse.folder),
                     "dense_bytes": _size(self.dense.folder),
                 },
@@ -496,4 +497,6 @@ def _size(path: Path) -> int:
     """Bytes used by a file or folder."""
     if path.is_file():
         return path.stat().st_size
+    if not path.exists():
+        return 0
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

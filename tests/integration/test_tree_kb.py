@@ -1,0 +1,94 @@
+"""The tree inside the knowledge base: built on ingest, persisted, searched, evaluated."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from psirag_kb.cli import main
+from psirag_kb.evaluation import evaluate
+from psirag_kb.kb import KnowledgeBase
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hotpotqa_small"
+
+
+@pytest.fixture
+def corpus_kb(config, minilm):
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest_jsonl(FIXTURES / "corpus.jsonl")
+        yield kb
+
+
+def test_tree_is_built_on_ingest_and_valid(corpus_kb):
+    status = corpus_kb.status()["tree"]
+    assert status["leaves"] == 200 and status["equi_depth"]
+    assert status["depth"] >= 2 and status["nodes_per_layer"][0] == 200
+    assert sum(status["nodes_per_layer"][1:]) == status["abstract_nodes"]
+    assert corpus_kb.tree_index.tree.problems(40) == []
+
+
+def test_tree_is_persisted_and_reloaded(config, minilm, corpus_kb):
+    before = corpus_kb.tree_index
+    corpus_kb.close()
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        after = kb.tree_index
+        assert after is not before
+        assert after.tree.parent.tolist() == before.tree.parent.tolist()
+        assert after.tree.children == before.tree.children
+        assert after.chunk_ids.tolist() == before.chunk_ids.tolist()
+        assert abs(after.vectors - before.vectors).max() < 1e-6
+
+
+@pytest.mark.parametrize("mode", ["tree", "hybrid"])
+def test_tree_modes_find_the_gold_passage(corpus_kb, mode):
+    found = [r["source"] for r in corpus_kb.query("If Gallu is a demon Lilu is what?",
+                                                  mode=mode, k=5)["results"]]
+    assert {"hotpot-9", "hotpot-5"} & set(found)
+
+
+def test_summarize_returns_tree_leaves_in_corpus_order(corpus_kb):
+    result = corpus_kb.query("demons and spirits in Mesopotamian mythology", summarize=True)
+    assert result["mode"] == "summarize" and len(result["results"]) == 18
+    chunk_ids = [r["chunk_id"] for r in result["results"]]
+    assert chunk_ids == sorted(chunk_ids)  # one corpus file: corpus order is chunk order
+
+
+def test_tree_follows_added_and_removed_files(config, minilm, tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(6):
+        (folder / f"n{i}.txt").write_text(f"Note {i} is about topic {i}: " + "word " * 20 + "\n")
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest([folder])
+        assert kb.status()["tree"]["leaves"] == 6
+        (folder / "n0.txt").unlink()
+        kb.ingest([folder])
+        assert kb.status()["tree"]["leaves"] == 5
+        assert kb.tree_index.tree.problems(40) == []
+        kb.remove([folder])
+        assert kb.status()["tree"]["leaves"] == 0 and kb.tree_index is None
+
+
+def test_eval_reports_recall_per_mode(config, tmp_path):
+    report = evaluate(config, [FIXTURES / "corpus.jsonl"], FIXTURES / "questions.jsonl",
+                      ["sparse", "dense", "tree", "hybrid", "flat_hybrid"], k=5)
+    assert report["questions"] == 20 and report["passages"] == 200
+    assert set(report["timings"]) == {"embed_s", "tree_build_s"}
+    for mode, row in report["modes"].items():
+        assert 0.0 <= row["recall@2"] <= row["recall@5"] <= 1.0, mode
+        assert row["ms_per_query"] > 0
+    assert report["modes"]["hybrid"]["recall@5"] >= 0.6
+    again = evaluate(config, [FIXTURES / "corpus.jsonl"], FIXTURES / "questions.jsonl",
+                     ["sparse"], k=5)
+    assert again["timings"]["embed_s"] < report["timings"]["embed_s"]  # served from the cache
+
+
+def test_eval_cli_json(tmp_path, capsys):
+    code = main(["eval", "--corpus", str(FIXTURES / "corpus.jsonl"), "--questions",
+                 str(FIXTURES / "questions.jsonl"), "--modes", "sparse,tree", "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["modes"]) == {"sparse", "tree"}
+    assert set(out["modes"]["tree"]) == {"recall@2", "recall@5", "ms_per_query"}
