@@ -67,6 +67,8 @@ class TreeConfig:
     """Neighbours per leaf in hnsw pair mode."""
     abstract_kind: str = "keyword"
     """keyword or summative abstracts."""
+    insert_threshold: float = 0.5
+    """New chunks whose most similar leaf is below this cosine join as a subtree, not one by one."""
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,16 @@ class DenseIndex:
         labels, distances = self.index.knn_query(query.reshape(1, -1), k=k)
         return labels[0].astype(np.int64), (1.0 - distances[0]).astype(np.float32)
 
+    def search_many(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (ids, cosine similarities) for each query row; empty columns when empty."""
+        k = min(k, self._live)
+        if k <= 0:
+            n = len(queries)
+            return np.zeros((n, 0), np.int64), np.zeros((n, 0), np.float32)
+        self.index.set_ef(max(64, k))
+        labels, distances = self.index.knn_query(queries, k=k)
+        return labels.astype(np.int64), (1.0 - distances).astype(np.float32)
+
     @property
     def count(self) -> int:
         """Number of live vectors."""

@@ -11,6 +11,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,8 @@ from .rerank import Reranker
 from .retrieval import EVAL_MODES, MODES, Ranking, rrf
 from .sparse import SparseIndex
 from .store import ChunkRow, Delta, FileChange, Store
-from .treeindex import TreeIndex, empty_status
+from .tree.live import LiveTree
+from .treeindex import TreeIndex
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,7 @@ class IngestReport:
     updated: int = 0
     unchanged: int = 0
     removed: int = 0
+    renamed: int = 0
     skipped: int = 0
     failed: int = 0
     chunks_embedded: int = 0
@@ -70,6 +73,23 @@ def _text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+def read_records(path: Path, data: bytes) -> list[ChunkRow]:
+    """One chunk row per {"id","title","text"} line of a benchmark corpus."""
+    rows: list[ChunkRow] = []
+    for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            title, text = str(item.get("title", "")).strip(), str(item["text"]).strip()
+            source = str(item["id"])
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise KBError(f"{path}:{number}: not a {{id, title, text}} record ({exc})") from exc
+        body = f"{title}\n{text}" if title else text
+        rows.append(ChunkRow(len(rows), source, None, None, None, None, body, _text_hash(body)))
+    return rows
+
+
 class KnowledgeBase:
     """One knowledge base in a data directory; the only object the CLI, API and TUI use."""
 
@@ -86,7 +106,9 @@ class KnowledgeBase:
         self.sparse = SparseIndex(self.data_dir / "bm25")
         self.dense = DenseIndex(self.data_dir / "dense", self.dim)
         self.embed_seconds = 0.0
-        self.tree_index: TreeIndex | None = None
+        self.tree_seconds = 0.0
+        self._defer_tree = False
+        self.tree_index: TreeIndex
         reranker = config.retrieval.reranker
         self.reranker = Reranker(reranker, config.embedding.device) if reranker else None
         self._sync_derived()
@@ -122,41 +144,83 @@ class KnowledgeBase:
     def _load_tree(self) -> None:
         """Load the stored tree, or rebuild it when it does not match the chunks."""
         ids, vectors = self.store.all_vectors()
-        stored = self.store.load_tree()
-        if stored is not None:
-            tree, chunk_ids, node_vectors = stored
-            if len(chunk_ids) == len(ids) and np.array_equal(np.sort(chunk_ids), ids):
-                node_vectors[: len(chunk_ids)] = vectors[np.searchsorted(ids, chunk_ids)]
-                self.tree_index = TreeIndex(tree, chunk_ids, node_vectors)
+        by_id = dict(zip(ids.tolist(), vectors, strict=True))
+        live = self.store.load_tree(self.config.tree.max_children, by_id)
+        if live is not None:
+            index = TreeIndex(live, self.config.tree)
+            if np.array_equal(index.chunk_ids(), ids) and not index.problems():
+                self.tree_index = index
                 return
-            log.info("stored tree does not match the chunks: rebuilding it")
-        self._rebuild_tree(ids, vectors)
+        if len(ids):
+            log.warning("stored tree does not match the chunks: rebuilding it")
+        self._build_tree(ids, vectors)
 
-    def _rebuild_tree(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        """Build the whole tree over the current chunks and store it."""
+    def _build_tree(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Build the whole tree over the given chunks at once and store it."""
+        next_id = int(self.store.meta().get("next_node_id", "1"))
         if len(ids) == 0:
-            self.tree_index = None
-            return
-        self.tree_index = TreeIndex.build(ids, vectors, self.config.tree)
-        log.info("built tree over %d leaves in %.2f s", len(ids), self.tree_index.build_s)
-        self.store.save_tree(self.tree_index.tree, ids, self.tree_index.vectors)
+            self.tree_index = TreeIndex(
+                LiveTree(self.config.tree.max_children, self.dim, next_id), self.config.tree
+            )
+        else:
+            self.tree_index = TreeIndex.build(ids, vectors, self.config.tree, next_id)
+            self.tree_seconds += self.tree_index.build_s
+            log.info("built tree over %d leaves in %.2f s", len(ids), self.tree_index.build_s)
+        self.store.save_tree(self.tree_index.live)
 
-    def _refresh_tree(self) -> None:
-        """Bring the tree in line with the chunks after a change."""
-        ids, vectors = self.store.all_vectors()
-        if self.tree_index is not None and self.tree_index.covers(ids):
-            return
-        self._rebuild_tree(ids, vectors)
+    def rebuild_tree(self) -> None:
+        """Rebuild the whole tree from the stored chunks."""
+        with self._lock:
+            self._build_tree(*self.store.all_vectors())
+
+    def _nearest(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Most similar existing leaf (chunk id, cosine) per vector, from the dense index."""
+        live = self.tree_index.live.vectors
+        labels, scores = self.dense.search_many(vectors, 8)
+        best = np.full(len(vectors), -1, dtype=np.int64)
+        similarity = np.full(len(vectors), -1.0, dtype=np.float32)
+        for row in range(len(vectors)):
+            for label, score in zip(labels[row].tolist(), scores[row].tolist(), strict=True):
+                if -label in live:
+                    best[row], similarity[row] = label, score
+                    break
+        return best, similarity
+
+    def _update_tree(self, added: np.ndarray, vectors: np.ndarray, removed: np.ndarray):
+        """Incremental tree update run inside the DuckDB transaction of a change."""
+        if self._defer_tree:
+            return None
+        started = time.perf_counter()
+        self.tree_index.update(added, vectors, removed, self._nearest)
+        self.tree_seconds += time.perf_counter() - started
+        return self.tree_index.live
 
     def _apply(self, changes: list[FileChange], removals: Iterable[str] = ()) -> Delta:
-        """Commit to DuckDB, then bring the derived indexes to the new generation."""
-        delta = self.store.apply(changes, removals)
+        """Commit chunks and tree to DuckDB, then bring the derived indexes to the generation."""
+        try:
+            delta = self.store.apply(changes, removals, self._update_tree)
+        except BaseException:
+            self._load_tree()  # the transaction rolled back: drop in-memory tree edits too
+            raise
         self.sparse.apply(
             delta.generation, zip(delta.added_ids.tolist(), delta.added_texts, strict=True),
             delta.removed_ids.tolist(),
         )
         self.dense.apply(delta.generation, delta.added_ids, delta.added_vectors, delta.removed_ids)
         return delta
+
+    @contextmanager
+    def _bulk(self) -> Iterator[None]:
+        """Defer tree updates when the tree is empty, then build it once at the end."""
+        if not self.tree_index.empty or self._defer_tree:
+            yield
+            return
+        self._defer_tree = True
+        try:
+            yield
+        finally:
+            self._defer_tree = False
+            self._build_tree(*self.store.all_vectors())
 
     # -- ingest -----------------------------------------------------------------------------
 
@@ -205,7 +269,8 @@ class KnowledgeBase:
                 removals.append(str(path))
             else:
                 raise KBError(f"{path} does not exist")
-        with self._lock:
+        with self._lock, self._bulk():
+            removals = self._renames(files, removals, report)
             if removals:
                 self._apply([], removals)
                 report.removed += len(removals)
@@ -215,8 +280,36 @@ class KnowledgeBase:
                 self._ingest_batch(batch, report)
                 if progress:
                     progress(min(start + len(batch), total), total, str(batch[-1]))
-            self._refresh_tree()
         return report
+
+    def _renames(self, files: list[Path], removals: list[str], report: IngestReport) -> list[str]:
+        """Turn a vanished file plus a new file with the same content into a rename."""
+        if not removals:
+            return removals
+        by_hash = {}
+        for path in removals:
+            record = self.store.file(path)
+            if record is not None and record.state == "indexed" and record.hash:
+                by_hash.setdefault(record.hash, path)
+        left = set(removals)
+        for path in files:
+            if not by_hash or self.store.file(str(path)) is not None:
+                continue
+            try:
+                with open(path, "rb") as handle:
+                    digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            except OSError:
+                continue
+            old = by_hash.pop(digest, None)
+            if old is not None and self.store.rename(old, str(path)):
+                left.discard(old)
+                report.renamed += 1
+        return [p for p in removals if p in left]
+
+    def rename(self, old: Path | str, new: Path | str) -> bool:
+        """A file moved: its record and leaves stay, its path changes."""
+        with self._lock:
+            return self.store.rename(os.path.abspath(old), os.path.abspath(new))
 
     def _prepare(self, path: Path, report: IngestReport) -> FileChange | None:
         """Read and chunk one file; None when it is unchanged."""
@@ -318,9 +411,7 @@ class KnowledgeBase:
             self._reuse_and_embed(changes, report)
             self._apply(changes, removals)
 
-    def ingest_jsonl(
-        self, path: Path | str, progress: Progress | None = None, refresh_tree: bool = True
-    ) -> IngestReport:
+    def ingest_jsonl(self, path: Path | str, progress: Progress | None = None) -> IngestReport:
         """Index a benchmark corpus: one leaf per {"id","title","text"} record."""
         path = Path(os.path.abspath(path))
         report = IngestReport()
@@ -333,43 +424,44 @@ class KnowledgeBase:
         if record and record.hash == digest:
             report.unchanged += 1
             return report
-        rows: list[ChunkRow] = []
-        for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-                title, text = str(item.get("title", "")).strip(), str(item["text"]).strip()
-                source = str(item["id"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise KBError(f"{path}:{number}: not a {{id, title, text}} record ({exc})") from exc
-            body = f"{title}\n{text}" if title else text
-            rows.append(ChunkRow(len(rows), source, None, None, None, None, body, _text_hash(body)))
+        rows = read_records(path, data)
         change = FileChange(str(path), "corpus", digest, len(data), path.stat().st_mtime,
                             "indexed", "", rows)
-        with self._lock:
+        with self._lock, self._bulk():
             if record is None:
                 report.added += 1
             else:
                 report.updated += 1
             self._reuse_and_embed([change], report)
             self._apply([change])
-            if refresh_tree:
-                self._refresh_tree()
         if progress:
             progress(len(rows), len(rows), str(path))
         return report
 
-    def ingest_corpora(self, corpora: Iterable[Path], batches: int = 1) -> dict[str, float]:
-        """Index benchmark corpora and build the tree; returns embedding and build seconds."""
-        self.embed_seconds = 0.0
-        for corpus in corpora:
-            self.ingest_jsonl(corpus, refresh_tree=False)
-        started = time.perf_counter()
-        with self._lock:
-            self._refresh_tree()
+    def ingest_corpora(
+        self, corpora: Iterable[Path], batches: int = 1, seed: int = 0
+    ) -> dict[str, float]:
+        """Index benchmark corpora: at once, or shuffled in sequential incremental batches."""
+        self.embed_seconds = self.tree_seconds = 0.0
+        if batches <= 1:
+            with self._lock, self._bulk():
+                for corpus in corpora:
+                    self.ingest_jsonl(corpus)
+        else:
+            rows = [row for corpus in corpora
+                    for row in read_records(Path(corpus), Path(corpus).read_bytes())]
+            order = np.random.default_rng(seed).permutation(len(rows))
+            for number, part in enumerate(np.array_split(order, batches)):
+                batch = [rows[i] for i in part]
+                for ordinal, row in enumerate(batch):
+                    row.ordinal = ordinal
+                change = FileChange(f"batch-{number:05d}", "corpus", f"batch-{number}",
+                                    0, 0.0, "indexed", "", batch)
+                with self._lock:
+                    self._reuse_and_embed([change], IngestReport())
+                    self._apply([change])
         return {"embed_s": round(self.embed_seconds, 2),
-                "tree_build_s": round(time.perf_counter() - started, 2)}
+                "tree_build_s": round(self.tree_seconds, 2)}
 
     def remove(self, paths: Iterable[Path | str]) -> int:
         """Forget files (and everything below folders); returns how many were removed."""
@@ -380,7 +472,6 @@ class KnowledgeBase:
         if targets:
             with self._lock:
                 self._apply([], targets)
-                self._refresh_tree()
         return len(targets)
 
     # -- query ------------------------------------------------------------------------------
@@ -418,8 +509,6 @@ class KnowledgeBase:
 
     def _tree_search(self, query: np.ndarray, k: int) -> Ranking:
         """Top-down tree retrieval (empty before anything is indexed)."""
-        if self.tree_index is None:
-            return Ranking.empty()
         return self.tree_index.search(query, self.config.retrieval.tree_k, k)
 
     def sources(self, ids: np.ndarray) -> list[str]:
@@ -471,9 +560,7 @@ class KnowledgeBase:
 
     def tree_status(self) -> dict[str, Any]:
         """Shape of the tree."""
-        if self.tree_index is None:
-            return empty_status(self.config.tree.max_children)
-        return self.tree_index.status(self.config.tree.max_children)
+        return self.tree_index.status()
 
     def status(self) -> dict[str, Any]:
         """Counts, model and store sizes."""

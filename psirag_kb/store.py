@@ -13,11 +13,21 @@ import duckdb
 import numpy as np
 
 from .errors import ModelMismatchError, StoreError
-from .tree import Tree
+from .tree.live import LiveTree
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+
+TreeUpdate = Callable[[np.ndarray, np.ndarray, np.ndarray], "LiveTree | None"]
+"""tree_update(added chunk ids, their vectors, removed chunk ids) -> the tree to write."""
+
+
+def _stack(vectors: list[np.ndarray], dim: int) -> np.ndarray:
+    """Rows as one float32 array (an empty (0, dim) array for none)."""
+    if not vectors:
+        return np.zeros((0, dim), np.float32)
+    return np.stack(vectors).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -157,9 +167,10 @@ class Store:
         )
         db.execute(
             f"""CREATE TABLE nodes (
-                id BIGINT, chunk_id BIGINT, parent BIGINT, layer INTEGER, ord INTEGER,
+                id BIGINT, parent BIGINT, layer INTEGER, ord INTEGER,
                 vector FLOAT[{dim}], abstract VARCHAR, dirty BOOLEAN)"""
         )
+        db.execute("CREATE TABLE leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)")
         rows = [
             ("schema_version", str(SCHEMA_VERSION)),
             ("model", model),
@@ -167,6 +178,7 @@ class Store:
             ("generation", "0"),
             ("next_file_id", "1"),
             ("next_chunk_id", "1"),
+            ("next_node_id", "1"),
         ]
         db.executemany("INSERT INTO meta VALUES (?, ?)", rows)
         db.execute("COMMIT")
@@ -235,8 +247,11 @@ class Store:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def apply(self, changes: list[FileChange], removals: Iterable[str] = ()) -> Delta:
-        """Write new file states and remove files, all in one transaction."""
+    def apply(
+        self, changes: list[FileChange], removals: Iterable[str] = (),
+        tree_update: TreeUpdate | None = None,
+    ) -> Delta:
+        """Write new file states, remove files and update the tree, all in one transaction."""
         added_ids: list[int] = []
         added_vectors: list[np.ndarray] = []
         added_texts: list[str] = []
@@ -301,17 +316,19 @@ class Store:
                 self._insert_chunks(new_rows, added_vectors)
             if kept_rows:
                 self._update_positions(kept_rows)
+            if tree_update is not None:
+                live = tree_update(
+                    np.asarray(added_ids, dtype=np.int64), _stack(added_vectors, self.dim),
+                    np.asarray(removed, dtype=np.int64),
+                )
+                if live is not None:
+                    self.write_tree(live)
             generation = self.generation + 1
             self._set_meta("generation", str(generation))
-        vectors = (
-            np.stack(added_vectors).astype(np.float32)
-            if added_vectors
-            else np.zeros((0, self.dim), np.float32)
-        )
         return Delta(
             generation=generation,
             added_ids=np.asarray(added_ids, dtype=np.int64),
-            added_vectors=vectors,
+            added_vectors=_stack(added_vectors, self.dim),
             added_texts=added_texts,
             removed_ids=np.asarray(removed, dtype=np.int64),
         )
@@ -372,6 +389,17 @@ class Store:
         """Number of chunks (leaves)."""
         return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
+    def rename(self, old: str, new: str) -> bool:
+        """Give a file (and its chunks' source) a new path; its leaves stay where they are."""
+        record = self.file(old)
+        if record is None or self.file(new) is not None:
+            return False
+        with self.transaction() as db:
+            db.execute("UPDATE files SET path = ? WHERE id = ?", [new, record.id])
+            if record.origin == "file":
+                db.execute("UPDATE chunks SET source = ? WHERE file_id = ?", [new, record.id])
+        return True
+
     def all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, vectors) of every chunk, ordered by id."""
         data = self.db.execute("SELECT id, vector FROM chunks ORDER BY id").fetchnumpy()
@@ -423,64 +451,103 @@ class Store:
 
     # -- tree -------------------------------------------------------------------------------
 
-    def save_tree(self, tree: Tree, chunk_ids: np.ndarray, vectors: np.ndarray) -> None:
-        """Replace the stored tree: node i is leaf chunk_ids[i] or an abstract node."""
-        n = tree.n_nodes
-        order = np.zeros(n, dtype=np.int64)
-        for kids in tree.children:
-            order[kids] = np.arange(len(kids))
-        chunk_column = np.full(n, np.nan)
-        chunk_column[: tree.n_leaves] = chunk_ids
-        vector_column = np.empty(n, dtype=object)
-        for node in range(n):
-            vector_column[node] = None if node < tree.n_leaves else vectors[node]
-        columns = {
-            "id": np.arange(n, dtype=np.int64),
-            "chunk_id": chunk_column,
-            "parent": np.where(tree.parent < 0, np.nan, tree.parent).astype(np.float64),
-            "layer": tree.layer.astype(np.int64),
-            "ord": order,
-            "vector": vector_column,
-        }
-        with self.transaction() as db:
+    def write_tree(self, live: LiveTree, full: bool = False) -> None:
+        """Write the tree's changed rows (all rows when `full`); call inside a transaction."""
+        db = self.db
+        touched, dropped = live.take_changes()
+        if full:
             db.execute("DELETE FROM nodes")
-            db.register("new_nodes", columns)
+            db.execute("DELETE FROM leaves")
+            touched = set(live.vectors)
+        else:
+            gone = sorted(touched | dropped)
+            abstract_gone = [n for n in gone if n > 0]
+            leaves_gone = [-n for n in gone if n < 0]
+            if abstract_gone:
+                db.execute("DELETE FROM nodes WHERE list_contains(?, id)", [abstract_gone])
+            if leaves_gone:
+                db.execute("DELETE FROM leaves WHERE list_contains(?, chunk_id)", [leaves_gone])
+        abstract = sorted(n for n in touched if n > 0)
+        leaves = sorted(-n for n in touched if n < 0)
+        if abstract:
+            vectors = np.empty(len(abstract), dtype=object)
+            for i, node in enumerate(abstract):
+                vectors[i] = live.vectors[node]
+            db.register("tree_nodes", {
+                "id": np.array(abstract, dtype=np.int64),
+                "parent": np.array([live.parent.get(n, -1) for n in abstract], dtype=np.int64),
+                "layer": np.array([live.layer[n] for n in abstract], dtype=np.int64),
+                "ord": np.array([live.order_of(n) for n in abstract], dtype=np.int64),
+                "vector": vectors,
+                "abstract": np.array([live.abstracts.get(n) for n in abstract], dtype=object),
+                "dirty": np.array([n in live.dirty for n in abstract], dtype=bool),
+            })
             try:
                 db.execute(
-                    f"""INSERT INTO nodes SELECT id, CAST(chunk_id AS BIGINT),
-                        CAST(parent AS BIGINT), CAST(layer AS INTEGER), CAST(ord AS INTEGER),
-                        CAST(vector AS FLOAT[{self.dim}]), NULL, TRUE FROM new_nodes"""
+                    f"""INSERT INTO nodes SELECT id, CASE WHEN parent < 0 THEN NULL ELSE parent END,
+                        CAST(layer AS INTEGER), CAST(ord AS INTEGER),
+                        CAST(vector AS FLOAT[{self.dim}]), abstract, dirty FROM tree_nodes"""
                 )
             finally:
-                db.unregister("new_nodes")
+                db.unregister("tree_nodes")
+        if leaves:
+            keys = [-c for c in leaves]
+            db.register("tree_leaves", {
+                "chunk_id": np.array(leaves, dtype=np.int64),
+                "parent": np.array([live.parent.get(k, -1) for k in keys], dtype=np.int64),
+                "ord": np.array([live.order_of(k) for k in keys], dtype=np.int64),
+            })
+            try:
+                db.execute(
+                    """INSERT INTO leaves SELECT chunk_id,
+                        CASE WHEN parent < 0 THEN NULL ELSE parent END, CAST(ord AS INTEGER)
+                        FROM tree_leaves"""
+                )
+            finally:
+                db.unregister("tree_leaves")
+        self._set_meta("next_node_id", str(live.next_id))
 
-    def load_tree(self) -> tuple[Tree, np.ndarray, np.ndarray] | None:
-        """The stored tree, its leaves' chunk ids and its node vectors (None if there is none)."""
-        data = self.db.execute(
-            "SELECT id, coalesce(chunk_id, -1) AS chunk_id, coalesce(parent, -1) AS parent, "
-            "layer, ord FROM nodes ORDER BY id"
-        ).fetchnumpy()
-        ids = np.asarray(data["id"], dtype=np.int64)
-        n = len(ids)
-        if n == 0 or not np.array_equal(ids, np.arange(n)):
+    def save_tree(self, live: LiveTree) -> None:
+        """Replace the whole stored tree in one transaction."""
+        with self.transaction():
+            self.write_tree(live, full=True)
+
+    def load_tree(
+        self, max_children: int, leaf_vectors: dict[int, np.ndarray]
+    ) -> LiveTree | None:
+        """The stored tree (leaf vectors by chunk id come from the caller); None if absent."""
+        live = LiveTree(max_children, self.dim, int(self._meta("next_node_id") or 1))
+        nodes = self.db.execute(
+            "SELECT id, coalesce(parent, -1), layer, ord, vector, abstract, dirty FROM nodes"
+        ).fetchall()
+        leaves = self.db.execute(
+            "SELECT chunk_id, coalesce(parent, -1), ord FROM leaves"
+        ).fetchall()
+        if not leaves:
             return None
-        chunk_ids = np.asarray(data["chunk_id"], dtype=np.int64)
-        parent = np.asarray(data["parent"], dtype=np.int64)
-        layer = np.asarray(data["layer"], dtype=np.int32)
-        order = np.asarray(data["ord"], dtype=np.int64)
-        leaves = int(np.sum(chunk_ids >= 0))
-        roots = np.flatnonzero(parent < 0)
-        if len(roots) != 1 or np.any(chunk_ids[:leaves] < 0):
+        slots: list[tuple[int, int, int]] = []
+        for node, parent, layer, order, vector, abstract, dirty in nodes:
+            live.children[node] = []
+            live.layer[node] = layer
+            live.vectors[node] = np.asarray(vector, dtype=np.float32)
+            if abstract is not None:
+                live.abstracts[node] = abstract
+            if dirty:
+                live.dirty.add(node)
+            slots.append((parent, order, node))
+        for chunk_id, parent, order in leaves:
+            if chunk_id not in leaf_vectors:
+                return None
+            live.vectors[-chunk_id] = leaf_vectors[chunk_id]
+            slots.append((parent, order, -chunk_id))
+        roots = [key for parent, _, key in slots if parent < 0]
+        if len(roots) != 1:
             return None
-        children: list[list[int]] = [[] for _ in range(n)]
-        for node in np.lexsort((order, parent)).tolist():
-            if parent[node] >= 0:
-                children[parent[node]].append(node)
-        tree = Tree(leaves, parent, children, layer, int(roots[0]))
-        vectors = np.zeros((n, self.dim), dtype=np.float32)
-        if n > leaves:
-            rows = self.db.execute(
-                "SELECT vector FROM nodes WHERE chunk_id IS NULL ORDER BY id"
-            ).fetchnumpy()["vector"]
-            vectors[leaves:] = np.stack(list(rows))
-        return tree, chunk_ids[:leaves], vectors
+        for parent, _, key in sorted(slots):
+            if parent >= 0:
+                if parent not in live.children:
+                    return None
+                live.children[parent].append(key)
+                live.parent[key] = parent
+        live.root = roots[0]
+        return live

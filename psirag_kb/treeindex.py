@@ -1,63 +1,88 @@
-"""The knowledge base's Ψ-RAG tree in memory: the pure tree plus chunk ids and node vectors."""
+"""The knowledge base's Ψ-RAG tree: a live tree kept current, searched through a snapshot."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from .config import TreeConfig
 from .retrieval import Ranking
-from .tree import Tree, build_tree, node_vectors, tree_search
+from .tree import build_tree, tree_search
+from .tree.live import LiveTree, Nearest
 
 
-@dataclass
 class TreeIndex:
-    """A tree whose leaf i is chunk `chunk_ids[i]`, with a vector for every node."""
+    """A live tree over the chunks, with the settings it is built and updated with."""
 
-    tree: Tree
-    chunk_ids: np.ndarray
-    vectors: np.ndarray
-    build_s: float = 0.0
+    def __init__(self, live: LiveTree, config: TreeConfig) -> None:
+        self.live = live
+        self.config = config
+        self.build_s = 0.0
 
     @classmethod
     def build(
-        cls, chunk_ids: np.ndarray, leaf_vectors: np.ndarray, config: TreeConfig
+        cls, chunk_ids: np.ndarray, leaf_vectors: np.ndarray, config: TreeConfig, next_id: int = 1
     ) -> TreeIndex:
-        """Build a tree over all leaves (Algorithm 1 and rebalancing)."""
+        """Build a tree over all leaves at once (Algorithm 1 and rebalancing)."""
         started = time.perf_counter()
         tree = build_tree(
             leaf_vectors, mode=config.pair_mode, max_children=config.max_children, knn=config.knn
         )
-        vectors = node_vectors(tree, leaf_vectors)
-        return cls(tree, np.asarray(chunk_ids, np.int64), vectors, time.perf_counter() - started)
+        live = LiveTree.from_tree(tree, chunk_ids, leaf_vectors, config.max_children, next_id)
+        index = cls(live, config)
+        index.build_s = time.perf_counter() - started
+        return index
+
+    def update(self, added: np.ndarray, vectors: np.ndarray, removed: np.ndarray,
+               nearest: Nearest) -> None:
+        """Remove and insert leaves incrementally."""
+        if len(removed):
+            self.live.remove(removed.tolist())
+        if len(added):
+            self.live.insert(added, vectors, nearest, self.config.insert_threshold,
+                             self.config.pair_mode)
+
+    @property
+    def empty(self) -> bool:
+        """Whether the tree has no leaves."""
+        return self.live.root is None
 
     def search(self, query: np.ndarray, beam: int, k: int) -> Ranking:
         """Top-down search (Algorithm 2): chunk ids of the best k leaves."""
-        leaves, scores = tree_search(self.tree, self.vectors, query, k=beam, k_leaves=k)
-        return Ranking(self.chunk_ids[leaves], scores.astype(np.float32))
+        if self.empty:
+            return Ranking.empty()
+        tree, chunk_ids, vectors, _ = self.live.snapshot()
+        leaves, scores = tree_search(tree, vectors, query, k=beam, k_leaves=k)
+        return Ranking(chunk_ids[leaves], scores.astype(np.float32))
 
-    def covers(self, chunk_ids: np.ndarray) -> bool:
-        """Whether the tree's leaves are exactly these chunks."""
-        return len(chunk_ids) == len(self.chunk_ids) and bool(
-            np.array_equal(np.sort(chunk_ids), np.sort(self.chunk_ids))
-        )
+    def chunk_ids(self) -> np.ndarray:
+        """Chunk ids of all leaves, ascending."""
+        return np.sort(-np.fromiter((k for k in self.live.vectors if k < 0), np.int64))
 
-    def status(self, max_children: int) -> dict:
+    def problems(self) -> list[str]:
+        """Broken invariants (empty when the tree is valid)."""
+        if self.empty:
+            return []
+        return self.live.snapshot()[0].problems(self.config.max_children)
+
+    def status(self) -> dict:
         """The `tree` object of `status --json`."""
-        tree = self.tree
+        if self.empty:
+            return empty_status(self.config.max_children)
+        tree = self.live.snapshot()[0]
         return {
             "depth": tree.depth,
             "leaves": tree.n_leaves,
             "abstract_nodes": tree.n_nodes - tree.n_leaves,
             "nodes_per_layer": tree.nodes_per_layer(),
-            "max_children": max_children,
+            "max_children": self.config.max_children,
             "equi_depth": tree.is_equi_depth(),
+            "dirty": len(self.live.dirty),
         }
 
 
 def empty_status(max_children: int) -> dict:
     """The `tree` object when there are no leaves yet."""
     return {"depth": 0, "leaves": 0, "abstract_nodes": 0, "nodes_per_layer": [],
-            "max_children": max_children, "equi_depth": True}
+            "max_children": max_children, "equi_depth": True, "dirty": 0}

@@ -26,19 +26,19 @@ def test_tree_is_built_on_ingest_and_valid(corpus_kb):
     assert status["leaves"] == 200 and status["equi_depth"]
     assert status["depth"] >= 2 and status["nodes_per_layer"][0] == 200
     assert sum(status["nodes_per_layer"][1:]) == status["abstract_nodes"]
-    assert corpus_kb.tree_index.tree.problems(40) == []
+    assert corpus_kb.tree_index.problems() == []
 
 
 def test_tree_is_persisted_and_reloaded(config, minilm, corpus_kb):
-    before = corpus_kb.tree_index
+    before = corpus_kb.tree_index.live
     corpus_kb.close()
     with KnowledgeBase(config, embedder=minilm) as kb:
-        after = kb.tree_index
+        after = kb.tree_index.live
         assert after is not before
-        assert after.tree.parent.tolist() == before.tree.parent.tolist()
-        assert after.tree.children == before.tree.children
-        assert after.chunk_ids.tolist() == before.chunk_ids.tolist()
-        assert abs(after.vectors - before.vectors).max() < 1e-6
+        assert after.parent == before.parent and after.children == before.children
+        assert after.root == before.root and after.layer == before.layer
+        assert set(after.vectors) == set(before.vectors)
+        assert max(abs(after.vectors[k] - before.vectors[k]).max() for k in after.vectors) < 1e-6
 
 
 @pytest.mark.parametrize("mode", ["tree", "hybrid"])
@@ -66,9 +66,9 @@ def test_tree_follows_added_and_removed_files(config, minilm, tmp_path):
         (folder / "n0.txt").unlink()
         kb.ingest([folder])
         assert kb.status()["tree"]["leaves"] == 5
-        assert kb.tree_index.tree.problems(40) == []
+        assert kb.tree_index.problems() == []
         kb.remove([folder])
-        assert kb.status()["tree"]["leaves"] == 0 and kb.tree_index is None
+        assert kb.status()["tree"]["leaves"] == 0 and kb.tree_index.empty
 
 
 def test_eval_reports_recall_per_mode(config, tmp_path):

@@ -1,0 +1,369 @@
+"""A mutable equi-depth tree with stable ids: insert and remove leaves without rebuilding.
+
+Leaves are keyed by ``-chunk_id`` (negative), abstract nodes by positive ids. Every change
+records which nodes must be written back (``touched``) or deleted (``dropped``), and which
+abstract nodes have stale abstracts (``dirty``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from psirag_kb.tree.build import build_tree
+from psirag_kb.tree.model import Tree
+from psirag_kb.tree.rebalance import principal_halves
+from psirag_kb.tree.vectors import node_vectors, normalise
+
+Nearest = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""nearest(vectors) -> (chunk id of the most similar existing leaf, its cosine) per row."""
+
+
+def leaf_key(chunk_id: int) -> int:
+    """Node key of a chunk's leaf."""
+    return -int(chunk_id)
+
+
+class LiveTree:
+    """The Ψ-RAG tree as dictionaries, updated in place by insertions and removals."""
+
+    def __init__(self, max_children: int, dim: int, next_id: int = 1) -> None:
+        self.max_children = max_children
+        self.dim = dim
+        self.parent: dict[int, int] = {}
+        self.children: dict[int, list[int]] = {}
+        self.layer: dict[int, int] = {}
+        self.vectors: dict[int, np.ndarray] = {}
+        self.abstracts: dict[int, str] = {}
+        self.root: int | None = None
+        self.dirty: set[int] = set()
+        self.touched: set[int] = set()
+        self.dropped: set[int] = set()
+        self.next_id = next_id
+        self._snapshot: tuple[Tree, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def level(self, node: int) -> int:
+        """Layer of a node (0 for leaves)."""
+        return 0 if node < 0 else self.layer[node]
+
+    @property
+    def depth(self) -> int:
+        """Layer of the root (0 for an empty or single-leaf tree)."""
+        return 0 if self.root is None else self.level(self.root)
+
+    @property
+    def n_leaves(self) -> int:
+        """Number of leaves."""
+        return len(self.vectors) - len(self.children)
+
+    def ancestors(self, node: int) -> list[int]:
+        """Parent, grandparent, ... up to the root."""
+        out = []
+        while node in self.parent:
+            node = self.parent[node]
+            out.append(node)
+        return out
+
+    def nodes_at(self, layer: int) -> list[int]:
+        """Abstract nodes on a layer (layer >= 1)."""
+        return [node for node, at in self.layer.items() if at == layer]
+
+    def leaves_under(self, node: int) -> list[int]:
+        """Chunk ids below a node, left to right."""
+        out, stack = [], [node]
+        while stack:
+            current = stack.pop()
+            if current < 0:
+                out.append(-current)
+            else:
+                stack.extend(reversed(self.children[current]))
+        return out
+
+    # -- conversion -------------------------------------------------------------------------
+
+    @classmethod
+    def from_tree(
+        cls, tree: Tree, chunk_ids: np.ndarray, vectors: np.ndarray, max_children: int,
+        next_id: int = 1,
+    ) -> LiveTree:
+        """Adopt an array tree (leaf i is chunk_ids[i]); every abstract node is new and dirty."""
+        live = cls(max_children, vectors.shape[1], next_id)
+        live._adopt(tree, np.asarray(chunk_ids, np.int64), node_vectors(tree, vectors))
+        return live
+
+    def _adopt(self, tree: Tree, chunk_ids: np.ndarray, vectors: np.ndarray) -> int:
+        """Add an array tree's nodes under fresh ids; returns the key of its root."""
+        keys = np.empty(tree.n_nodes, dtype=np.int64)
+        keys[: tree.n_leaves] = -chunk_ids
+        count = tree.n_nodes - tree.n_leaves
+        keys[tree.n_leaves:] = np.arange(self.next_id, self.next_id + count)
+        self.next_id += count
+        key_list = keys.tolist()
+        for index, key in enumerate(key_list):
+            self.vectors[key] = vectors[index]
+            self.touched.add(key)
+            if index >= tree.n_leaves:
+                self.children[key] = [key_list[c] for c in tree.children[index]]
+                self.layer[key] = int(tree.layer[index])
+                self.dirty.add(key)
+            up = int(tree.parent[index])
+            if up >= 0:
+                self.parent[key] = key_list[up]
+        if self.root is None:
+            self.root = key_list[tree.root]
+        self._snapshot = None
+        return key_list[tree.root]
+
+    def snapshot(self) -> tuple[Tree, np.ndarray, np.ndarray, np.ndarray]:
+        """(array Tree, chunk id per leaf, node vectors, key per node) for searching."""
+        if self._snapshot is None:
+            if self.root is None:
+                raise ValueError("the tree is empty")
+            leaves = sorted((k for k in self.vectors if k < 0), reverse=True)
+            abstract = sorted(self.children)
+            keys = leaves + abstract
+            index = {key: i for i, key in enumerate(keys)}
+            parent = np.array([index[self.parent[k]] if k in self.parent else -1 for k in keys],
+                              dtype=np.int64)
+            children = [[] for _ in leaves] + [
+                [index[c] for c in self.children[k]] for k in abstract
+            ]
+            layer = np.array([0] * len(leaves) + [self.layer[k] for k in abstract], np.int32)
+            tree = Tree(len(leaves), parent, children, layer, index[self.root])
+            vectors = np.stack([self.vectors[k] for k in keys]).astype(np.float32)
+            chunk_ids = -np.array(leaves, dtype=np.int64)
+            self._snapshot = (tree, chunk_ids, vectors, np.array(keys, dtype=np.int64))
+        return self._snapshot
+
+    # -- structural edits -------------------------------------------------------------------
+
+    def _new_node(self, kids: list[int], layer: int) -> int:
+        """A new abstract node adopting the given children."""
+        node = self.next_id
+        self.next_id += 1
+        self.children[node] = list(kids)
+        self.layer[node] = layer
+        for kid in kids:
+            self.parent[kid] = node
+            self.touched.add(kid)
+        self.vectors[node] = self._centroid(node)
+        self.touched.add(node)
+        self.dirty.add(node)
+        return node
+
+    def _centroid(self, node: int) -> np.ndarray:
+        """Normalised mean of a node's children's vectors."""
+        mean = np.mean([self.vectors[k] for k in self.children[node]], axis=0)
+        return normalise(mean[None, :])[0]
+
+    def _attach(self, child: int, parent: int, stale: set[int]) -> None:
+        """Append a child to a node (collapse) and note what became stale."""
+        self.children[parent].append(child)
+        self.parent[child] = parent
+        self.touched.update((child, parent))
+        stale.add(parent)
+
+    def _detach(self, child: int, stale: set[int]) -> int | None:
+        """Take a node out of its parent's children; returns the old parent."""
+        up = self.parent.pop(child, None)
+        if up is not None:
+            kids = self.children[up]
+            kids.remove(child)
+            self.touched.update(kids)
+            self.touched.add(up)
+            stale.add(up)
+        return up
+
+    def _drop(self, node: int) -> None:
+        """Forget an abstract node that has no children left."""
+        del self.children[node], self.layer[node], self.vectors[node]
+        self.abstracts.pop(node, None)
+        self.parent.pop(node, None)
+        self.dirty.discard(node)
+        self.touched.discard(node)
+        self.dropped.add(node)
+
+    def _split(self, node: int, stale: set[int]) -> None:
+        """Split over-full nodes in two along their children's principal direction, upwards."""
+        todo = [node]
+        while todo:
+            current = todo.pop()
+            if current not in self.children or len(self.children[current]) <= self.max_children:
+                continue
+            kids = self.children[current]
+            first, second = principal_halves(np.stack([self.vectors[k] for k in kids]))
+            keep = [kids[i] for i in first]
+            move = [kids[i] for i in second]
+            self.children[current] = keep
+            self.touched.update(keep)
+            self.vectors[current] = self._centroid(current)
+            self.dirty.add(current)
+            sibling = self._new_node(move, self.layer[current])
+            up = self.parent.get(current)
+            if up is None:
+                self.root = self._new_node([current, sibling], self.layer[current] + 1)
+            else:
+                siblings = self.children[up]
+                siblings.insert(siblings.index(current) + 1, sibling)
+                self.parent[sibling] = up
+                self.touched.update(siblings)
+                stale.add(up)
+                todo.append(up)
+            todo.extend([current, sibling])
+
+    def _refresh(self, stale: Iterable[int]) -> None:
+        """Recompute centroid vectors of stale nodes and their ancestors, bottom-up; mark dirty."""
+        nodes: set[int] = set()
+        for node in stale:
+            if node in self.children:
+                nodes.add(node)
+                nodes.update(self.ancestors(node))
+        for node in sorted(nodes, key=self.level):
+            self.vectors[node] = self._centroid(node)
+            self.touched.add(node)
+            self.dirty.add(node)
+        self._snapshot = None
+
+    # -- insertion --------------------------------------------------------------------------
+
+    def insert(
+        self, chunk_ids: np.ndarray, vectors: np.ndarray, nearest: Nearest,
+        threshold: float, pair_mode: str = "exact",
+    ) -> None:
+        """Insert new leaves: near ones by leaf collapse, far ones as a subtree."""
+        chunk_ids = np.asarray(chunk_ids, np.int64)
+        vectors = np.asarray(vectors, np.float32)
+        if len(chunk_ids) == 0:
+            return
+        stale: set[int] = set()
+        if self.root is None:
+            tree = build_tree(vectors, mode=pair_mode, max_children=self.max_children)
+            self._adopt(tree, chunk_ids, node_vectors(tree, vectors))
+            self._snapshot = None
+            return
+        near_ids, similarity = nearest(vectors)
+        far = similarity < threshold
+        if far.sum() >= 2:
+            self._insert_subtree(chunk_ids[far], vectors[far], pair_mode, stale)
+            chunk_ids, vectors, near_ids = chunk_ids[~far], vectors[~far], near_ids[~far]
+        for chunk_id, vector, near in zip(chunk_ids.tolist(), vectors, near_ids.tolist(),
+                                          strict=True):
+            self._insert_leaf(chunk_id, vector, near, stale)
+        self._refresh(stale)
+
+    def _insert_leaf(self, chunk_id: int, vector: np.ndarray, near: int, stale: set[int]) -> None:
+        """Leaf node collapse: the new leaf joins the parent of its most similar leaf."""
+        key = leaf_key(chunk_id)
+        self.vectors[key] = vector
+        self.touched.add(key)
+        assert self.root is not None
+        if self.root < 0:
+            self.root = self._new_node([self.root, key], 1)
+            return
+        target = self.parent.get(leaf_key(near)) if near > 0 else None
+        if target is None or target not in self.children:
+            target = self._most_similar(self.nodes_at(1), vector)
+        self._attach(key, target, stale)
+        self._split(target, stale)
+
+    def _most_similar(self, nodes: list[int], vector: np.ndarray) -> int:
+        """The node whose vector is closest to a vector."""
+        scores = np.stack([self.vectors[n] for n in nodes]) @ vector
+        return nodes[int(np.argmax(scores))]
+
+    def _insert_subtree(
+        self, chunk_ids: np.ndarray, vectors: np.ndarray, pair_mode: str, stale: set[int]
+    ) -> None:
+        """Build a tree of the new leaves alone and join it by abstract node collapse."""
+        tree = build_tree(vectors, mode=pair_mode, max_children=self.max_children)
+        old_root = self.root
+        assert old_root is not None
+        sub_root = self._adopt(tree, chunk_ids, node_vectors(tree, vectors))
+        height, main = self.level(sub_root), self.level(old_root)
+        if height == main:
+            self.root = self._new_node([old_root, sub_root], main + 1)
+            return
+        if height < main:
+            top, joiner = old_root, sub_root
+        else:
+            top, joiner = sub_root, old_root
+            self.root = sub_root
+        layer = self.level(joiner) + 1
+        candidates = [n for n in self.nodes_at(layer) if self._under(n, top)]
+        target = self._most_similar(candidates, self.vectors[joiner])
+        self._attach(joiner, target, stale)
+        self._split(target, stale)
+
+    def _under(self, node: int, top: int) -> bool:
+        """Whether a node is top or one of its descendants."""
+        return node == top or top in self.ancestors(node)
+
+    # -- removal ----------------------------------------------------------------------------
+
+    def remove(self, chunk_ids: Iterable[int]) -> None:
+        """Remove leaves; prune emptied nodes and fold single-child nodes into a neighbour."""
+        stale: set[int] = set()
+        for chunk_id in chunk_ids:
+            key = leaf_key(chunk_id)
+            if key not in self.vectors:
+                continue
+            if self.root == key:
+                self.root = None
+            self._detach(key, stale)
+            del self.vectors[key]
+            self.touched.discard(key)
+            self.dropped.add(key)
+        heap = [(self.level(n), n) for n in stale]
+        heapq.heapify(heap)
+        while heap:
+            _, node = heapq.heappop(heap)
+            if node not in self.children:
+                continue
+            kids = self.children[node]
+            if not kids:
+                up = self._detach(node, stale)
+                if self.root == node:
+                    self.root = None
+                self._drop(node)
+                if up is not None:
+                    heapq.heappush(heap, (self.level(up), up))
+            elif len(kids) == 1 and node != self.root:
+                peers = [n for n in self.nodes_at(self.level(node)) if n != node]
+                if not peers:
+                    continue
+                child = kids[0]
+                target = self._most_similar(peers, self.vectors[child])
+                self._detach(child, stale)
+                self._attach(child, target, stale)
+                self._split(target, stale)
+                up = self._detach(node, stale)
+                self._drop(node)
+                if up is not None:
+                    heapq.heappush(heap, (self.level(up), up))
+        while self.root is not None and self.root > 0 and len(self.children[self.root]) == 1:
+            old = self.root
+            self.root = self.children[old][0]
+            self.parent.pop(self.root, None)
+            self.touched.add(self.root)
+            self._drop(old)
+        stale = {n for n in stale if n in self.children}
+        self._refresh(stale)
+        self._snapshot = None
+
+    # -- persistence bookkeeping ------------------------------------------------------------
+
+    def take_changes(self) -> tuple[set[int], set[int]]:
+        """(touched, dropped) since the last call, then forget them."""
+        touched = {n for n in self.touched if n in self.vectors}
+        dropped = set(self.dropped)
+        self.touched, self.dropped = set(), set()
+        return touched, dropped
+
+    def order_of(self, node: int) -> int:
+        """Position of a node among its parent's children (0 for the root)."""
+        up = self.parent.get(node)
+        return 0 if up is None else self.children[up].index(node)

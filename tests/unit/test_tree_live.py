@@ -1,0 +1,174 @@
+"""The live tree: insertions and removals keep every invariant, without rebuilding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from psirag_kb.tree import build_tree
+from psirag_kb.tree.live import LiveTree
+from psirag_kb.tree.vectors import normalise
+
+DIM = 8
+
+
+def unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    return normalise(rng.normal(size=(n, DIM)).astype(np.float32))
+
+
+class Model:
+    """A live tree plus the leaf vectors it should hold, with a brute-force nearest function."""
+
+    def __init__(self, max_children: int = 4, threshold: float = 0.3) -> None:
+        self.live = LiveTree(max_children, DIM)
+        self.vectors: dict[int, np.ndarray] = {}
+        self.threshold = threshold
+        self.next_chunk = 1
+
+    def nearest(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ids = np.array(sorted(self.vectors))
+        matrix = np.stack([self.vectors[i] for i in ids])
+        scores = queries @ matrix.T
+        best = scores.argmax(axis=1)
+        return ids[best], scores[np.arange(len(queries)), best]
+
+    def insert(self, vectors: np.ndarray) -> list[int]:
+        ids = list(range(self.next_chunk, self.next_chunk + len(vectors)))
+        self.next_chunk += len(vectors)
+        self.live.insert(np.array(ids), vectors, self.nearest, self.threshold)
+        self.vectors.update(zip(ids, vectors, strict=True))
+        return ids
+
+    def remove(self, ids: list[int]) -> None:
+        self.live.remove(ids)
+        for chunk_id in ids:
+            del self.vectors[chunk_id]
+
+    def check(self) -> None:
+        if not self.vectors:
+            assert self.live.root is None
+            return
+        tree, chunk_ids, vectors, keys = self.live.snapshot()
+        assert tree.problems(self.live.max_children) == []
+        assert sorted(chunk_ids.tolist()) == sorted(self.vectors)
+        norms = np.linalg.norm(vectors, axis=1)
+        assert np.allclose(norms, 1.0, atol=1e-4)
+        for node, kids in self.live.children.items():
+            mean = normalise(np.mean([self.live.vectors[k] for k in kids], axis=0)[None])[0]
+            assert np.allclose(self.live.vectors[node], mean, atol=1e-4), "stale node vector"
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 9, 17])
+@pytest.mark.parametrize("batch", [1, 2, 7])
+def test_insert_into_every_small_shape(size, batch):
+    rng = np.random.default_rng(size * 31 + batch)
+    model = Model()
+    model.insert(unit(rng, size))
+    model.check()
+    model.insert(unit(rng, batch))
+    model.check()
+    assert model.live.n_leaves == size + batch
+
+
+def test_single_chunk_joins_its_nearest_leafs_parent():
+    rng = np.random.default_rng(0)
+    model = Model(max_children=40)
+    base = unit(rng, 30)
+    ids = model.insert(base)
+    target = ids[7]
+    new = normalise((base[7] + 0.01 * unit(rng, 1)[0])[None])
+    [new_id] = model.insert(new)
+    assert model.live.parent[-new_id] == model.live.parent[-target]
+    model.check()
+
+
+def test_far_batch_goes_in_as_one_subtree():
+    rng = np.random.default_rng(1)
+    model = Model(max_children=40, threshold=0.5)
+    model.insert(normalise(np.abs(unit(rng, 40)) * np.r_[np.ones(4), np.zeros(4)]))
+    far = normalise(np.abs(unit(rng, 6)) * np.r_[np.zeros(4), np.ones(4)])
+    new = model.insert(far)
+    parents = {model.live.parent[-i] for i in new}
+    lca_layers = {model.live.layer[p] for p in parents}
+    assert lca_layers == {1}
+    tops = {model.live.ancestors(-i)[-2] if len(model.live.ancestors(-i)) > 1 else None
+            for i in new}
+    assert len(tops) == 1  # all new leaves hang below one child of the root
+    model.check()
+
+
+def test_delete_everything_one_by_one():
+    rng = np.random.default_rng(2)
+    model = Model(max_children=3)
+    ids = model.insert(unit(rng, 25))
+    order = rng.permutation(ids).tolist()
+    for chunk_id in order:
+        model.remove([chunk_id])
+        model.check()
+    assert model.live.root is None and not model.live.children
+
+
+def test_adopted_tree_matches_a_batch_build():
+    rng = np.random.default_rng(3)
+    vectors = unit(rng, 50)
+    tree = build_tree(vectors, max_children=5)
+    live = LiveTree.from_tree(tree, np.arange(1, 51), vectors, 5)
+    snap = live.snapshot()[0]
+    assert snap.nodes_per_layer() == tree.nodes_per_layer()
+    assert snap.problems(5) == []
+
+
+def test_changes_are_reported_for_persistence():
+    rng = np.random.default_rng(4)
+    model = Model()
+    model.insert(unit(rng, 10))
+    touched, dropped = model.live.take_changes()
+    assert len(touched) == len(model.live.vectors) and not dropped
+    [new] = model.insert(unit(rng, 1))
+    touched, _ = model.live.take_changes()
+    assert -new in touched and model.live.parent[-new] in touched
+    model.remove([new])
+    _, dropped = model.live.take_changes()
+    assert -new in dropped
+
+
+class LiveTreeMachine(RuleBasedStateMachine):
+    """Random sequences of insertions, removals and edits keep the tree valid."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rng = np.random.default_rng(0)
+        self.model = Model(max_children=4, threshold=0.2)
+
+    @rule(n=st.integers(1, 9))
+    def insert(self, n):
+        self.model.insert(unit(self.rng, n))
+
+    @precondition(lambda self: self.model.vectors)
+    @rule(data=st.data())
+    def remove(self, data):
+        ids = sorted(self.model.vectors)
+        chosen = data.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=6, unique=True))
+        self.model.remove(chosen)
+
+    @precondition(lambda self: self.model.vectors)
+    @rule(data=st.data(), n=st.integers(1, 4))
+    def edit(self, data, n):
+        ids = sorted(self.model.vectors)
+        chosen = data.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=3, unique=True))
+        self.model.remove(chosen)
+        self.model.insert(unit(self.rng, n))
+
+    @invariant()
+    def valid(self):
+        self.model.check()
+
+
+TestLiveTreeMachine = LiveTreeMachine.TestCase
+TestLiveTreeMachine.settings = settings(
+    max_examples=40, stateful_step_count=25, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
