@@ -48,7 +48,16 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--modes", default="sparse,dense,tree,hybrid",
                           help=f"comma-separated, from {','.join(EVAL_MODES)}")
     evaluate.add_argument("-k", type=int, default=5, help="retrieval depth (at least 5)")
+    evaluate.add_argument("--batches", type=int, default=1,
+                          help="feed the corpora in N shuffled incremental batches")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+
+    tree = commands.add_parser("tree", help="show a tree node (the root by default)")
+    tree.add_argument("node", nargs="?", type=int, help="abstract node id")
+    tree.add_argument("--json", action="store_true", help="print one JSON object")
+
+    maintain = commands.add_parser("maintain", help="repair drifted subtrees, refresh abstracts")
+    maintain.add_argument("--json", action="store_true", help="print one JSON object")
 
     status = commands.add_parser("status", help="what is indexed")
     status.add_argument("--json", action="store_true", help="print one JSON object")
@@ -189,7 +198,7 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
     if unknown or not modes:
         raise KBError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(EVAL_MODES)}")
     report = evaluate(config, args.corpus, args.questions, modes, k=args.k,
-                      batches=getattr(args, "batches", 1),
+                      batches=args.batches,
                       data_dir=args.data_dir.resolve() if args.data_dir else None)
     if args.json:
         print(json.dumps(report))
@@ -204,7 +213,40 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
-COMMANDS = {"ingest": cmd_ingest, "query": cmd_query, "status": cmd_status, "eval": cmd_eval}
+def cmd_tree(args: argparse.Namespace, config: Config) -> int:
+    with _open(config) as kb:
+        node = kb.node(args.node)
+    if args.json:
+        print(json.dumps(node))
+        return 0
+    state = " (stale)" if node["dirty"] else ""
+    print(f"node {node['id']} on layer {node['layer']}, {node['leaves']} leaves{state}")
+    if node["abstract"]:
+        print(f"  {node['abstract']}")
+    for child in node["children"]:
+        text = " ".join(child["abstract"].split()) or "(no abstract yet)"
+        if len(text) > 110:
+            text = text[:107] + "..."
+        label = f"chunk {child['id']}" if child["kind"] == "leaf" else f"node {child['id']}"
+        print(f"  - {label} [{child['leaves']} leaves]: {text}")
+    return 0
+
+
+def cmd_maintain(args: argparse.Namespace, config: Config) -> int:
+    with _open(config) as kb:
+        report = kb.maintain()
+    if args.json:
+        print(json.dumps(report))
+    else:
+        for key, value in report.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+COMMANDS = {
+    "ingest": cmd_ingest, "query": cmd_query, "status": cmd_status, "eval": cmd_eval,
+    "tree": cmd_tree, "maintain": cmd_maintain,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

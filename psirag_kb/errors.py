@@ -33,3 +33,7 @@ class StoreError(KBError):
 
 class LLMError(KBError):
     """The language model server failed, is unreachable or returned something unusable."""
+
+
+class NodeNotFound(KBError):
+    """A tree node id that does not exist."""

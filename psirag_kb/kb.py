@@ -23,7 +23,7 @@ from .config import Config
 from .dense import DenseIndex
 from .documents import is_supported, read_document
 from .embedding import Embedder, make_embedder
-from .errors import FileReadError, KBError, SkippedFile
+from .errors import FileReadError, KBError, NodeNotFound, SkippedFile
 from .rerank import Reranker
 from .retrieval import EVAL_MODES, MODES, Ranking, rrf
 from .sparse import SparseIndex
@@ -219,8 +219,9 @@ class KnowledgeBase:
         try:
             yield
         finally:
-            self._defer_tree = False
-            self._build_tree(*self.store.all_vectors())
+            with self._lock:
+                self._defer_tree = False
+                self._build_tree(*self.store.all_vectors())
 
     # -- ingest -----------------------------------------------------------------------------
 
@@ -269,11 +270,12 @@ class KnowledgeBase:
                 removals.append(str(path))
             else:
                 raise KBError(f"{path} does not exist")
-        with self._lock, self._bulk():
-            removals = self._renames(files, removals, report)
-            if removals:
-                self._apply([], removals)
-                report.removed += len(removals)
+        with self._bulk():
+            with self._lock:
+                removals = self._renames(files, removals, report)
+                if removals:
+                    self._apply([], removals)
+                    report.removed += len(removals)
             total = len(files)
             for start in range(0, total, BATCH_FILES):
                 batch = files[start:start + BATCH_FILES]
@@ -314,7 +316,8 @@ class KnowledgeBase:
     def _prepare(self, path: Path, report: IngestReport) -> FileChange | None:
         """Read and chunk one file; None when it is unchanged."""
         key = str(path)
-        record = self.store.file(key)
+        with self._lock:
+            record = self.store.file(key)
         try:
             before = path.stat()
             if not is_supported(path):
@@ -370,10 +373,12 @@ class KnowledgeBase:
         """Keep chunks whose hash is unchanged; embed the others in one pass."""
         pending: list[ChunkRow] = []
         for change in changes:
-            record = self.store.file(change.path)
+            with self._lock:
+                record = self.store.file(change.path)
+                known = self.store.chunk_hashes(record.id) if record else []
             old: dict[str, list[int]] = defaultdict(list)
-            if record is not None and change.state == "indexed":
-                for chunk_id, chunk_hash in self.store.chunk_hashes(record.id):
+            if change.state == "indexed":
+                for chunk_id, chunk_hash in known:
                     old[chunk_hash].append(chunk_id)
             for row in change.chunks:
                 if row.id is not None:
@@ -409,7 +414,8 @@ class KnowledgeBase:
         changes = [c for c in changes if c.state != "removed"]
         if changes or removals:
             self._reuse_and_embed(changes, report)
-            self._apply(changes, removals)
+            with self._lock:
+                self._apply(changes, removals)
 
     def ingest_jsonl(self, path: Path | str, progress: Progress | None = None) -> IngestReport:
         """Index a benchmark corpus: one leaf per {"id","title","text"} record."""
@@ -557,6 +563,48 @@ class KnowledgeBase:
         return {"query": text, "mode": mode, "results": results}
 
     # -- status -----------------------------------------------------------------------------
+
+    def node(self, node_id: int | None = None) -> dict[str, Any]:
+        """One abstract node (the root by default): its abstract and its children."""
+        with self._lock:
+            live = self.tree_index.live
+            if live.root is None:
+                raise KBError("the tree is empty: ingest some documents first")
+            node = live.root if node_id is None else int(node_id)
+            if node not in live.children:
+                if node < 0 or node not in live.vectors:
+                    raise NodeNotFound(
+                        f"no tree node {node_id}; `psirag-kb tree` shows the root and its children"
+                    )
+            if node < 0:
+                raise NodeNotFound(f"{node_id} is a leaf, not an abstract node")
+            leaf_ids = [-k for k in live.children[node] if k < 0]
+            hits = self.store.hits(leaf_ids) if leaf_ids else {}
+            children = []
+            for kid in live.children[node]:
+                if kid < 0:
+                    hit = hits.get(-kid)
+                    children.append({
+                        "id": -kid, "kind": "leaf", "leaves": 1,
+                        "abstract": hit.text if hit else "",
+                        "source": hit.source if hit else None,
+                        "lines": [hit.line_first, hit.line_last]
+                        if hit and hit.line_first is not None else None,
+                    })
+                else:
+                    children.append({
+                        "id": kid, "kind": "node", "leaves": len(live.leaves_under(kid)),
+                        "abstract": live.abstracts.get(kid, ""), "dirty": kid in live.dirty,
+                    })
+            return {
+                "id": node,
+                "layer": live.level(node),
+                "abstract": live.abstracts.get(node, ""),
+                "dirty": node in live.dirty,
+                "parent": live.parent.get(node),
+                "leaves": len(live.leaves_under(node)),
+                "children": children,
+            }
 
     def tree_status(self) -> dict[str, Any]:
         """Shape of the tree."""
