@@ -28,6 +28,7 @@ from .rerank import Reranker
 from .retrieval import EVAL_MODES, MODES, Ranking, rrf
 from .sparse import SparseIndex
 from .store import ChunkRow, Delta, FileChange, Store
+from .tree.drift import local_rebuild
 from .tree.live import LiveTree
 from .treeindex import TreeIndex
 
@@ -37,6 +38,10 @@ Progress = Callable[[int, int, str], None]
 """progress(done, total, current item)"""
 
 BATCH_FILES = 64
+DRIFT_TOLERANCE = 0.02
+"""A subtree is rebuilt when its cost exceeds a local rebuild's by more than this fraction."""
+DRIFT_MAX_LEAVES = 4000
+"""Largest subtree rebuilt in one piece."""
 SUMMARY_LEAVES = 18
 BATCH_CHUNKS = 1024
 
@@ -235,6 +240,10 @@ class KnowledgeBase:
             if any(fnmatch.fnmatch(part, pattern) for pattern in self.config.ingest.ignore):
                 return True
         return False
+
+    def ignored(self, path: Path) -> bool:
+        """Whether a path (relative to a watched or ingested folder) is never indexed."""
+        return self._ignored(path)
 
     def _walk(self, folder: Path) -> Iterator[Path]:
         """Files below a folder (no symlinked folders, ignore patterns applied)."""
@@ -563,6 +572,47 @@ class KnowledgeBase:
         return {"query": text, "mode": mode, "results": results}
 
     # -- status -----------------------------------------------------------------------------
+
+    def repair_drift(self, tolerance: float = DRIFT_TOLERANCE,
+                     max_leaves: int = DRIFT_MAX_LEAVES) -> dict[str, Any]:
+        """Rebuild subtrees whose neighbour cost exceeds a local rebuild's by `tolerance`."""
+        started = time.perf_counter()
+        checked = rebuilt = 0
+        worst = 1.0
+        with self._lock:
+            live = self.tree_index.live
+            if live.root is None or live.root < 0:
+                return {"checked": 0, "rebuilt": 0, "worst_ratio": 1.0, "seconds": 0.0}
+            candidates, stack = [], [live.root]
+            while stack:
+                node = stack.pop()
+                if len(live.leaves_under(node)) <= max_leaves:
+                    candidates.append(node)
+                else:
+                    stack.extend(k for k in live.children[node] if k > 0)
+            for node in candidates:
+                if node not in live.children or live.level(node) < 2:
+                    continue
+                tree, chunk_ids, vectors = live.subtree(node)
+                result = local_rebuild(tree, vectors, self.config.tree.max_children,
+                                       self.config.tree.pair_mode)
+                checked += 1
+                if result is None:
+                    continue
+                replacement, ratio = result
+                worst = max(worst, ratio)
+                if ratio > 1.0 + tolerance:
+                    live.replace_subtree(node, replacement, chunk_ids)
+                    rebuilt += 1
+            if rebuilt:
+                with self.store.transaction():
+                    self.store.write_tree(live)
+        return {"checked": checked, "rebuilt": rebuilt, "worst_ratio": round(worst, 4),
+                "seconds": round(time.perf_counter() - started, 3)}
+
+    def maintain(self) -> dict[str, Any]:
+        """Periodic upkeep: repair drifted subtrees."""
+        return {"drift": self.repair_drift()}
 
     def node(self, node_id: int | None = None) -> dict[str, Any]:
         """One abstract node (the root by default): its abstract and its children."""

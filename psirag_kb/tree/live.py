@@ -354,6 +354,50 @@ class LiveTree:
         self._refresh(stale)
         self._snapshot = None
 
+    # -- drift repair -----------------------------------------------------------------------
+
+    def subtree(self, node: int) -> tuple[Tree, np.ndarray, np.ndarray]:
+        """The subtree under an abstract node as an array Tree, its chunk ids and leaf vectors."""
+        leaves = [-c for c in self.leaves_under(node)]
+        abstract, stack = [], [node]
+        while stack:
+            current = stack.pop()
+            if current > 0:
+                abstract.append(current)
+                stack.extend(self.children[current])
+        keys = leaves + abstract
+        index = {key: i for i, key in enumerate(keys)}
+        parent = np.array([index.get(self.parent.get(k, 0), -1) if k != node else -1
+                           for k in keys], dtype=np.int64)
+        children = [[] for _ in leaves] + [[index[c] for c in self.children[k]] for k in abstract]
+        layer = np.array([0] * len(leaves) + [self.layer[k] for k in abstract], dtype=np.int32)
+        tree = Tree(len(leaves), parent, children, layer, index[node])
+        vectors = np.stack([self.vectors[k] for k in leaves]).astype(np.float32)
+        return tree, -np.array(leaves, dtype=np.int64), vectors
+
+    def replace_subtree(self, node: int, tree: Tree, chunk_ids: np.ndarray) -> None:
+        """Give an abstract node new descendants: `tree` over the same leaves, of its height."""
+        stale: set[int] = set()
+        old, stack = [], list(self.children[node])
+        while stack:
+            current = stack.pop()
+            if current > 0:
+                old.append(current)
+                stack.extend(self.children[current])
+        vectors = np.stack([self.vectors[-int(c)] for c in chunk_ids])
+        for current in old:
+            self._drop(current)
+        top = self._adopt(tree, chunk_ids, node_vectors(tree, vectors))
+        kids = self.children[top]
+        self.children[node] = list(kids)
+        for kid in kids:
+            self.parent[kid] = node
+        self._drop(top)
+        self.touched.add(node)
+        stale.add(node)
+        self._split(node, stale)
+        self._refresh(stale)
+
     # -- persistence bookkeeping ------------------------------------------------------------
 
     def take_changes(self) -> tuple[set[int], set[int]]:

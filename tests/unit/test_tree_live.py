@@ -172,3 +172,42 @@ TestLiveTreeMachine.settings = settings(
     max_examples=40, stateful_step_count=25, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+def test_drift_repair_restores_a_rebuild_quality_subtree():
+    from psirag_kb.tree.drift import local_rebuild, neighbour_cost
+
+    rng = np.random.default_rng(5)
+    centres = unit(rng, 6)
+    model = Model(max_children=6, threshold=-1.0)
+    model.insert(normalise(centres[rng.integers(0, 6, 12)] + 0.05 * unit(rng, 12)))
+    honest = model.nearest
+
+    def misleading(queries):  # a poor matcher scatters leaves: the tree drifts
+        ids, scores = honest(queries)
+        return rng.choice(sorted(model.vectors), len(queries)), scores
+
+    model.nearest = misleading
+    for _ in range(40):
+        model.insert(normalise(centres[rng.integers(0, 6, 1)] + 0.05 * unit(rng, 1)))
+    live = model.live
+    tree, chunk_ids, vectors = live.subtree(live.root)
+    before = neighbour_cost(tree, vectors)
+    replacement, ratio = local_rebuild(tree, vectors, 6)
+    assert ratio > 1.05
+    live.replace_subtree(live.root, replacement, chunk_ids)
+    model.check()
+    tree, chunk_ids, vectors = live.subtree(live.root)
+    assert neighbour_cost(tree, vectors) < before
+    assert sorted(chunk_ids.tolist()) == sorted(model.vectors)
+
+
+def test_neighbour_cost_prefers_grouped_leaves():
+    from psirag_kb.tree.drift import neighbour_cost
+
+    rng = np.random.default_rng(6)
+    centres = unit(rng, 5)
+    vectors = normalise(centres[np.repeat(np.arange(5), 8)] + 0.05 * unit(rng, 40))
+    tree = build_tree(vectors, max_children=8)
+    shuffled = vectors[rng.permutation(40)]
+    assert neighbour_cost(tree, vectors) < neighbour_cost(tree, shuffled)
