@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", help="what is indexed")
     status.add_argument("--json", action="store_true", help="print one JSON object")
+
+    daemon = commands.add_parser("daemon", help="watch folders and serve the HTTP API")
+    daemon.add_argument("--watch", type=Path, action="append", default=[], metavar="DIR",
+                        help="also watch this folder (repeatable; adds to [watch] folders)")
+    daemon.add_argument("--host", help="bind address (overrides [api] host)")
+    daemon.add_argument("--port", type=int, help="TCP port, 0 for any (overrides [api] port)")
     return parser
 
 
@@ -72,9 +79,43 @@ def _config(args: argparse.Namespace) -> Config:
 
 
 def _open(config: Config):
+    from .client import daemon_info
     from .kb import KnowledgeBase
 
+    info = daemon_info(config.data_dir)
+    if info is not None:
+        raise KBError(
+            f"the daemon (pid {info['pid']}, {info['url']}) owns {config.data_dir}; stop it "
+            f"with `kill {info['pid']}` first"
+        )
     return KnowledgeBase(config)
+
+
+def _client(config: Config):
+    """The running daemon's API, or the knowledge base in-process."""
+    from .client import connect
+
+    return closing(connect(config))
+
+
+def _ingest_via_daemon(args: argparse.Namespace, config: Config) -> int | None:
+    """Forward an ingest to the daemon that owns the data directory, if one runs."""
+    from .client import running_daemon
+
+    daemon = running_daemon(config)
+    if daemon is None:
+        return None
+    if args.jsonl:
+        raise KBError(f"a daemon owns {config.data_dir} ({daemon.url}); stop it to ingest "
+                      "a --jsonl corpus")
+    reports = [daemon.reindex(path) for path in args.paths]
+    if args.json:
+        print(json.dumps({"daemon": daemon.url, "reports": reports}))
+    else:
+        for path, report in zip(args.paths, reports, strict=True):
+            counts = ", ".join(f"{k} {v}" for k, v in report.items() if isinstance(v, int))
+            print(f"{path}: {counts} (by the daemon at {daemon.url})")
+    return 0
 
 
 class _ProgressBar:
@@ -109,6 +150,9 @@ class _ProgressBar:
 def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
     if not args.paths and not args.jsonl:
         raise KBError("give files or folders to ingest, or --jsonl CORPUS")
+    forwarded = _ingest_via_daemon(args, config)
+    if forwarded is not None:
+        return forwarded
     from .kb import IngestReport
 
     total = IngestReport()
@@ -148,7 +192,7 @@ def _print_results(result: dict[str, Any]) -> None:
 
 
 def cmd_query(args: argparse.Namespace, config: Config) -> int:
-    with _open(config) as kb:
+    with _client(config) as kb:
         result = kb.query(args.text, mode=args.mode, k=args.k, summarize=args.summarize)
     if args.json:
         print(json.dumps(result))
@@ -167,7 +211,7 @@ def _human(n: int) -> str:
 
 
 def cmd_status(args: argparse.Namespace, config: Config) -> int:
-    with _open(config) as kb:
+    with _client(config) as kb:
         status = kb.status()
     if args.json:
         print(json.dumps(status))
@@ -187,6 +231,10 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     print("stores: " + ", ".join(sizes))
     for problem in status["problems"]:
         print(f"  {problem['state']}: {problem['path']}: {problem['reason']}")
+    if "daemon" in status:
+        daemon = status["daemon"]
+        print(f"daemon: pid {daemon['pid']} at {daemon['url']}, {daemon['queue']} queued, "
+              f"watching {', '.join(status.get('watch', [])) or 'nothing'}")
     return 0
 
 
@@ -214,7 +262,7 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_tree(args: argparse.Namespace, config: Config) -> int:
-    with _open(config) as kb:
+    with _client(config) as kb:
         node = kb.node(args.node)
     if args.json:
         print(json.dumps(node))
@@ -243,9 +291,19 @@ def cmd_maintain(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def cmd_daemon(args: argparse.Namespace, config: Config) -> int:
+    from .daemon import run_daemon
+
+    if args.host is not None:
+        config = config.replace("api", host=args.host)
+    if args.port is not None:
+        config = config.replace("api", port=args.port)
+    return run_daemon(config, [p.resolve() for p in args.watch], verbose=args.verbose)
+
+
 COMMANDS = {
     "ingest": cmd_ingest, "query": cmd_query, "status": cmd_status, "eval": cmd_eval,
-    "tree": cmd_tree, "maintain": cmd_maintain,
+    "tree": cmd_tree, "maintain": cmd_maintain, "daemon": cmd_daemon,
 }
 
 

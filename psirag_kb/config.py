@@ -119,6 +119,10 @@ class WatchConfig:
     """A file is processed once its size and mtime were stable this long."""
     rescan_interval_s: float = 600.0
     """Seconds between periodic rescans."""
+    maintain_interval_s: float = 3600.0
+    """Seconds between tree upkeep runs (abstract regeneration, drift repair)."""
+    store_interval_s: float = 1800.0
+    """Seconds between store maintenance runs (DuckDB checkpoint)."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,8 @@ class APIConfig:
     """TCP port."""
     token: str = ""
     """Bearer token; PSIRAG_KB_TOKEN overrides it."""
+    max_body_bytes: int = 1_000_000
+    """Larger request bodies are refused with 413."""
 
 
 @dataclass(frozen=True)

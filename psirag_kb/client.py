@@ -1,0 +1,185 @@
+"""One KBClient interface for the CLI and TUI: over the daemon's HTTP API, or in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Protocol
+
+from .config import Config, api_token
+from .errors import KBError, NodeNotFound
+
+DAEMON_FILE = "daemon.json"
+"""In the data directory while a daemon runs: {"pid", "url", "data_dir", "started"}."""
+LOCK_FILE = "daemon.lock"
+"""In the data directory: holds the pid of the daemon that owns it."""
+TIMEOUT_S = 30.0
+REINDEX_TIMEOUT_S = 3600.0
+HEALTH_TIMEOUT_S = 2.0
+
+
+class KBClient(Protocol):
+    """What the CLI and the TUI may ask of a knowledge base."""
+
+    def query(self, text: str, mode: str | None = None, k: int | None = None,
+              summarize: bool = False) -> dict[str, Any]: ...
+    def status(self) -> dict[str, Any]: ...
+    def node(self, node_id: int | None = None) -> dict[str, Any]: ...
+    def reindex(self, path: str | Path) -> dict[str, Any]: ...
+    def close(self) -> None: ...
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def daemon_info(data_dir: Path) -> dict[str, Any] | None:
+    """The daemon.json of a data directory whose process is alive, if any."""
+    try:
+        info = json.loads((Path(data_dir) / DAEMON_FILE).read_text(encoding="utf-8"))
+        pid = int(info["pid"])
+        str(info["url"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return info if pid_alive(pid) else None
+
+
+class HTTPClient:
+    """The knowledge base of a running daemon, over its HTTP API."""
+
+    def __init__(self, url: str, token: str = "", timeout: float = TIMEOUT_S) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
+              timeout: float | None = None) -> dict[str, Any]:
+        data = json.dumps(body).encode("utf-8") if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
+                return json.loads(response.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            try:
+                message = json.loads(exc.read().decode("utf-8"))["error"]
+            except (ValueError, KeyError, TypeError, OSError):
+                message = exc.reason
+            if exc.code == 404 and path.startswith("/api/tree/"):
+                raise NodeNotFound(message) from None
+            if exc.code == 401:
+                message += " (set PSIRAG_KB_TOKEN or [api] token to the daemon's token)"
+            raise KBError(f"the daemon at {self.url} answered {exc.code}: {message}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise KBError(
+                f"the daemon at {self.url} is not reachable ({reason}); it may have stopped: "
+                "start it with `psirag-kb daemon`, or retry to use the knowledge base in-process"
+            ) from None
+
+    def health(self) -> dict[str, Any]:
+        """The daemon's pid and data directory."""
+        return self._call("GET", "/api/health", timeout=HEALTH_TIMEOUT_S)
+
+    def query(self, text: str, mode: str | None = None, k: int | None = None,
+              summarize: bool = False) -> dict[str, Any]:
+        """Ranked results."""
+        body: dict[str, Any] = {"text": text, "summarize": summarize}
+        if mode is not None:
+            body["mode"] = mode
+        if k is not None:
+            body["k"] = k
+        return self._call("POST", "/api/query", body)
+
+    def status(self) -> dict[str, Any]:
+        """Status including the "daemon" object."""
+        return self._call("GET", "/api/status")
+
+    def node(self, node_id: int | None = None) -> dict[str, Any]:
+        """One tree node (the root by default)."""
+        return self._call("GET", "/api/tree" if node_id is None else f"/api/tree/{node_id}")
+
+    def reindex(self, path: str | Path) -> dict[str, Any]:
+        """Bring one path (file or folder) up to date now."""
+        return self._call("POST", "/api/reindex", {"path": os.path.abspath(path)},
+                          timeout=REINDEX_TIMEOUT_S)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class LocalClient:
+    """The knowledge base opened in this process."""
+
+    def __init__(self, kb: Any) -> None:
+        self.kb = kb
+
+    def query(self, text: str, mode: str | None = None, k: int | None = None,
+              summarize: bool = False) -> dict[str, Any]:
+        """Ranked results."""
+        return self.kb.query(text, mode=mode, k=k, summarize=summarize)
+
+    def status(self) -> dict[str, Any]:
+        """Status (no "daemon" object)."""
+        return self.kb.status()
+
+    def node(self, node_id: int | None = None) -> dict[str, Any]:
+        """One tree node (the root by default)."""
+        return self.kb.node(node_id)
+
+    def reindex(self, path: str | Path) -> dict[str, Any]:
+        """Bring one path up to date now."""
+        return self.kb.ingest([path]).as_dict()
+
+    def close(self) -> None:
+        """Close the stores."""
+        self.kb.close()
+
+    def __enter__(self) -> LocalClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def running_daemon(config: Config) -> HTTPClient | None:
+    """A client for the daemon that owns the data directory, if one answers."""
+    info = daemon_info(config.data_dir)
+    if info is None:
+        return None
+    client = HTTPClient(info["url"], api_token(config))
+    try:
+        health = client.health()
+    except KBError as exc:
+        raise KBError(
+            f"a daemon (pid {info['pid']}) owns {config.data_dir} but its API does not answer "
+            f"({exc}); wait for it to start, or stop it with `kill {info['pid']}`"
+        ) from None
+    if int(health.get("pid", -1)) != int(info["pid"]):
+        return None
+    return client
+
+
+def connect(config: Config, embedder: Any = None) -> KBClient:
+    """The running daemon's API when one owns the data directory, else the KB in-process."""
+    client = running_daemon(config)
+    if client is not None:
+        return client
+    from .kb import KnowledgeBase
+
+    return LocalClient(KnowledgeBase(config, embedder))

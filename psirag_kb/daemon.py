@@ -1,0 +1,312 @@
+"""The always-on daemon: owns the data directory, watches folders, runs jobs, serves the API."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import logging.handlers
+import os
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .api import APIServer
+from .client import DAEMON_FILE, LOCK_FILE
+from .config import Config, api_token
+from .errors import KBError
+from .scheduler import Jobs
+from .watcher import FolderWatcher, Stopping
+
+log = logging.getLogger(__name__)
+
+LOG_FILE = "daemon.log"
+LOG_BYTES = 5_000_000
+LOG_BACKUPS = 3
+
+
+class DaemonError(KBError):
+    """The daemon cannot start (data directory taken, port in use)."""
+
+
+class DataDirLock:
+    """An exclusive flock on `daemon.lock` holding our pid; a dead holder's lock is free."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = Path(data_dir) / LOCK_FILE
+        self._handle: Any = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise a DaemonError naming the process that holds it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held until release
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise DaemonError(
+                f"another daemon (pid {holder}) already owns {self.path.parent}; stop it with "
+                f"`kill {holder}` or use another --data-dir"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._handle = handle
+
+    def release(self) -> None:
+        """Drop the lock and its file."""
+        if self._handle is None:
+            return
+        try:
+            self.path.unlink(missing_ok=True)
+        finally:
+            self._handle.close()
+            self._handle = None
+
+
+class SerialKB:
+    """The facade with every call serialized: the daemon's threads share one DuckDB connection.
+
+    (Some facade reads run outside its own lock, and a DuckDB connection refuses concurrent use.)
+    """
+
+    def __init__(self, kb: Any) -> None:
+        self.inner = kb
+        self.lock = threading.RLock()
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.inner, name)
+        if not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self.lock:
+                return value(*args, **kwargs)
+
+        return call
+
+
+def configure_logging(data_dir: Path, verbose: bool = False) -> None:
+    """Log to stderr (set up by the CLI) and to a rotating daemon.log in the data directory."""
+    root = logging.getLogger("psirag_kb")
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    handler = logging.handlers.RotatingFileHandler(
+        Path(data_dir) / LOG_FILE, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+class Daemon:
+    """Watcher, scheduler and API around one KnowledgeBase; `start`, then `stop`."""
+
+    def __init__(self, config: Config, watch: Sequence[Path] = (), embedder: Any = None) -> None:
+        self.config = config
+        self.data_dir = config.data_dir
+        folders = [*config.watch.folders, *watch]
+        self.folders = list(dict.fromkeys(Path(os.path.abspath(f)) for f in folders))
+        self.embedder = embedder
+        self.kb: Any = None
+        self.api: APIServer | None = None
+        self.watcher: FolderWatcher | None = None
+        self.jobs: Jobs | None = None
+        self.started = 0.0
+        self._lock = DataDirLock(self.data_dir)
+        self._stop = threading.Event()
+        self._stopping = threading.Event()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Own the data directory, open the KB, serve, watch, reconcile and schedule."""
+        from .kb import KnowledgeBase
+
+        self._lock.acquire()
+        try:
+            self.kb = SerialKB(KnowledgeBase(self.config, self.embedder))
+            self.api = APIServer(self, self.config.api.host, self.config.api.port,
+                                 api_token(self.config), self.config.api.max_body_bytes)
+            self.watcher = FolderWatcher(self.kb, self.folders, self.config.watch.quiet_period_s,
+                                         self.data_dir)
+            self.jobs = self._jobs()
+        except BaseException:
+            self._close_kb()
+            self._lock.release()
+            raise
+        self.started = time.time()
+        self.api.start()
+        self._write_info()
+        self.watcher.start()
+        self.watcher.scan()  # start-up reconciliation: what changed while we were down
+        self.jobs.start()
+        log.info("daemon %d serving %s for %s, watching %s", os.getpid(), self.api.url,
+                 self.data_dir, ", ".join(map(str, self.folders)) or "nothing")
+
+    def _jobs(self) -> Jobs:
+        watch = self.config.watch
+        jobs = Jobs()
+        jobs.add("rescan", self._rescan, watch.rescan_interval_s)
+        if hasattr(self.kb.inner, "maintain"):
+            jobs.add("maintain", self.kb.maintain, watch.maintain_interval_s)
+        jobs.add("store", self._store_maintenance, watch.store_interval_s)
+        return jobs
+
+    def request_stop(self) -> None:
+        """Ask `wait` to return (safe from a signal handler)."""
+        self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until a stop is requested; True when it was."""
+        return self._stop.wait(timeout)
+
+    def stop(self) -> None:
+        """Stop accepting work, finish the current batch, commit, close the stores."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._stop.set()
+        log.info("daemon stopping")
+        if self.api is not None:
+            self.api.stop()
+        if self.watcher is not None:
+            self.watcher.stop()
+        if self.jobs is not None:
+            self.jobs.shutdown(wait=True)
+        self._close_kb()
+        (self.data_dir / DAEMON_FILE).unlink(missing_ok=True)
+        self._lock.release()
+        log.info("daemon stopped")
+
+    def _close_kb(self) -> None:
+        if self.kb is not None:
+            self.kb.close()
+            self.kb = None
+
+    def _write_info(self) -> None:
+        """daemon.json: how clients find us (written atomically)."""
+        assert self.api is not None
+        info = {"pid": os.getpid(), "url": self.api.url, "data_dir": str(self.data_dir),
+                "started": self.started}
+        temporary = self.data_dir / (DAEMON_FILE + ".tmp")
+        temporary.write_text(json.dumps(info), encoding="utf-8")
+        os.replace(temporary, self.data_dir / DAEMON_FILE)
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def _rescan(self) -> dict[str, Any]:
+        """Ingest the watched folders that exist (catches events the watcher missed)."""
+        present = [f for f in self.folders if f.is_dir()]
+        if not present:
+            return {"folders": 0}
+        assert self.watcher is not None
+        try:
+            report = self.kb.ingest(present, self.watcher.check_stop)
+        except Stopping:
+            return {"stopped": True}
+        data = report.as_dict()
+        data.pop("problems", None)
+        return data
+
+    def _store_maintenance(self) -> dict[str, Any]:
+        """Checkpoint DuckDB's write-ahead log into the database file."""
+        with self.kb.lock:
+            self.kb.inner.store.db.execute("CHECKPOINT")
+        return {"checkpoint": True}
+
+    # -- the API's application --------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        """Liveness: pid and data directory, without touching the stores."""
+        return {"ok": True, "pid": os.getpid(), "data_dir": str(self.data_dir)}
+
+    def daemon_status(self) -> dict[str, Any]:
+        """The "daemon" object of status."""
+        assert self.api is not None and self.watcher is not None and self.jobs is not None
+        return {
+            "pid": os.getpid(), "url": self.api.url, "started": self.started,
+            "queue": self.watcher.queue_size, "processed": self.watcher.processed,
+            "errors": list(self.watcher.errors)[-10:], "jobs": self.jobs.status(),
+        }
+
+    def status(self) -> dict[str, Any]:
+        """The KB's status plus the daemon's state and watched folders."""
+        return self._kb().status() | {
+            "daemon": self.daemon_status(), "watch": [str(f) for f in self.folders],
+        }
+
+    def query(self, text: str, mode: str | None = None, k: int | None = None,
+              summarize: bool = False) -> dict[str, Any]:
+        """Ranked results."""
+        return self._kb().query(text, mode=mode, k=k, summarize=summarize)
+
+    def node(self, node_id: int | None = None) -> dict[str, Any]:
+        """One tree node (the root by default)."""
+        kb = self._kb()
+        if not hasattr(kb.inner, "node"):
+            raise KBError("this version has no tree node view")
+        return kb.node(node_id)
+
+    def reindex(self, raw: str) -> dict[str, Any]:
+        """Bring a path inside a watched folder, or an indexed path, up to date now."""
+        path = self.allowed_path(raw)
+        kb = self._kb()
+        if path.exists():
+            return kb.ingest([path]).as_dict()
+        return {"removed": kb.remove([path])}
+
+    def allowed_path(self, raw: str) -> Path:
+        """The absolute path of a reindex request, refusing traversal and foreign paths."""
+        if not raw or "\x00" in raw:
+            raise KBError("give an absolute path")
+        if not os.path.isabs(raw) or ".." in Path(raw).parts:
+            raise KBError(f"{raw!r} must be an absolute path without '..'")
+        path = Path(os.path.abspath(raw))
+        real = Path(os.path.realpath(path))
+        for folder in self.folders:
+            real_folder = Path(os.path.realpath(folder))
+            if real == real_folder or real_folder in real.parents:
+                return path
+        with self.kb.lock:
+            known = bool(self.kb.inner.store.files(str(path)))
+        if known:
+            return path
+        raise KBError(f"{path} is neither inside a watched folder nor indexed; add its folder "
+                      "to [watch] folders (or --watch) first")
+
+    def _kb(self) -> Any:
+        if self.kb is None or self._stopping.is_set():
+            raise KBError("the daemon is shutting down")
+        return self.kb
+
+
+def run_daemon(config: Config, watch: Sequence[Path] = (), embedder: Any = None,
+               verbose: bool = False) -> int:
+    """Run in the foreground until SIGTERM or SIGINT; returns the exit status."""
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    daemon = Daemon(config, watch, embedder)
+    configure_logging(config.data_dir, verbose)
+    daemon.start()
+
+    def on_signal(number: int, frame: Any) -> None:
+        log.info("received %s", signal.Signals(number).name)
+        daemon.request_stop()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    print(f"psirag-kb daemon {os.getpid()} serving {daemon.api.url if daemon.api else ''}; "
+          "Ctrl-C stops it", flush=True)
+    try:
+        while not daemon.wait(1.0):
+            pass
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        daemon.stop()
+    return 0

@@ -1,0 +1,317 @@
+"""Folder watcher: watchdog events become debounced, coalesced ingest, remove and rename calls."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from .documents import is_supported
+
+log = logging.getLogger(__name__)
+
+BATCH_PATHS = 64
+"""Files handed to one ingest call, so queries and shutdown get a turn between batches."""
+ROOT_CHECK_S = 1.0
+"""Seconds between checks that the watched folders still exist."""
+EVENT_TYPES = frozenset({"created", "modified", "deleted", "moved"})
+
+
+class Stopping(Exception):
+    """Raised from an ingest progress callback to stop after the committed batch."""
+
+
+@dataclass
+class _Pending:
+    """A path waiting for its quiet period: when to look again and what it looked like."""
+
+    due: float
+    signature: tuple[int, int] | None
+
+
+def signature(path: Path) -> tuple[int, int] | None:
+    """(size, mtime in ns) of a path, or None when it does not exist."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+class _Handler(FileSystemEventHandler):
+    """Forwards the event types that matter to the watcher."""
+
+    def __init__(self, watcher: FolderWatcher) -> None:
+        self.watcher = watcher
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in EVENT_TYPES:
+            self.watcher.on_event(event)
+
+
+class FolderWatcher:
+    """Watches folders recursively and keeps the knowledge base in step with them."""
+
+    def __init__(self, kb: Any, folders: Sequence[Path], quiet_period_s: float,
+                 data_dir: Path) -> None:
+        self.kb = kb
+        self.folders = [Path(os.path.abspath(f)) for f in folders]
+        self.quiet = float(quiet_period_s)
+        self.data_dir = Path(os.path.abspath(data_dir))
+        self.errors: deque[dict[str, Any]] = deque(maxlen=50)
+        self.processed = 0
+        self._pending: dict[Path, _Pending] = {}
+        self._moves: list[tuple[Path, Path, bool]] = []
+        self._scans: set[Path] = set()
+        self._mutex = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._observer = Observer()
+        self._watches: dict[Path, Any] = {}
+        self._thread = threading.Thread(target=self._run, name="psirag-watcher", daemon=True)
+        self._busy = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the observer and the worker thread."""
+        for folder in self.folders:
+            self._schedule(folder)
+        self._observer.start()
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop watching; the worker finishes the batch it is committing."""
+        self._stop.set()
+        self._wake.set()
+        self._observer.stop()
+        self._observer.join(timeout)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _schedule(self, folder: Path) -> None:
+        """Watch one folder, unless it does not exist (it is checked again later)."""
+        if not folder.is_dir():
+            log.warning("watched folder %s does not exist; waiting for it", folder)
+            return
+        try:
+            self._watches[folder] = self._observer.schedule(
+                _Handler(self), str(folder), recursive=True
+            )
+            log.info("watching %s", folder)
+        except OSError as exc:
+            log.warning("cannot watch %s: %s", folder, exc)
+
+    def _unschedule(self, folder: Path) -> None:
+        watch = self._watches.pop(folder, None)
+        if watch is not None:
+            try:
+                self._observer.unschedule(watch)
+            except (KeyError, OSError):  # the emitter already stopped with its folder
+                pass
+
+    # -- queue ------------------------------------------------------------------------------
+
+    @property
+    def queue_size(self) -> int:
+        """Paths waiting to be processed (including the one being processed)."""
+        with self._mutex:
+            return len(self._pending) + len(self._moves) + len(self._scans) + int(self._busy)
+
+    def scan(self, folders: Iterable[Path] | None = None) -> None:
+        """Queue a full ingest of folders (all watched ones by default)."""
+        with self._mutex:
+            self._scans.update(Path(f) for f in (self.folders if folders is None else folders))
+        self._wake.set()
+
+    def relevant(self, path: Path) -> bool:
+        """Whether a path is inside a watched folder and not ignored or in the data directory."""
+        if path == self.data_dir or self.data_dir in path.parents:
+            return False
+        for folder in self.folders:
+            if path == folder:
+                return True
+            if folder in path.parents:
+                return not self.kb.ignored(path.relative_to(folder))
+        return False
+
+    def on_event(self, event: FileSystemEvent) -> None:
+        """Queue the paths an event concerns (called from the observer thread)."""
+        src = Path(os.fsdecode(event.src_path))
+        if event.event_type == "modified" and event.is_directory:
+            return
+        if event.event_type != "moved":
+            if self.relevant(src):
+                self._touch(src)
+            return
+        dest = Path(os.fsdecode(event.dest_path))
+        src_ok, dest_ok = self.relevant(src), self.relevant(dest)
+        with self._mutex:
+            self._pending.pop(src, None)
+            if src_ok and dest_ok:
+                self._moves.append((src, dest, event.is_directory))
+        if src_ok and not dest_ok:
+            self._touch(src)  # moved away or to an ignored name: a removal
+        elif dest_ok and not src_ok:
+            self._touch(dest)  # an editor's temp file renamed over the real one: an update
+        self._wake.set()
+
+    def _touch(self, path: Path) -> None:
+        """(Re)start a path's quiet period; events for a queued path coalesce."""
+        with self._mutex:
+            self._pending[path] = _Pending(time.monotonic() + self.quiet, signature(path))
+        self._wake.set()
+
+    def _take(self) -> tuple[list[tuple[Path, Path, bool]], list[Path], list[Path], float]:
+        """Moves, scans and the paths whose size and mtime held still for the quiet period."""
+        now = time.monotonic()
+        ready: list[Path] = []
+        next_due = now + 0.5
+        with self._mutex:
+            moves, self._moves = self._moves, []
+            scans, self._scans = sorted(self._scans), set()
+            for path, entry in list(self._pending.items()):
+                if entry.due > now:
+                    next_due = min(next_due, entry.due)
+                    continue
+                current = signature(path)
+                if current != entry.signature:
+                    entry.signature, entry.due = current, now + self.quiet
+                    next_due = min(next_due, entry.due)
+                    continue
+                ready.append(path)
+                del self._pending[path]
+            self._busy = bool(moves or scans or ready)
+        return moves, scans, ready, next_due
+
+    # -- worker -----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        """Process ready paths until stopped; one bad path never stops the loop."""
+        last_check = 0.0
+        while not self._stop.is_set():
+            if time.monotonic() - last_check >= ROOT_CHECK_S:
+                last_check = time.monotonic()
+                self._check_roots()
+            moves, scans, ready, next_due = self._take()
+            if moves or scans or ready:
+                try:
+                    self._process(moves, scans, ready)
+                except Stopping:
+                    break
+                finally:
+                    with self._mutex:
+                        self._busy = False
+                continue
+            self._wake.wait(max(0.01, min(next_due - time.monotonic(), ROOT_CHECK_S)))
+            self._wake.clear()
+
+    def _check_roots(self) -> None:
+        """Notice watched folders that vanished or came back."""
+        for folder in self.folders:
+            present = folder.is_dir()
+            if folder in self._watches and not present:
+                log.warning("watched folder %s disappeared", folder)
+                self._unschedule(folder)
+                self._touch(folder)
+            elif folder not in self._watches and present:
+                log.info("watched folder %s is back: rescanning", folder)
+                self._schedule(folder)
+                self.scan([folder])
+
+    def check_stop(self, done: int, total: int, current: str) -> None:
+        """Ingest progress callback: stop after the committed batch when shutting down."""
+        if self._stop.is_set():
+            raise Stopping(current)
+
+    def _guard(self, what: str, path: Path | str, func: Any, *args: Any) -> Any:
+        """Run one path's operation, logging and recording an error instead of raising it."""
+        try:
+            return func(*args)
+        except Stopping:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one bad path never stops the loop
+            log.exception("%s %s failed", what, path)
+            self.errors.append({"path": str(path), "action": what, "error": str(exc),
+                                "time": time.time()})
+            return None
+
+    def _process(self, moves: list[tuple[Path, Path, bool]], scans: list[Path],
+                 ready: list[Path]) -> None:
+        """Apply moves, then folder scans, removals and file updates."""
+        files: list[Path] = []
+        for src, dest, is_dir in moves:
+            self._guard("move", src, self._move, src, dest, is_dir, files, scans)
+        for path in ready:
+            if path.is_dir():
+                scans.append(path)
+            elif path.exists():
+                files.append(path)
+            else:
+                removed = self._guard("remove", path, self.kb.remove, [path])
+                if removed:
+                    log.info("removed %s (%d files)", path, removed)
+        present = [s for s in dict.fromkeys(scans) if s.is_dir()]
+        if present:
+            report = self._guard("scan", ", ".join(map(str, present)), self.kb.ingest,
+                                 present, self.check_stop)
+            self._log_report("scanned " + ", ".join(map(str, present)), report)
+        for start in range(0, len(files), BATCH_PATHS):
+            self._ingest(list(dict.fromkeys(files[start:start + BATCH_PATHS])))
+        self.processed += len(files) + len(moves) + len(present)
+
+    def _ingest(self, batch: list[Path]) -> None:
+        """Ingest a batch; if the call fails as a whole, retry each path on its own."""
+        try:
+            report = self.kb.ingest(batch, self.check_stop)
+        except Stopping:
+            raise
+        except Exception:  # noqa: BLE001 - isolate the bad path below
+            log.debug("batch ingest failed; retrying path by path", exc_info=True)
+            for path in batch:
+                if path.exists():
+                    report = self._guard("ingest", path, self.kb.ingest, [path])
+                else:
+                    report = None
+                    self._guard("remove", path, self.kb.remove, [path])
+                self._log_report(str(path), report)
+            return
+        self._log_report(f"{len(batch)} file(s)", report)
+
+    def _log_report(self, what: str, report: Any) -> None:
+        if report is None:
+            return
+        for path, state, reason in getattr(report, "problems", []):
+            if state == "failed":
+                self.errors.append({"path": path, "action": "ingest", "error": reason,
+                                    "time": time.time()})
+        log.info("%s: added %d, updated %d, unchanged %d, removed %d, renamed %d", what,
+                 report.added, report.updated, report.unchanged, report.removed, report.renamed)
+
+    def _move(self, src: Path, dest: Path, is_dir: bool, files: list[Path],
+              scans: list[Path]) -> None:
+        """A file or folder moved inside the watched folders: keep its leaves, change paths."""
+        if not is_dir:
+            if is_supported(dest) and self.kb.rename(src, dest):
+                log.info("renamed %s -> %s", src, dest)
+            elif not src.exists():
+                self.kb.remove([src])
+            files.append(dest)
+            return
+        for root, dirs, names in os.walk(dest):
+            dirs[:] = [d for d in dirs if not self.kb.ignored(Path(d))]
+            for name in names:
+                new = Path(root) / name
+                if not self.kb.ignored(Path(name)):
+                    self.kb.rename(src / new.relative_to(dest), new)
+        self.kb.remove([src])
+        scans.append(dest)
