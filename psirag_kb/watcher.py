@@ -47,6 +47,15 @@ def signature(path: Path) -> tuple[int, int] | None:
     return stat.st_size, stat.st_mtime_ns
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a path: a folder deleted and created again is a new folder."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
 class _Handler(FileSystemEventHandler):
     """Forwards the event types that matter to the watcher."""
 
@@ -77,6 +86,8 @@ class FolderWatcher:
         self._stop = threading.Event()
         self._observer = Observer()
         self._watches: dict[Path, Any] = {}
+        self._identity: dict[Path, tuple[int, int] | None] = {}
+        self._lost: set[Path] = set()
         self._thread = threading.Thread(target=self._run, name="psirag-watcher", daemon=True)
         self._busy = False
 
@@ -104,6 +115,7 @@ class FolderWatcher:
             log.warning("watched folder %s does not exist; waiting for it", folder)
             return
         try:
+            self._identity[folder] = _identity(folder)
             self._watches[folder] = self._observer.schedule(
                 _Handler(self), str(folder), recursive=True
             )
@@ -149,6 +161,8 @@ class FolderWatcher:
         src = Path(os.fsdecode(event.src_path))
         if event.event_type == "modified" and event.is_directory:
             return
+        if event.event_type in ("deleted", "moved") and src in self.folders:
+            self._lost.add(src)  # its inotify watch is gone even if the folder comes back
         if event.event_type != "moved":
             if self.relevant(src):
                 self._touch(src)
@@ -219,6 +233,11 @@ class FolderWatcher:
         """Notice watched folders that vanished or came back."""
         for folder in self.folders:
             present = folder.is_dir()
+            replaced = folder in self._lost or _identity(folder) != self._identity.get(folder)
+            if present and folder in self._watches and replaced:
+                log.warning("watched folder %s was replaced", folder)
+                self._unschedule(folder)
+            self._lost.discard(folder)
             if folder in self._watches and not present:
                 log.warning("watched folder %s disappeared", folder)
                 self._unschedule(folder)

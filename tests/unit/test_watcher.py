@@ -1,0 +1,183 @@
+"""The watcher's debounce, coalescing, moves and error isolation against a recording fake KB."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from psirag_kb.kb import IngestReport
+from psirag_kb.watcher import FolderWatcher
+
+QUIET = 0.3
+
+
+class RecordingKB:
+    """Records ingest/remove/rename calls; a path named 'bad.md' makes ingest raise."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.known: set[str] = set()
+        self.mutex = threading.Lock()
+
+    def ignored(self, path: Path) -> bool:
+        return any(p.startswith(".") or p.endswith((".tmp", ".swp")) for p in path.parts)
+
+    def ingest(self, paths: list[Path], progress: Callable | None = None) -> IngestReport:
+        paths = [Path(p) for p in paths]
+        if any(p.name == "bad.md" for p in paths):
+            raise RuntimeError("cannot parse")
+        with self.mutex:
+            self.calls.append(("ingest", sorted(str(p) for p in paths)))
+            self.known.update(str(p) for p in paths if p.is_file())
+        return IngestReport(added=len(paths))
+
+    def remove(self, paths: list[Path]) -> int:
+        with self.mutex:
+            self.calls.append(("remove", [str(p) for p in paths]))
+            gone = [k for k in self.known if any(k == str(p) or k.startswith(f"{p}/")
+                                                 for p in paths)]
+            self.known.difference_update(gone)
+        return len(gone)
+
+    def rename(self, old: Path, new: Path) -> bool:
+        with self.mutex:
+            self.calls.append(("rename", (str(old), str(new))))
+            if str(old) not in self.known:
+                return False
+            self.known.discard(str(old))
+            self.known.add(str(new))
+        return True
+
+    def of(self, kind: str) -> list[Any]:
+        with self.mutex:
+            return [args for name, args in self.calls if name == kind]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError("condition not met before the deadline")
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[tuple[FolderWatcher, RecordingKB, Path]]:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    kb = RecordingKB()
+    watcher = FolderWatcher(kb, [folder], QUIET, tmp_path / "docs" / ".data")
+    watcher.start()
+    yield watcher, kb, folder
+    watcher.stop()
+
+
+def ingested(kb: RecordingKB) -> list[str]:
+    return [p for batch in kb.of("ingest") for p in batch]
+
+
+def test_writes_coalesce_into_one_ingest_after_the_quiet_period(setup) -> None:
+    watcher, kb, folder = setup
+    target = folder / "a.md"
+    started = time.monotonic()
+    for n in range(5):
+        target.write_text(f"version {n}")
+        time.sleep(0.05)
+    wait_for(lambda: str(target) in ingested(kb))
+    assert time.monotonic() - started >= QUIET
+    wait_for(lambda: watcher.queue_size == 0)
+    assert ingested(kb).count(str(target)) == 1
+
+
+def test_ignored_and_data_dir_paths_are_not_processed(setup) -> None:
+    watcher, kb, folder = setup
+    (folder / ".data").mkdir()
+    (folder / ".data" / "daemon.log").write_text("log")
+    (folder / "draft.md.swp").write_text("swap")
+    (folder / ".hidden.md").write_text("hidden")
+    (folder / "real.md").write_text("real")
+    wait_for(lambda: str(folder / "real.md") in ingested(kb))
+    assert ingested(kb) == [str(folder / "real.md")]
+
+
+def test_atomic_save_is_one_update(setup) -> None:
+    watcher, kb, folder = setup
+    target = folder / "note.md"
+    target.write_text("old")
+    wait_for(lambda: str(target) in ingested(kb))
+    temporary = folder / "note.md.tmp"
+    temporary.write_text("new")
+    os.replace(temporary, target)
+    wait_for(lambda: ingested(kb).count(str(target)) == 2)
+    wait_for(lambda: watcher.queue_size == 0)
+    assert str(temporary) not in ingested(kb)
+    assert kb.of("rename") == []
+
+
+def test_move_renames_and_delete_removes(setup) -> None:
+    watcher, kb, folder = setup
+    old, new = folder / "old.md", folder / "sub" / "new.md"
+    old.write_text("text")
+    wait_for(lambda: str(old) in kb.known)
+    new.parent.mkdir()
+    os.rename(old, new)
+    wait_for(lambda: (str(old), str(new)) in kb.of("rename"))
+    wait_for(lambda: str(new) in kb.known)
+    new.unlink()
+    wait_for(lambda: [str(new)] in kb.of("remove"))
+    assert str(new) not in kb.known
+
+
+def test_move_to_ignored_name_is_a_removal(setup) -> None:
+    watcher, kb, folder = setup
+    path = folder / "keep.md"
+    path.write_text("text")
+    wait_for(lambda: str(path) in kb.known)
+    os.rename(path, folder / "keep.md.tmp")
+    wait_for(lambda: [str(path)] in kb.of("remove"))
+
+
+def test_deleted_folder_removes_everything_under_it(setup) -> None:
+    watcher, kb, folder = setup
+    sub = folder / "sub"
+    sub.mkdir()
+    for n in range(3):
+        (sub / f"{n}.md").write_text(f"file {n}")
+    wait_for(lambda: len(kb.known) == 3)
+    for child in sub.iterdir():
+        child.unlink()
+    sub.rmdir()
+    wait_for(lambda: not kb.known)
+
+
+def test_one_bad_file_does_not_stop_the_loop(setup) -> None:
+    watcher, kb, folder = setup
+    (folder / "bad.md").write_text("x")
+    (folder / "good.md").write_text("y")
+    wait_for(lambda: str(folder / "good.md") in ingested(kb))
+    wait_for(lambda: watcher.errors)
+    assert watcher.errors[0]["path"] == str(folder / "bad.md")
+    (folder / "later.md").write_text("z")
+    wait_for(lambda: str(folder / "later.md") in ingested(kb))
+
+
+def test_watched_folder_that_comes_back_is_rescanned(setup) -> None:
+    watcher, kb, folder = setup
+    (folder / "a.md").write_text("a")
+    wait_for(lambda: kb.known)
+    (folder / "a.md").unlink()
+    folder.rmdir()
+    wait_for(lambda: [str(folder)] in kb.of("remove") and not kb.known)
+    folder.mkdir()
+    (folder / "b.md").write_text("b")
+    wait_for(lambda: [str(folder)] in kb.of("ingest"))
+    (folder / "c.md").write_text("c")
+    wait_for(lambda: str(folder / "c.md") in ingested(kb))
