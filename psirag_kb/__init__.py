@@ -1,1 +1,8 @@
-"""psirag-kb."""
+"""psirag-kb: an always-on knowledge base for document folders, indexed as a Ψ-RAG tree."""
+
+import os
+
+# Query-time scoring is a memory-bound matrix-vector product; with torch's worker threads
+# alive, a multi-threaded BLAS contends with them and runs 3-8x slower on two cores. Bulk
+# products (tree building) raise the limit explicitly (see treeindex.py).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -81,8 +81,13 @@ class RetrievalConfig:
     """Results returned."""
     k_per_retriever: int = 10
     """Candidates each retriever contributes before fusion."""
+    tree_search: str = "collapsed"
+    """collapsed: every leaf scored with its parent's score added (measured best); beam: the
+    paper's top-down search keeping tree_k nodes per layer."""
     tree_k: int = 10
-    """Beam width per tree layer."""
+    """Beam width per tree layer (beam search)."""
+    parent_weight: float = 0.2
+    """Weight of the parent node's cosine in collapsed tree search."""
     fusion: str = "rrf"
     """rrf, or rerank when a reranker model is configured."""
     rrf_k: int = 60
@@ -175,6 +180,7 @@ _CHOICES = {
     ("tree", "abstract_kind"): {"keyword", "summative"},
     ("retrieval", "default_mode"): {"hybrid", "tree", "sparse", "dense"},
     ("retrieval", "fusion"): {"rrf", "rerank"},
+    ("retrieval", "tree_search"): {"collapsed", "beam"},
 }
 
 

@@ -492,8 +492,8 @@ class KnowledgeBase:
     # -- query ------------------------------------------------------------------------------
 
     def embed_query(self, text: str) -> np.ndarray:
-        """The query's unit vector."""
-        return self.embedder.embed([text])[0]
+        """The query's unit vector (float32)."""
+        return np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
 
     def rank(self, text: str, mode: str, k: int) -> Ranking:
         """Chunk ids for a query in one mode, best first."""
@@ -524,7 +524,10 @@ class KnowledgeBase:
 
     def _tree_search(self, query: np.ndarray, k: int) -> Ranking:
         """Top-down tree retrieval (empty before anything is indexed)."""
-        return self.tree_index.search(query, self.config.retrieval.tree_k, k)
+        retrieval = self.config.retrieval
+        if retrieval.tree_search == "collapsed":
+            return self.tree_index.search_collapsed(query, retrieval.parent_weight, k)
+        return self.tree_index.search(query, retrieval.tree_k, k)
 
     def sources(self, ids: np.ndarray) -> list[str]:
         """The source (path or corpus id) of each chunk id, in order."""

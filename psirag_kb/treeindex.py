@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from .config import TreeConfig
 from .retrieval import Ranking
@@ -26,9 +28,11 @@ class TreeIndex:
     ) -> TreeIndex:
         """Build a tree over all leaves at once (Algorithm 1 and rebalancing)."""
         started = time.perf_counter()
-        tree = build_tree(
-            leaf_vectors, mode=config.pair_mode, max_children=config.max_children, knn=config.knn
-        )
+        with threadpool_limits(os.cpu_count() or 1, "blas"):
+            tree = build_tree(
+                leaf_vectors, mode=config.pair_mode, max_children=config.max_children,
+                knn=config.knn,
+            )
         live = LiveTree.from_tree(tree, chunk_ids, leaf_vectors, config.max_children, next_id)
         index = cls(live, config)
         index.build_s = time.perf_counter() - started
@@ -55,6 +59,22 @@ class TreeIndex:
         tree, chunk_ids, vectors, _ = self.live.snapshot()
         leaves, scores = tree_search(tree, vectors, query, k=beam, k_leaves=k)
         return Ranking(chunk_ids[leaves], scores.astype(np.float32))
+
+    def search_collapsed(self, query: np.ndarray, parent_weight: float, k: int) -> Ranking:
+        """Leaves and their parents searched together: cos(q, leaf) + w * cos(q, parent)."""
+        if self.empty:
+            return Ranking.empty()
+        tree, chunk_ids, vectors, _ = self.live.snapshot()
+        n = tree.n_leaves
+        query = np.asarray(query, dtype=np.float32)
+        scores = vectors[:n] @ query
+        if tree.depth > 0:
+            node_scores = vectors[n:] @ query
+            scores = scores + parent_weight * node_scores[tree.parent[:n] - n]
+        k = min(k, n)
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return Ranking(chunk_ids[top], scores[top].astype(np.float32))
 
     def chunk_ids(self) -> np.ndarray:
         """Chunk ids of all leaves, ascending."""
