@@ -1,4 +1,5 @@
-# Two commands: `make run` sets up and indexes the bundled sample folder; `make test` runs the suite.
+# Two commands: `make run` sets up, indexes the bundled sample folder and starts the daemon on it
+# (Ctrl-C stops it); `make test` runs the suite.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -21,6 +22,7 @@ run: $(STAMP)
 	$(BIN)/psirag-kb --data-dir .psirag-data ingest examples/docs
 	$(BIN)/psirag-kb --data-dir .psirag-data status
 	$(BIN)/psirag-kb --data-dir .psirag-data query "How does Python manage memory for objects?"
+	$(BIN)/psirag-kb --data-dir .psirag-data daemon --watch examples/docs
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
