@@ -12,6 +12,8 @@ import pytest
 from psirag_kb.config import Config, EmbeddingConfig
 from psirag_kb.embedding import SentenceTransformerEmbedder, normalise
 
+pytest_plugins = ["fake_ollama"]  # tests/fake_ollama.py: the `fake_ollama` fixture
+
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:

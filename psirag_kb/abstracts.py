@@ -1,0 +1,487 @@
+"""Keyword and summative abstracts of tree nodes: an offline phrase extractor and the LLM path."""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from .embedding import Embedder, normalise
+from .errors import ConfigError, LLMError
+from .llm import OllamaLLM
+
+log = logging.getLogger(__name__)
+
+MAX_KEYWORDS = 20
+MAX_CANDIDATES = 60
+CHARS_PER_TOKEN = 4
+MESSAGE_OVERHEAD_TOKENS = 8
+MAX_ROUNDS = 6
+
+STOP_WORDS = frozenset("""
+a about above across after again against all almost along also although always am among an and
+another any anyone anything are around as at away back be became because become becomes been
+before being below between both but by can cannot could did do does doing done down during each
+either else etc even ever every few for from further get gets got had has have having he her here
+hers herself him himself his how however i if in including into is it its itself just known last
+later least less like made make many may me might more most much must my myself near never new no
+nor not now of off often on once one only onto or other others our ours ourselves out over own per
+perhaps rather same several she should since so some still such than that the their theirs them
+themselves then there these they this those though through thus to too toward towards under until
+up upon us used using very via was we well were what when where whether which while who whom whose
+why will with within without would yet you your yours yourself yourselves
+according appeared based began begun born called considered created currently described died
+directed established featured features followed formed founded held include included includes
+joined led located married moved named opened operated owned played previously produced published
+received recorded released returned said says served signed sold starred took won worked written
+""".split())
+
+MIDDLE_WORDS = frozenset("of and the for de del la le von van der du da".split())
+"""Stop words allowed inside a phrase ("Bank of America"); others end the phrase."""
+
+_TOKEN = re.compile(r"[^\W_]+(?:['’.&-][^\W_]+)*")
+_NUMBER = re.compile(r"[\d.,:/'’-]+(?:st|nd|rd|th|s)?")
+
+
+def _ngrams(run: list[str]) -> Iterator[str]:
+    """Phrases of 1-3 words from one punctuation-free run, with no stop word at either edge."""
+    low = [w.lower() for w in run]
+    edge_ok = [w not in STOP_WORDS and w not in MIDDLE_WORDS and len(w) > 1 for w in low]
+    inner_ok = [ok or w in MIDDLE_WORDS for ok, w in zip(edge_ok, low, strict=True)]
+    numeric = [bool(_NUMBER.fullmatch(w)) for w in low]
+    for i in range(len(run)):
+        if not edge_ok[i]:
+            continue
+        for j in range(i, min(i + 3, len(run))):
+            if j > i + 1 and not inner_ok[j - 1]:
+                break
+            if edge_ok[j] and not all(numeric[i:j + 1]):
+                yield " ".join(run[i:j + 1])
+
+
+def candidate_phrases(text: str) -> list[str]:
+    """Noun-phrase-like n-grams of a text, each a literal substring of it (with repeats)."""
+    out: list[str] = []
+    run: list[str] = []
+    last_end = -1
+    for match in _TOKEN.finditer(text):
+        if run and text[last_end:match.start()] != " ":
+            out.extend(_ngrams(run))
+            run = []
+        run.append(match.group())
+        last_end = match.end()
+    if run:
+        out.extend(_ngrams(run))
+    return out
+
+
+def _is_keyword_list(text: str) -> bool:
+    """True for a text shaped like a keyword abstract: short phrases joined by ", "."""
+    items = text.split(", ")
+    return len(items) >= 2 and all(
+        0 < len(item.split()) <= 6 and not re.search(r"[\n;:!?]|\.\s", item) for item in items
+    )
+
+
+def child_phrases(text: str) -> Counter[str]:
+    """Candidate phrases of one child: a keyword abstract's own phrases, else its n-grams."""
+    if _is_keyword_list(text):
+        return Counter(item.strip() for item in text.split(", ") if re.search(r"[^\W_]", item))
+    return Counter(candidate_phrases(text))
+
+
+class KeywordAbstractor:
+    """Offline keyword abstracts: candidate phrases scored against the node, diversified by MMR."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        max_keywords: int = MAX_KEYWORDS,
+        diversity: float = 0.5,
+        max_candidates: int = MAX_CANDIDATES,
+        cache_limit: int = 200_000,
+    ) -> None:
+        if not 0.0 <= diversity <= 1.0:
+            raise ConfigError(f"diversity must be between 0 and 1, not {diversity}")
+        self.embedder = embedder
+        self.max_keywords = max_keywords
+        self.diversity = diversity
+        self.max_candidates = max_candidates
+        self.cache_limit = cache_limit
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def abstract(self, texts: list[str], vectors: np.ndarray | None = None) -> str:
+        """The keyword abstract of one group of child texts."""
+        return self.abstract_many([texts], None if vectors is None else [vectors])[0]
+
+    def abstract_many(
+        self, groups: list[list[str]], vectors: Sequence[np.ndarray] | None = None
+    ) -> list[str]:
+        """One abstract per group of child texts; `vectors` are the children's embeddings if known.
+
+        Without `vectors` each child is represented by its candidates' weighted phrase vectors, so
+        the children themselves are never re-embedded. A group without any words gets "".
+        """
+        if vectors is not None and len(vectors) != len(groups):
+            raise ValueError("vectors must hold one array per group")
+        counts = [[child_phrases(t) for t in group] for group in groups]
+        idf = self._idf(counts)
+        pools = [self._candidates(group, idf) for group in counts]
+        self._embed_missing([s for cands in pools for s in cands[0]])
+        out = []
+        for number, (cands, weights, occurs, spare) in enumerate(pools):
+            if not cands:
+                out.append("")
+                continue
+            child_vectors = None if vectors is None else np.asarray(vectors[number], np.float32)
+            out.append(self._select(cands, weights, occurs, child_vectors, spare))
+        return out
+
+    @staticmethod
+    def _idf(counts: list[list[Counter[str]]]) -> dict[str, float]:
+        """Inverse document frequency of lower-cased phrases over every child of every group."""
+        df: Counter[str] = Counter()
+        n_docs = 0
+        for group in counts:
+            for child in group:
+                df.update({s.lower() for s in child})
+                n_docs += 1
+        return {k: math.log((n_docs + 1) / (v + 1)) + 1.0 for k, v in df.items()}
+
+    def _candidates(
+        self, children: list[Counter[str]], idf: dict[str, float]
+    ) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
+        """Candidates to score (surface forms, weights, child occurrences) and spare phrases.
+
+        Phrases are ranked by a tf-idf-like weight, the best few of each child first. Only
+        3 per child (at least 8, at most `max_candidates`) may need embedding; phrases whose
+        vectors are cached already (the children's own keywords on upper layers) join for free.
+        The next unembedded phrases, in rank order, are spares that fill a short abstract.
+        """
+        surfaces: dict[str, Counter[str]] = {}
+        child_tf: list[Counter[str]] = []
+        for child in children:
+            tf: Counter[str] = Counter()
+            for surface, count in child.items():
+                key = surface.lower()
+                tf[key] += count
+                surfaces.setdefault(key, Counter())[surface] += count
+            child_tf.append(tf)
+        if not surfaces:
+            return [], np.zeros(0, np.float32), np.zeros((0, len(children)), bool), []
+        form = {k: c.most_common(1)[0][0] for k, c in surfaces.items()}
+        group_tf: Counter[str] = Counter()
+        for tf in child_tf:
+            group_tf.update(tf)
+
+        def weight(key: str, count: int) -> float:
+            words = key.count(" ") + 1
+            capital = any(w[:1].isupper() for w in form[key].split())
+            bonus = (1.0 + 0.3 * (words - 1)) * (1.25 if capital else 1.0)
+            return (1.0 + math.log(count)) * idf[key] * bonus
+
+        score = {k: weight(k, c) for k, c in group_tf.items()}
+        ranked: dict[str, None] = {}
+        per_child = max(1, self.max_candidates // (2 * len(children)))
+        for tf in child_tf:
+            local = sorted(tf, key=lambda k: (-weight(k, tf[k]), k))
+            ranked.update(dict.fromkeys(local[:per_child]))
+        ranked.update(dict.fromkeys(sorted(score, key=lambda k: (-score[k], k))))
+        budget = min(self.max_candidates, max(8, 3 * len(children)))
+        keys: list[str] = []
+        spare: list[str] = []
+        for key in ranked:
+            if form[key] in self._vectors:
+                if len(keys) < 10 * self.max_candidates:
+                    keys.append(key)
+            elif budget > 0:
+                keys.append(key)
+                budget -= 1
+            elif len(spare) < self.max_keywords:
+                spare.append(form[key])
+        cands = [form[k] for k in keys]
+        weights = np.array([score[k] for k in keys], dtype=np.float32)
+        occurs = np.array([[k in tf for tf in child_tf] for k in keys], dtype=bool)
+        return cands, weights, occurs, spare
+
+    def _embed_missing(self, phrases: list[str]) -> None:
+        """Embed every phrase not cached yet, in one call."""
+        missing = [p for p in dict.fromkeys(phrases) if p not in self._vectors]
+        if not missing:
+            return
+        if len(self._vectors) + len(missing) > self.cache_limit:
+            self._vectors.clear()
+        fresh = self.embedder.embed(missing)
+        self._vectors.update(zip(missing, fresh, strict=True))
+
+    def _select(
+        self,
+        cands: list[str],
+        weights: np.ndarray,
+        occurs: np.ndarray,
+        child_vectors: np.ndarray | None,
+        spare: list[str],
+    ) -> str:
+        """Pick up to max_keywords candidates by MMR, favouring children not yet covered."""
+        p = np.stack([self._vectors[c] for c in cands]).astype(np.float32)
+        if child_vectors is None or child_vectors.shape[0] != occurs.shape[1]:
+            child_vectors = normalise(occurs.T.astype(np.float32) @ (weights[:, None] * p))
+        centre = normalise(child_vectors.mean(axis=0, keepdims=True))[0]
+        to_child = p @ child_vectors.T
+        own = np.where(occurs, to_child, -1.0).max(axis=1)
+        relevance = 0.5 * (p @ centre) + 0.3 * own + 0.2 * (weights / weights.max())
+        similarity = p @ p.T
+        lam = 1.0 - self.diversity
+        redundancy = np.zeros(len(cands), dtype=np.float32)
+        covered = np.zeros(occurs.shape[1], dtype=bool)
+        open_ = np.ones(len(cands), dtype=bool)
+        padded = [f" {c.lower()} " for c in cands]
+        picked: list[int] = []
+        while len(picked) < self.max_keywords and open_.any():
+            fresh = occurs[:, ~covered].any(axis=1)
+            score = lam * relevance - (1.0 - lam) * redundancy + 0.15 * fresh
+            best = int(np.argmax(np.where(open_, score, -np.inf)))
+            picked.append(best)
+            covered |= occurs[best]
+            redundancy = np.maximum(redundancy, similarity[:, best])
+            open_[best] = False
+            for i in np.flatnonzero(open_):
+                if padded[i] in padded[best] or padded[best] in padded[i]:
+                    open_[i] = False
+        chosen = [cands[i] for i in picked]
+        taken = [padded[i] for i in picked]
+        for phrase in spare:
+            if len(chosen) >= self.max_keywords:
+                break
+            pad = f" {phrase.lower()} "
+            if not any(pad in t or t in pad for t in taken):
+                chosen.append(phrase)
+                taken.append(pad)
+        return ", ".join(chosen)
+
+
+# -- the LLM path ---------------------------------------------------------------------------------
+
+_EXAMPLE_INPUT = """Hotel Tallcorn
+The Hotel Tallcorn stands in Marshalltown, Iowa...
+
+The Oberoi Group
+The Oberoi Group is a hotel company whose head office is in Delhi...
+
+Hotel Bond
+Hotel Bond is a historic hotel that was built in two phases, in 1913 and 1921...
+
+Mohan Singh Oberoi
+Rai Bahadur Mohan Singh Oberoi (15 August 1898 - 3 May 2002) was an Indian hotelier...
+
+Ritz-Carlton Jakarta
+The Ritz-Carlton Jakarta is a hotel and skyscraper in Jakarta..."""
+
+_EXAMPLE_SUMMARY = (
+    "Summary: The Hotel Tallcorn in Marshalltown, Iowa, opened in 1928 and now serves as an "
+    "apartment building; in 1956 it was part of one of the largest hotel sales in U.S. history. "
+    "Hotel Bond in Hartford, Connecticut, was built in two phases and, facing competition, passed "
+    "through several owners and bankruptcies before becoming a Homewood Suites by Hilton; its "
+    "ballroom reopened in 2001. The Oberoi Group, a luxury hotel company based in Delhi and "
+    "founded in 1934 by Mohan Singh Oberoi, runs more than 30 hotels and two cruise ships. The "
+    "Ritz-Carlton Jakarta, a skyscraper hotel in Indonesia opened in 2005, has one tower for the "
+    "hotel and one for apartments, next to the JW Marriott Hotel."
+)
+
+_EXAMPLE_KEYWORDS = (
+    "historic hotels, hotel companies, bankruptcies and renovations, hotel brands, Indian "
+    "hospitality industry, skyscraper hotels, hotel locations, construction dates, hotel "
+    "architecture, hotel founders, changes of ownership, Marshalltown Iowa, Hotel Tallcorn, "
+    "Sheraton sale, The Oberoi Group, Mohan Singh Oberoi, Hotel Bond, Hartford Connecticut, "
+    "Bond Ballroom, Ritz-Carlton Jakarta"
+)
+
+_SUMMARY_PROMPT = """You are a capable assistant for summarising documents. Summarise the list of \
+documents you are given, keeping as many of their key details and of the relationships between \
+them as you can.
+(1) Begin your answer with "Summary:". Write the summary itself and nothing else: no filler such \
+as "Here is a summary of the documents".
+(2) Stay faithful to the documents. Do not paraphrase without need, and do not add anything the \
+documents do not say.
+(3) Use no more than {words} words. A longer summary is not necessarily a better one.
+An example of the task follows."""
+
+_KEYWORD_PROMPT = """You are a capable assistant for summarising documents. Condense the list of \
+text paragraphs you are given into key phrases or words of three kinds, in this order:
+- key phrases giving an overview of the kinds of information the text covers;
+- key phrases naming the themes the paragraphs share;
+- key phrases setting apart the particular content of each paragraph.
+Rules:
+(1) Write every key phrase on one single line, separated by commas, exactly as Python's \
+",".join(keywords) would print them.
+(2) Each key phrase must differ from all the others.
+(3) Write the list and nothing else: no lead-in such as "Here are the key phrases:" and no \
+group labels such as "Theme key phrases:".
+(4) Give no more than {count} key phrases.
+An example of the task follows."""
+
+_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_LEAD_LINE = re.compile(
+    r"^\s*(?:here (?:is|are)|below (?:is|are)|sure\b|certainly\b)(?:[^\n:]*|[^\n]*:)\s*\n+", re.I
+)
+_LEAD_COLON = re.compile(r"^\s*(?:here (?:is|are)|below (?:is|are))[^:\n]*:\s*", re.I)
+_PREFIX = re.compile(
+    r"^\s*[*_#>\s]*(?:summary|abstract|keywords?|key ?phrases?|key words)\s*[*_]*\s*:\s*[*_]*\s*",
+    re.I,
+)
+_LABEL = re.compile(r"^[\w '-]{0,40}(?:key ?phrases?|keywords?|themes?|information)\s*:\s*", re.I)
+_BULLET = re.compile(r"^\s*(?:[-*•·▪–]|\d+[.)])\s+", re.M)
+_QUOTES = "\"'“”‘’`*_ \t\n"
+_ERRORISH = re.compile(
+    r"^(?:error\b|exception\b|traceback\b|internal server error|i'?m sorry|i am sorry|"
+    r"i cannot|i can'?t|as an ai)",
+    re.I,
+)
+
+
+def _strip_preamble(text: str) -> str:
+    """Remove thinking blocks, a "Here are ..." lead-in and a "Summary:"-style prefix."""
+    text = _THINK.sub("", text).strip()
+    text = _LEAD_LINE.sub("", text, count=1) if "\n" in text.strip() else text
+    text = _LEAD_COLON.sub("", text, count=1)
+    text = text.strip(_QUOTES)
+    return _PREFIX.sub("", text, count=1).strip()
+
+
+def clean_summary(text: str) -> str:
+    """A summary reply without prefixes, quotes, bullets or extra spaces ("" if nothing is left)."""
+    text = _BULLET.sub("", _strip_preamble(text))
+    return " ".join(text.split()).strip(_QUOTES)
+
+
+def clean_keywords(text: str, max_keywords: int) -> str:
+    """A keyword reply as at most `max_keywords` distinct phrases joined by ", "."""
+    seen: dict[str, str] = {}
+    for raw in re.split(r"[,;\n]", _strip_preamble(text)):
+        item = _LABEL.sub("", _BULLET.sub("", raw.strip())).strip(_QUOTES).rstrip(".").strip()
+        item = " ".join(item.split())
+        if not re.search(r"[^\W_]", item) or len(item.split()) > 10:
+            continue
+        seen.setdefault(item.casefold(), item)
+        if len(seen) == max_keywords:
+            break
+    return ", ".join(seen.values())
+
+
+def looks_like_junk(text: str) -> bool:
+    """True for a cleaned reply that must not be stored: empty, wordless or an error message."""
+    letters = sum(ch.isalnum() for ch in text)
+    return letters < 2 or bool(_ERRORISH.match(text.strip()))
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count (~4 characters a token)."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def messages_tokens(messages: list[dict[str, Any]]) -> int:
+    """Estimated prompt tokens of a chat."""
+    return sum(estimate_tokens(str(m["content"])) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+
+
+class LLMAbstractor:
+    """Abstracts written by an Ollama model with the paper's prompts, split to fit the context."""
+
+    def __init__(
+        self,
+        llm: OllamaLLM,
+        model: str,
+        kind: str = "keyword",
+        max_keywords: int = MAX_KEYWORDS,
+        summary_words: int = 100,
+        num_ctx: int = 8192,
+    ) -> None:
+        if kind not in ("keyword", "summative"):
+            raise ConfigError(f"abstract kind must be keyword or summative, not {kind!r}")
+        self.llm, self.model, self.kind = llm, model, kind
+        self.max_keywords, self.summary_words, self.num_ctx = max_keywords, summary_words, num_ctx
+        if kind == "keyword":
+            system, example = _KEYWORD_PROMPT.format(count=max_keywords), _EXAMPLE_KEYWORDS
+            self.reply_tokens = 8 * max_keywords + 64
+        else:
+            system, example = _SUMMARY_PROMPT.format(words=summary_words), _EXAMPLE_SUMMARY
+            self.reply_tokens = 2 * summary_words + 64
+        self._preamble = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": _EXAMPLE_INPUT},
+            {"role": "assistant", "content": example},
+        ]
+        margin = num_ctx // 20
+        self.input_budget = (num_ctx - self.reply_tokens - margin
+                             - messages_tokens(self._preamble) - MESSAGE_OVERHEAD_TOKENS)
+        if self.input_budget < 3 * self.reply_tokens:
+            raise ConfigError(
+                f"num_ctx {num_ctx} is too small for {kind} abstracts: use at least "
+                f"{num_ctx - self.input_budget + 3 * self.reply_tokens}"
+            )
+
+    def messages(self, texts: list[str]) -> list[dict[str, Any]]:
+        """The chat for one group of children: instructions, the example, then the children."""
+        return [*self._preamble, {"role": "user", "content": "\n\n".join(texts)}]
+
+    def abstract(self, texts: list[str]) -> str:
+        """The abstract of a node's children, summarised in parts when they do not fit."""
+        parts = [t.strip() for t in texts if t and t.strip()]
+        if not parts:
+            raise LLMError("cannot abstract a node whose children hold no text")
+        for _ in range(MAX_ROUNDS):
+            if estimate_tokens("\n\n".join(parts)) <= self.input_budget:
+                return self._ask(parts)
+            groups = self._pack(parts)
+            if len(groups) >= len(parts) and len(parts) > 1:
+                raise LLMError("abstracts do not shrink enough to fit num_ctx: raise num_ctx")
+            log.info("abstracting %d children in %d parts", len(parts), len(groups))
+            parts = [self._ask(group) for group in groups]
+        raise LLMError(f"children did not fit num_ctx {self.num_ctx} after {MAX_ROUNDS} rounds")
+
+    def _pack(self, texts: list[str]) -> list[list[str]]:
+        """Split children, in order, into groups that each fit the input budget."""
+        limit = self.input_budget * CHARS_PER_TOKEN
+        groups: list[list[str]] = [[]]
+        size = 0
+        for text in texts:
+            for piece in _split_long(text, limit):
+                if groups[-1] and size + 2 + len(piece) > limit:
+                    groups.append([])
+                    size = 0
+                size += len(piece) + (2 if groups[-1] else 0)
+                groups[-1].append(piece)
+        return groups
+
+    def _ask(self, texts: list[str]) -> str:
+        """One chat for children that fit; the cleaned reply, or LLMError for junk."""
+        reply = self.llm.chat(
+            self.model, self.messages(texts), num_ctx=self.num_ctx, num_predict=self.reply_tokens
+        )
+        if self.kind == "keyword":
+            cleaned = clean_keywords(reply, self.max_keywords)
+        else:
+            cleaned = clean_summary(reply)
+        if looks_like_junk(cleaned):
+            raise LLMError(
+                f"model {self.model} returned an unusable {self.kind} abstract: {reply[:80]!r}"
+            )
+        return cleaned
+
+
+def _split_long(text: str, limit: int) -> list[str]:
+    """Cut a text longer than `limit` characters into pieces at spaces (nothing is dropped)."""
+    pieces = []
+    while len(text) > limit:
+        cut = text.rfind(" ", limit // 2, limit)
+        cut = cut if cut > 0 else limit
+        pieces.append(text[:cut].strip())
+        text = text[cut:].strip()
+    if text:
+        pieces.append(text)
+    return pieces

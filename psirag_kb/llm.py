@@ -1,0 +1,152 @@
+"""Ollama client wrapper: deterministic chat, availability checks and clear errors."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from .config import LLMConfig
+from .errors import LLMError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "http://127.0.0.1:11434"
+AVAILABILITY_TTL_S = 30.0
+REPEAT_PENALTY = 1.3
+
+
+def ollama_host(config: LLMConfig) -> str:
+    """The Ollama URL: the configured host, else $OLLAMA_HOST, else the local default."""
+    return config.host or os.environ.get("OLLAMA_HOST", "") or DEFAULT_HOST
+
+
+def _installed(model: str, names: set[str]) -> bool:
+    """True when `model` is among the installed names (a missing tag means `latest`)."""
+    wanted = model if ":" in model else f"{model}:latest"
+    return model in names or wanted in names
+
+
+class OllamaLLM:
+    """A thin, thread-safe wrapper over `ollama.Client` that turns every failure into LLMError."""
+
+    def __init__(self, config: LLMConfig) -> None:
+        import ollama  # imported lazily: pydantic makes it slow to import
+
+        self.config = config
+        self.host = ollama_host(config)
+        self._client = ollama.Client(host=self.host, timeout=config.timeout_s)
+        self._lock = threading.Lock()
+        self._checked: dict[str, tuple[float, bool]] = {}
+
+    def _unreachable(self) -> LLMError:
+        """The error for a server that cannot be contacted."""
+        return LLMError(
+            f"Ollama at {self.host} is not reachable: start it with `ollama serve`, "
+            "or set [llm] enabled = false"
+        )
+
+    def _missing(self, model: str) -> LLMError:
+        """The error for a model the server does not have."""
+        return LLMError(
+            f"Ollama at {self.host}: model {model} is not installed: run `ollama pull {model}`"
+        )
+
+    def _translate(self, exc: Exception, model: str, what: str) -> LLMError:
+        """Map a client, transport or decoding exception to one LLMError with the fix."""
+        import httpx
+        import ollama
+
+        if isinstance(exc, ollama.ResponseError):
+            text = str(exc.error)
+            if exc.status_code == 404 or "not found" in text.lower():
+                return self._missing(model)
+            return LLMError(
+                f"Ollama at {self.host} failed during {what} with model {model}: "
+                f"{text} (HTTP {exc.status_code})"
+            )
+        if isinstance(exc, httpx.TimeoutException):
+            return LLMError(
+                f"Ollama at {self.host} did not answer {what} with model {model} within "
+                f"{self.config.timeout_s:g} s: raise [llm] timeout_s or use a smaller model"
+            )
+        if isinstance(exc, ConnectionError | httpx.ConnectError):
+            return self._unreachable()
+        if isinstance(exc, httpx.HTTPError):
+            return LLMError(
+                f"connection to Ollama at {self.host} failed during {what}: {exc!r}; "
+                "check that the server is healthy (`ollama serve`)"
+            )
+        return LLMError(f"Ollama at {self.host} sent an unreadable reply to {what}: {exc}")
+
+    def _errors(self) -> tuple[type[BaseException], ...]:
+        """Exception types the client raises for transport and protocol failures."""
+        import httpx
+        import ollama
+        import pydantic
+
+        return (ollama.ResponseError, httpx.HTTPError, ConnectionError,
+                pydantic.ValidationError, ValueError)
+
+    def check(self, model: str) -> None:
+        """Raise LLMError unless the server answers and has `model` installed."""
+        try:
+            listing = self._client.list()
+        except self._errors() as exc:
+            error = self._translate(exc, model, "listing models")
+            if "not installed" in str(error):  # a 404 on /api/tags: not an Ollama server
+                error = self._unreachable()
+            raise error from exc
+        names = {str(m.model) for m in listing.models if m.model}
+        if not _installed(model, names):
+            raise self._missing(model)
+
+    def available(self, model: str) -> bool:
+        """Whether `check(model)` passes; the answer is cached for ~30 s."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._checked.get(model)
+        if cached is not None and now - cached[0] < AVAILABILITY_TTL_S:
+            return cached[1]
+        try:
+            self.check(model)
+            ok = True
+        except LLMError as exc:
+            log.info("LLM unavailable: %s", exc)
+            ok = False
+        with self._lock:
+            self._checked[model] = (now, ok)
+        return ok
+
+    def chat(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        *,
+        num_ctx: int | None = None,
+        num_predict: int | None = None,
+    ) -> str:
+        """Send one non-streaming chat at temperature 0 and return the reply text."""
+        options: dict[str, Any] = {"temperature": 0, "repeat_penalty": REPEAT_PENALTY}
+        if num_ctx is not None:
+            options["num_ctx"] = int(num_ctx)
+        if num_predict is not None:
+            options["num_predict"] = int(num_predict)
+        started = time.perf_counter()
+        try:
+            response = self._client.chat(
+                model=model, messages=messages, options=options, stream=False
+            )
+            content = response.message.content if response.message else None
+        except self._errors() as exc:
+            error = self._translate(exc, model, "a chat request")
+            if "not reachable" in str(error):
+                with self._lock:
+                    self._checked[model] = (time.monotonic(), False)
+            raise error from exc
+        log.debug("chat with %s took %.2f s", model, time.perf_counter() - started)
+        if not content or not content.strip():
+            raise LLMError(f"Ollama at {self.host} returned an empty reply from model {model}")
+        return content

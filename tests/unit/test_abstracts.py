@@ -1,0 +1,267 @@
+"""Offline keyword abstracts, reply cleaning and LLM abstracts against the fake Ollama server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from psirag_kb.abstracts import (
+    STOP_WORDS,
+    KeywordAbstractor,
+    LLMAbstractor,
+    candidate_phrases,
+    clean_keywords,
+    clean_summary,
+    estimate_tokens,
+    looks_like_junk,
+    messages_tokens,
+)
+from psirag_kb.config import LLMConfig
+from psirag_kb.errors import ConfigError, LLMError
+from psirag_kb.llm import OllamaLLM
+
+CORPUS = Path(__file__).parents[1] / "fixtures" / "hotpotqa_small" / "corpus.jsonl"
+BEER = [11, 13, 14]
+FILMS = [31, 42, 57, 115, 116]
+
+
+@pytest.fixture(scope="module")
+def passages() -> list[str]:
+    rows = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines()]
+    return [f"{r['title']}\n{r['text']}" for r in rows]
+
+
+def phrases(abstract: str) -> list[str]:
+    return abstract.split(", ") if abstract else []
+
+
+def in_some(phrase: str, texts: list[str]) -> bool:
+    return any(phrase.lower() in t.lower() for t in texts)
+
+
+# -- candidates -----------------------------------------------------------------------------------
+
+def test_candidates_are_substrings_without_stop_word_edges_or_pure_numbers() -> None:
+    text = "The Hotel Bond, built in 1913 and 1921, is a historic hotel in Hartford, Connecticut."
+    found = candidate_phrases(text)
+    assert "Hotel Bond" in found and "historic hotel" in found and "Hartford" in found
+    for phrase in found:
+        assert phrase in text
+        words = phrase.lower().split()
+        assert words[0] not in STOP_WORDS and words[-1] not in STOP_WORDS
+        assert not all(w.isdigit() for w in words)
+        assert 1 <= len(words) <= 3
+    assert "Hartford Connecticut" not in found  # never across punctuation
+
+
+def test_candidates_keep_of_inside_a_phrase() -> None:
+    assert "Bank of America" in candidate_phrases("He joined Bank of America in 1990.")
+
+
+# -- offline extractor on real text ---------------------------------------------------------------
+
+def test_real_groups_phrases_from_text_distinct_capped_and_deterministic(
+    minilm, passages: list[str]
+) -> None:
+    groups = [passages[i:i + n] for i, n in ((0, 5), (20, 8), (40, 10), (60, 6))]
+    first = KeywordAbstractor(minilm).abstract_many(groups)
+    again = KeywordAbstractor(minilm).abstract_many(groups)
+    assert first == again
+    for group, abstract in zip(groups, first, strict=True):
+        found = phrases(abstract)
+        assert 5 <= len(found) <= 20
+        assert len({p.casefold() for p in found}) == len(found)
+        for phrase in found:
+            assert phrase.strip() == phrase and phrase
+            assert in_some(phrase, group), phrase
+
+
+def test_a_group_about_two_topics_gets_phrases_from_both(minilm, passages: list[str]) -> None:
+    beer, films = [passages[i] for i in BEER], [passages[i] for i in FILMS]
+    group = beer + films
+    vectors = minilm.embed(group)
+    for given_vectors in (None, [vectors]):
+        found = phrases(KeywordAbstractor(minilm).abstract_many([group], given_vectors)[0])
+        assert any(in_some(p, beer) for p in found), found
+        assert any(in_some(p, films) for p in found), found
+
+
+def test_upper_layer_reuses_the_childrens_keywords(minilm, passages: list[str]) -> None:
+    abstractor = KeywordAbstractor(minilm, max_keywords=8)
+    lower = abstractor.abstract_many([[passages[i] for i in BEER], [passages[i] for i in FILMS]])
+    given = set(phrases(lower[0])) | set(phrases(lower[1]))
+    fresh = given - set(abstractor._vectors)  # spares filled in without embedding
+    upper = phrases(abstractor.abstract_many([lower])[0])
+    assert set(abstractor._vectors) - given == set(abstractor._vectors) - given - fresh
+    assert set(upper) <= given
+    assert len(upper) == 8
+
+
+def test_fake_embedder_edge_cases(fake_embedder) -> None:
+    abstractor = KeywordAbstractor(fake_embedder, max_keywords=3)
+    out = abstractor.abstract_many([["", "  ", "..."], ["apples and pears", "pears and plums"]])
+    assert out[0] == ""
+    assert 1 <= len(phrases(out[1])) <= 3
+    with pytest.raises(ValueError):
+        abstractor.abstract_many([["a b"]], [np.zeros((1, 64)), np.zeros((1, 64))])
+    with pytest.raises(ConfigError):
+        KeywordAbstractor(fake_embedder, diversity=2.0)
+
+
+def test_phrase_vectors_are_embedded_once_in_one_call(fake_embedder) -> None:
+    calls: list[int] = []
+    seen: set[str] = set()
+
+    class Counting:
+        name, dim = fake_embedder.name, fake_embedder.dim
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            calls.append(len(texts))
+            assert not seen & set(texts) and len(set(texts)) == len(texts)
+            seen.update(texts)
+            return fake_embedder.embed(texts)
+
+        def count_tokens(self, text: str) -> int:
+            return len(text.split())
+
+    abstractor = KeywordAbstractor(Counting())
+    groups = [["red apples grow on trees", "green pears grow slowly"]] * 3
+    abstractor.abstract_many(groups)
+    assert len(calls) == 1
+    abstractor.abstract_many(groups)
+    assert len(calls) <= 2  # one call at most, for phrases never embedded before
+
+
+# -- cleaning -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reply", [
+    "Summary: Hotels in Iowa.",
+    "  **Summary:** Hotels in Iowa.",
+    '"Summary: Hotels in Iowa."',
+    "Here is a summary of the documents:\nSummary: Hotels in Iowa.",
+    "<think>hmm</think>\nSummary:   Hotels\n in Iowa.",
+])
+def test_clean_summary_strips_prefixes(reply: str) -> None:
+    assert clean_summary(reply) == "Hotels in Iowa."
+
+
+def test_clean_keywords() -> None:
+    reply = ("Here are the key phrases: historic hotels,Hotel Bond, hotel bond, "
+             "\"Delhi\", - Oberoi Group.\nTheme key phrases: luxury hotels, , !!!")
+    assert clean_keywords(reply, 20) == (
+        "historic hotels, Hotel Bond, Delhi, Oberoi Group, luxury hotels"
+    )
+    assert clean_keywords("Keywords: a1, b2, c3, d4", 2) == "a1, b2"
+    assert clean_keywords("!!! ... ,,,", 20) == ""
+
+
+@given(st.text(max_size=300), st.integers(min_value=1, max_value=25))
+def test_clean_keywords_properties(reply: str, limit: int) -> None:
+    items = phrases(clean_keywords(reply, limit))
+    assert len(items) <= limit
+    assert len({i.casefold() for i in items}) == len(items)
+    assert all(i and "," not in i for i in items)
+
+
+@pytest.mark.parametrize("text", ["", "!!", "Error: model crashed", "I'm sorry, I cannot help"])
+def test_junk(text: str) -> None:
+    assert looks_like_junk(text)
+
+
+# -- LLM abstracts against the fake server -------------------------------------------------------
+
+def llm_for(server, timeout: float = 10.0) -> OllamaLLM:
+    return OllamaLLM(LLMConfig(enabled=True, host=server.url, timeout_s=timeout))
+
+
+def test_keyword_prompt_and_options(fake_ollama) -> None:
+    fake_ollama.script("Keywords: hotels, Hotel Bond,hotels, Delhi")
+    abstractor = LLMAbstractor(llm_for(fake_ollama), "llama3.1:8b", num_ctx=4096)
+    assert abstractor.abstract(["Hotel Bond is in Hartford.", "Oberoi is in Delhi."]) == (
+        "hotels, Hotel Bond, Delhi"
+    )
+    (request,) = fake_ollama.chats
+    assert request.options["temperature"] == 0
+    assert request.options["num_ctx"] == 4096
+    assert request.options["repeat_penalty"] == 1.3
+    messages = request.body["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert "no more than 20 key phrases" in messages[0]["content"].lower()
+    assert "commas" in messages[0]["content"]
+    assert messages[-1]["content"] == "Hotel Bond is in Hartford.\n\nOberoi is in Delhi."
+
+
+def test_summative_prompt_strips_summary_prefix(fake_ollama) -> None:
+    fake_ollama.script("Summary: Two hotels, one in Hartford and one in Delhi.")
+    abstractor = LLMAbstractor(llm_for(fake_ollama), "llama3.1:8b", kind="summative",
+                               summary_words=60)
+    assert abstractor.abstract(["a hotel", "another hotel"]) == (
+        "Two hotels, one in Hartford and one in Delhi."
+    )
+    system = fake_ollama.chats[0].body["messages"][0]["content"]
+    assert '"Summary:"' in system and "60 words" in system
+    assert fake_ollama.chats[0].options["temperature"] == 0
+
+
+@pytest.mark.parametrize("reply", ["!!! ...", "Summary:", "Error: llama runner crashed"])
+def test_junk_reply_raises(fake_ollama, reply: str) -> None:
+    fake_ollama.script(reply)
+    abstractor = LLMAbstractor(llm_for(fake_ollama), "llama3.1:8b", kind="summative")
+    with pytest.raises(LLMError, match="unusable"):
+        abstractor.abstract(["some text"])
+
+
+def test_junk_mode_raises_for_keywords(fake_ollama) -> None:
+    fake_ollama.script(mode="junk")
+    with pytest.raises(LLMError):
+        LLMAbstractor(llm_for(fake_ollama), "llama3.1:8b").abstract(["some text"])
+
+
+def test_missing_model_and_dead_server(fake_ollama) -> None:
+    with pytest.raises(LLMError, match="ollama pull qwen3:4b"):
+        LLMAbstractor(llm_for(fake_ollama), "qwen3:4b").abstract(["text"])
+    url = fake_ollama.url
+    fake_ollama.stop()
+    dead = OllamaLLM(LLMConfig(enabled=True, host=url, timeout_s=2))
+    with pytest.raises(LLMError, match="ollama serve"):
+        LLMAbstractor(dead, "llama3.1:8b").abstract(["text"])
+
+
+@pytest.mark.parametrize("kind", ["keyword", "summative"])
+def test_long_input_is_summarised_in_parts_within_budget(fake_ollama, kind: str) -> None:
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    children = [" ".join(words[(i + j) % 10] for j in range(130))[:800] for i in range(40)]
+    fake_ollama.script(fn=lambda body: f"Summary: part {len(body['messages'][-1]['content'])}"
+                       if kind == "summative" else "part one, part two")
+    abstractor = LLMAbstractor(llm_for(fake_ollama), "m:1", kind=kind, num_ctx=2048)
+    fake_ollama.models.append("m:1")
+    assert abstractor.abstract(children)
+    chats = fake_ollama.chats
+    assert len(chats) >= 5
+    for request in chats:
+        used = messages_tokens(request.body["messages"]) + request.options["num_predict"]
+        assert used <= 2048
+        assert request.options["num_ctx"] == 2048
+    fed = "\n\n".join(r.body["messages"][-1]["content"] for r in chats[:-1])
+    for child in children:
+        assert child in fed  # nothing truncated
+    assert estimate_tokens("x" * 8) == 2
+
+
+def test_one_huge_child_is_split_not_truncated(fake_ollama) -> None:
+    fake_ollama.script(fn=lambda body: "piece")
+    abstractor = LLMAbstractor(llm_for(fake_ollama), "llama3.1:8b", num_ctx=2048)
+    huge = " ".join(f"word{i}" for i in range(3000))
+    assert abstractor.abstract([huge]) == "piece"
+    fed = " ".join(r.body["messages"][-1]["content"] for r in fake_ollama.chats[:-1])
+    assert fed.split() == huge.split()
+
+
+def test_num_ctx_too_small_is_a_config_error(fake_ollama) -> None:
+    with pytest.raises(ConfigError, match="num_ctx"):
+        LLMAbstractor(llm_for(fake_ollama), "llama3.1:8b", num_ctx=512)

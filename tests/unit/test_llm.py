@@ -1,0 +1,103 @@
+"""The Ollama wrapper against the fake server: options, availability and clear errors."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from psirag_kb.config import LLMConfig
+from psirag_kb.errors import LLMError
+from psirag_kb.llm import DEFAULT_HOST, OllamaLLM, ollama_host
+
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+def llm_for(url: str, timeout: float = 10.0) -> OllamaLLM:
+    return OllamaLLM(LLMConfig(enabled=True, host=url, timeout_s=timeout))
+
+
+def closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def test_host_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert ollama_host(LLMConfig()) == DEFAULT_HOST
+    monkeypatch.setenv("OLLAMA_HOST", "http://gpu-box:11434")
+    assert ollama_host(LLMConfig()) == "http://gpu-box:11434"
+    assert ollama_host(LLMConfig(host="http://other:1")) == "http://other:1"
+
+
+def test_chat_sends_deterministic_options(fake_ollama) -> None:
+    fake_ollama.script("Hi there.")
+    llm = llm_for(fake_ollama.url)
+    assert llm.chat("llama3.1:8b", HELLO, num_ctx=4096, num_predict=64) == "Hi there."
+    (request,) = fake_ollama.chats
+    assert request.path == "/api/chat"
+    assert request.body["stream"] is False
+    assert request.body["messages"] == HELLO
+    assert request.options == {"temperature": 0, "repeat_penalty": 1.3, "num_ctx": 4096,
+                               "num_predict": 64}
+
+
+def test_check_and_available(fake_ollama) -> None:
+    llm = llm_for(fake_ollama.url)
+    llm.check("llama3.1:8b")
+    fake_ollama.models.append("phi3:latest")
+    llm.check("phi3")  # no tag means latest
+    with pytest.raises(LLMError, match="model mistral is not installed: run `ollama pull mistral`"):
+        llm.check("mistral")
+    assert llm.available("llama3.1:8b") and not llm.available("mistral")
+    tags = sum(r.path == "/api/tags" for r in fake_ollama.requests)
+    assert llm.available("llama3.1:8b") and not llm.available("mistral")
+    assert sum(r.path == "/api/tags" for r in fake_ollama.requests) == tags  # cached
+
+
+def test_dead_server() -> None:
+    llm = llm_for(closed_port_url(), timeout=2)
+    with pytest.raises(LLMError, match="is not reachable: start it with `ollama serve`"):
+        llm.check("llama3.1:8b")
+    with pytest.raises(LLMError, match="ollama serve"):
+        llm.chat("llama3.1:8b", HELLO)
+    assert not llm.available("llama3.1:8b")
+
+
+def test_slow_server_times_out(fake_ollama) -> None:
+    fake_ollama.script(mode="slow", delay=5.0)
+    llm = llm_for(fake_ollama.url, timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(LLMError, match="did not answer .* within 0.5 s"):
+        llm.chat("llama3.1:8b", HELLO)
+    assert time.monotonic() - started < 3
+
+
+def test_missing_model_on_chat(fake_ollama) -> None:
+    with pytest.raises(LLMError, match="run `ollama pull gemma3:27b`"):
+        llm_for(fake_ollama.url).chat("gemma3:27b", HELLO)
+    fake_ollama.script(mode="missing")
+    with pytest.raises(LLMError, match="run `ollama pull llama3.1:8b`"):
+        llm_for(fake_ollama.url).chat("llama3.1:8b", HELLO)
+
+
+def test_server_error_and_empty_reply(fake_ollama) -> None:
+    llm = llm_for(fake_ollama.url)
+    fake_ollama.script(mode="error")
+    with pytest.raises(LLMError, match="HTTP 500"):
+        llm.chat("llama3.1:8b", HELLO)
+    fake_ollama.script("   ", mode="normal")
+    with pytest.raises(LLMError, match="empty reply"):
+        llm.chat("llama3.1:8b", HELLO)
+
+
+def test_fake_server_streams_when_asked(fake_ollama) -> None:
+    import ollama
+
+    fake_ollama.script("one two three")
+    client = ollama.Client(host=fake_ollama.url, timeout=5)
+    parts = [p.message.content for p in client.chat("llama3.1:8b", HELLO, stream=True)]
+    assert "".join(parts) == "one two three" and len(parts) > 2
+    assert client.generate("llama3.1:8b", "x").response == "fake reply"
