@@ -82,6 +82,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     server: APIServer
     server_version = "psirag-kb"
+    timeout = 30  # seconds a silent client may hold its connection
     error_content_type = "application/json"
     error_message_format = '{"error": "%(message)s"}'
 

@@ -141,6 +141,7 @@ def test_stale_lock_of_a_dead_daemon_is_taken_over(tmp_path: Path,
              == second.proc.pid)
 
 
+@pytest.mark.slow
 def test_real_model_end_to_end_through_the_cli(tmp_path: Path,
                                                processes: list[Process]) -> None:
     docs = tmp_path / "docs"
