@@ -270,23 +270,45 @@ class FolderWatcher:
         files: list[Path] = []
         for src, dest, is_dir in moves:
             self._guard("move", src, self._move, src, dest, is_dir, files, scans)
+        missing: list[Path] = []
         for path in ready:
             if path.is_dir():
                 scans.append(path)
             elif path.exists():
                 files.append(path)
             else:
-                removed = self._guard("remove", path, self.kb.remove, [path])
-                if removed:
-                    log.info("removed %s (%d files)", path, removed)
+                missing.append(path)
+        files = list(dict.fromkeys(files))
+        if missing and files and self._ingest_with_removals(missing, files):
+            files = missing = []
+        for path in missing:
+            removed = self._guard("remove", path, self.kb.remove, [path])
+            if removed:
+                log.info("removed %s (%d files)", path, removed)
         present = [s for s in dict.fromkeys(scans) if s.is_dir()]
         if present:
             report = self._guard("scan", ", ".join(map(str, present)), self.kb.ingest,
                                  present, self.check_stop)
             self._log_report("scanned " + ", ".join(map(str, present)), report)
         for start in range(0, len(files), BATCH_PATHS):
-            self._ingest(list(dict.fromkeys(files[start:start + BATCH_PATHS])))
-        self.processed += len(files) + len(moves) + len(present)
+            self._ingest(files[start:start + BATCH_PATHS])
+        self.processed += len(ready) + len(moves) + len(present)
+
+    def _ingest_with_removals(self, missing: list[Path], files: list[Path]) -> bool:
+        """One ingest of vanished and new files, so a move seen as delete + create keeps leaves.
+
+        (The knowledge base matches a vanished file and a new one by content hash.) False when
+        the call fails as a whole, e.g. because a vanished path was a folder or never indexed.
+        """
+        try:
+            report = self.kb.ingest([*missing, *files], self.check_stop)
+        except Stopping:
+            raise
+        except Exception:  # noqa: BLE001 - the caller falls back to one path at a time
+            log.debug("combined ingest failed; handling paths one by one", exc_info=True)
+            return False
+        self._log_report(f"{len(files)} file(s), {len(missing)} gone", report)
+        return True
 
     def _ingest(self, batch: list[Path]) -> None:
         """Ingest a batch; if the call fails as a whole, retry each path on its own."""

@@ -93,10 +93,10 @@ def test_create_edit_delete(daemon: Daemon, docs: Path) -> None:
 
 
 def test_move_keeps_leaves_and_changes_path(daemon: Daemon, docs: Path) -> None:
+    (docs / "animals").mkdir()
     old = docs / "giraffe.md"
     old.write_text("Giraffes browse acacia leaves with long tongues.\n")
     before = wait_for(lambda: results(daemon, "giraffes acacia"))
-    (docs / "animals").mkdir()
     new = docs / "animals" / "giraffe.md"
     os.rename(old, new)
     after = wait_for(lambda: [r for r in results(daemon, "giraffes acacia")
@@ -104,6 +104,18 @@ def test_move_keeps_leaves_and_changes_path(daemon: Daemon, docs: Path) -> None:
     assert [r["chunk_id"] for r in after] == [r["chunk_id"] for r in before]
     wait_for(lambda: idle(daemon))
     assert sources(daemon, "giraffes acacia") == {str(new)}
+
+
+def test_move_into_a_just_created_folder(daemon: Daemon, docs: Path) -> None:
+    old = docs / "ibis.md"
+    old.write_text("Ibises wade through shallow marshes.\n")
+    wait_for(lambda: results(daemon, "ibises marshes"))
+    (docs / "fresh").mkdir()  # its watch may not exist yet: seen as delete + create
+    new = docs / "fresh" / "ibis.md"
+    os.rename(old, new)
+    wait_for(lambda: sources(daemon, "ibises marshes") == {str(new)})
+    wait_for(lambda: idle(daemon))
+    assert api(daemon, "GET", "/api/status")[1]["chunks"] == 1
 
 
 def test_folder_move_and_folder_delete(daemon: Daemon, docs: Path) -> None:

@@ -125,9 +125,9 @@ def test_atomic_save_is_one_update(setup) -> None:
 def test_move_renames_and_delete_removes(setup) -> None:
     watcher, kb, folder = setup
     old, new = folder / "old.md", folder / "sub" / "new.md"
+    new.parent.mkdir()
     old.write_text("text")
     wait_for(lambda: str(old) in kb.known)
-    new.parent.mkdir()
     os.rename(old, new)
     wait_for(lambda: (str(old), str(new)) in kb.of("rename"))
     wait_for(lambda: str(new) in kb.known)
