@@ -104,7 +104,7 @@ class KeywordAbstractor:
         max_keywords: int = MAX_KEYWORDS,
         diversity: float = 0.5,
         max_candidates: int = MAX_CANDIDATES,
-        cache_limit: int = 200_000,
+        cache_limit: int = 100_000,
     ) -> None:
         if not 0.0 <= diversity <= 1.0:
             raise ConfigError(f"diversity must be between 0 and 1, not {diversity}")
