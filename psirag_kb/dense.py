@@ -55,10 +55,10 @@ class DenseIndex:
 
     @property
     def generation(self) -> int:
-        """The DuckDB generation this index reflects (-1 if unknown)."""
+        """The DuckDB generation saved on disk (-1 if unknown); memory may be ahead of it."""
         return self._generation
 
-    def _save(self, generation: int) -> None:
+    def save(self, generation: int) -> None:
         """Persist the index and then its generation."""
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self._file.with_suffix(".tmp")
@@ -90,7 +90,7 @@ class DenseIndex:
             self.index.add_items(vectors, ids, replace_deleted=True)
             self._live += len(ids)
         if save:
-            self._save(generation)
+            self.save(generation)
 
     def rebuild(self, generation: int, ids: np.ndarray, vectors: np.ndarray) -> None:
         """Build from scratch."""
@@ -99,7 +99,7 @@ class DenseIndex:
         if len(ids):
             self.index.add_items(vectors, ids)
             self._live = len(ids)
-        self._save(generation)
+        self.save(generation)
 
     def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (ids, cosine similarities)."""

@@ -122,8 +122,12 @@ class KnowledgeBase:
     # -- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Release the stores."""
+        """Save what is only in memory and release the stores."""
         with self._lock:
+            try:
+                self.checkpoint()
+            except Exception:  # noqa: BLE001 - a failed save is redone from DuckDB at start-up
+                log.exception("could not save the dense index; it will be rebuilt at start-up")
             self.sparse.close()
             self.store.close()
 
@@ -211,8 +215,16 @@ class KnowledgeBase:
             delta.generation, zip(delta.added_ids.tolist(), delta.added_texts, strict=True),
             delta.removed_ids.tolist(),
         )
-        self.dense.apply(delta.generation, delta.added_ids, delta.added_vectors, delta.removed_ids)
+        self.dense.apply(delta.generation, delta.added_ids, delta.added_vectors, delta.removed_ids,
+                         save=False)
         return delta
+
+    def checkpoint(self) -> None:
+        """Persist the hnswlib index and checkpoint DuckDB (cheap to redo; done on close)."""
+        with self._lock:
+            if self.dense.generation != self.store.generation:
+                self.dense.save(self.store.generation)
+            self.store.db.execute("CHECKPOINT")
 
     @contextmanager
     def _bulk(self) -> Iterator[None]:
