@@ -78,7 +78,8 @@ def main() -> None:
         kb.close()
     ms = lambda xs: round(1000 * statistics.median(xs), 1)  # noqa: E731
     print(json.dumps({
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+                   f"Python {platform.python_version()}",
         "leaves": status["chunks"], "tree": status["tree"], "valid": not problems,
         "chunks_per_file": report.chunks_embedded,
         "add_ms_p50": ms(add), "add_ms_max": round(1000 * max(add), 1),
