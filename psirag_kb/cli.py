@@ -57,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     tree.add_argument("node", nargs="?", type=int, help="abstract node id")
     tree.add_argument("--json", action="store_true", help="print one JSON object")
 
+    hops = commands.add_parser("hops", help="predict how many retrieval hops a question needs")
+    hops.add_argument("question", nargs="?", help="the question")
+    hops.add_argument("--eval", type=Path, metavar="FILE",
+                      help='score a labelled JSONL of {"question", "hops"}')
+    hops.add_argument("--json", action="store_true", help="print one JSON object")
+
     maintain = commands.add_parser("maintain", help="repair drifted subtrees, refresh abstracts")
     maintain.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -280,6 +286,32 @@ def cmd_tree(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def cmd_hops(args: argparse.Namespace, config: Config) -> int:
+    from .embedding import make_embedder
+    from .hops import HopDiscriminator, load_labelled
+
+    if (args.question is None) == (args.eval is None):
+        raise KBError("give a QUESTION or --eval FILE")
+    model = HopDiscriminator.load()
+    embedder = make_embedder(config.embedding)
+    if args.eval is not None:
+        labelled = load_labelled(args.eval)
+        vectors = embedder.embed([q for q, _ in labelled])
+        report = model.evaluate(labelled, vectors)
+        if args.json:
+            print(json.dumps(report))
+        else:
+            for key, value in report.items():
+                print(f"{key}: {value}")
+        return 0
+    hops = model.predict(args.question, embedder.embed([args.question])[0])
+    if args.json:
+        print(json.dumps({"question": args.question, "hops": hops}))
+    else:
+        print(hops)
+    return 0
+
+
 def cmd_maintain(args: argparse.Namespace, config: Config) -> int:
     with _open(config) as kb:
         report = kb.maintain()
@@ -303,7 +335,7 @@ def cmd_daemon(args: argparse.Namespace, config: Config) -> int:
 
 COMMANDS = {
     "ingest": cmd_ingest, "query": cmd_query, "status": cmd_status, "eval": cmd_eval,
-    "tree": cmd_tree, "maintain": cmd_maintain, "daemon": cmd_daemon,
+    "tree": cmd_tree, "maintain": cmd_maintain, "hops": cmd_hops, "daemon": cmd_daemon,
 }
 
 
