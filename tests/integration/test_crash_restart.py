@@ -1,0 +1,112 @@
+"""SIGKILL a real ingesting process at several points; after a restart the stores agree."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from psirag_kb.config import Config
+from psirag_kb.embedding import normalise
+from psirag_kb.kb import KnowledgeBase
+
+
+class HashEmbedder:
+    """Bag-of-words vectors, slow enough per batch that kills land mid-ingest."""
+
+    name = "crash-test-bow"
+    dim = 32
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                out[row, int(hashlib.md5(word.encode()).hexdigest()[:6], 16) % self.dim] += 1
+        time.sleep(0.002 * len(texts))
+        return normalise(out + 1e-3)
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+def worker(data_dir: str, folder: str) -> None:
+    """Ingest a folder file by file in small batches (run in a subprocess)."""
+    import psirag_kb.kb as kb_module
+
+    kb_module.BATCH_FILES = 7
+    config = Config().with_data_dir(Path(data_dir))
+    with KnowledgeBase(config, embedder=HashEmbedder()) as kb:
+        print("ready", flush=True)
+        kb.ingest([folder])
+        print("done", flush=True)
+
+
+def check_consistent(kb: KnowledgeBase) -> None:
+    ids, _ = kb.store.all_vectors()
+    assert len(set(ids.tolist())) == len(ids)
+    per_file = Counter(
+        (hit.path, hit.ordinal) for hit in kb.store.hits(ids.tolist()).values()
+    )
+    assert all(count == 1 for count in per_file.values()), "duplicated chunk"
+    assert kb.sparse.count() == len(ids) == kb.dense.count
+    assert np.array_equal(kb.tree_index.chunk_ids(), ids)
+    assert kb.tree_index.problems() == []
+
+
+@pytest.mark.parametrize("seed", [1])
+def test_sigkill_during_ingest_then_restart(tmp_path, seed):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    rng = np.random.default_rng(seed)
+    words = ["river", "castle", "engine", "violin", "glacier", "pepper", "orbit", "harbour"]
+    for i in range(120):
+        picks = rng.choice(words, 3)
+        (folder / f"f{i:03d}.txt").write_text(
+            f"File {i} is about {' and '.join(picks)}.\n\n" + f"Extra line {i} on {picks[0]}.\n"
+        )
+    data = tmp_path / "data"
+    config = Config().with_data_dir(data)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    with KnowledgeBase(config, embedder=HashEmbedder()) as kb:
+        kb.ingest([folder / "f000.txt"])  # a tree exists, so later files take the live path
+    kills = 0
+    for delay in (0.3, 0.6, 0.9, 1.2, 1.6, 2.0):
+        proc = subprocess.Popen(
+            [sys.executable, __file__, str(data), str(folder)],
+            stdout=subprocess.PIPE, text=True, env=env,
+        )
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(delay)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.wait(timeout=30)
+        with KnowledgeBase(config, embedder=HashEmbedder()) as kb:
+            check_consistent(kb)
+        for i in rng.choice(120, 5, replace=False):  # edits between runs
+            path = folder / f"f{i:03d}.txt"
+            path.write_text(path.read_text() + f"Edited after kill {kills}.\n")
+    assert kills >= 3
+    with KnowledgeBase(config, embedder=HashEmbedder()) as kb:
+        kb.ingest([folder])
+        check_consistent(kb)
+        assert kb.store.state_counts()["indexed"] == 120
+        for path in folder.iterdir():
+            record = kb.store.file(str(path))
+            assert record is not None and record.hash == hashlib.sha256(
+                path.read_bytes()).hexdigest()
+        result = kb.query("Edited after kill", mode="sparse", k=50)["results"]
+        assert all("Edited" in r["text"] for r in result[:3])
+
+
+if __name__ == "__main__":
+    worker(sys.argv[1], sys.argv[2])
