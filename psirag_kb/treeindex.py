@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from .config import TreeConfig
 from .retrieval import Ranking
@@ -28,11 +26,9 @@ class TreeIndex:
     ) -> TreeIndex:
         """Build a tree over all leaves at once (Algorithm 1 and rebalancing)."""
         started = time.perf_counter()
-        with threadpool_limits(os.cpu_count() or 1, "blas"):
-            tree = build_tree(
-                leaf_vectors, mode=config.pair_mode, max_children=config.max_children,
-                knn=config.knn,
-            )
+        tree = build_tree(
+            leaf_vectors, mode=config.pair_mode, max_children=config.max_children, knn=config.knn
+        )
         live = LiveTree.from_tree(tree, chunk_ids, leaf_vectors, config.max_children, next_id)
         index = cls(live, config)
         index.build_s = time.perf_counter() - started

@@ -7,8 +7,11 @@ graph taken in Kruskal order. Ties are broken by (similarity desc, u, v) with u 
 
 from __future__ import annotations
 
+import os
+
 import hnswlib
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 
 def edge_order(u: np.ndarray, v: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -17,8 +20,13 @@ def edge_order(u: np.ndarray, v: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def similarity_matrix(x: np.ndarray) -> np.ndarray:
-    """Symmetric float32 cosine matrix of normalised rows (one SYRK call: each pair once)."""
-    return x @ x.T
+    """Symmetric float32 cosine matrix of normalised rows (one SYRK call: each pair once).
+
+    The product runs on every core even where the package keeps BLAS single-threaded for
+    query-time scoring.
+    """
+    with threadpool_limits(os.cpu_count() or 1, "blas"):
+        return x @ x.T
 
 
 def exact_mst(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
