@@ -216,9 +216,12 @@ class Daemon:
         return data
 
     def _store_maintenance(self) -> dict[str, Any]:
-        """Checkpoint DuckDB's write-ahead log into the database file."""
-        with self.kb.lock:
-            self.kb.inner.store.db.execute("CHECKPOINT")
+        """Persist the derived indexes and checkpoint DuckDB's write-ahead log."""
+        if hasattr(self.kb.inner, "checkpoint"):
+            self.kb.checkpoint()
+        else:
+            with self.kb.lock:
+                self.kb.inner.store.db.execute("CHECKPOINT")
         return {"checkpoint": True}
 
     # -- the API's application --------------------------------------------------------------
