@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("-k", type=int, default=5, help="retrieval depth (at least 5)")
     evaluate.add_argument("--batches", type=int, default=1,
                           help="feed the corpora in N shuffled incremental batches")
+    evaluate.add_argument("--abstracts", action="store_true",
+                          help="generate abstracts before querying (timed as abstract_s)")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
 
     tree = commands.add_parser("tree", help="show a tree node (the root by default)")
@@ -252,7 +254,7 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
     if unknown or not modes:
         raise KBError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(EVAL_MODES)}")
     report = evaluate(config, args.corpus, args.questions, modes, k=args.k,
-                      batches=args.batches,
+                      batches=args.batches, abstracts=args.abstracts,
                       data_dir=args.data_dir.resolve() if args.data_dir else None)
     if args.json:
         print(json.dumps(report))

@@ -67,6 +67,9 @@ class TreeConfig:
     """Neighbours per leaf in hnsw pair mode."""
     abstract_kind: str = "keyword"
     """keyword or summative abstracts."""
+    node_vectors: str = "abstract"
+    """What guides tree search at abstract nodes: "abstract" (the embedding of the node's
+    abstract, the centroid until it has one) or "centroid" (mean of the children)."""
     insert_threshold: float = 0.5
     """New chunks whose most similar leaf is below this cosine join as a subtree, not one by one."""
 
@@ -178,6 +181,7 @@ class Config:
 _CHOICES = {
     ("tree", "pair_mode"): {"exact", "hnsw", "bucketing"},
     ("tree", "abstract_kind"): {"keyword", "summative"},
+    ("tree", "node_vectors"): {"abstract", "centroid"},
     ("retrieval", "default_mode"): {"hybrid", "tree", "sparse", "dense"},
     ("retrieval", "fusion"): {"rrf", "rerank"},
     ("retrieval", "tree_search"): {"collapsed", "beam"},

@@ -48,6 +48,7 @@ def evaluate(
     k: int = 5,
     batches: int = 1,
     data_dir: Path | None = None,
+    abstracts: bool = False,
 ) -> dict[str, Any]:
     """Build a fresh KB from the corpora, then score every question in every mode."""
     from .kb import KnowledgeBase
@@ -58,6 +59,10 @@ def evaluate(
         config = config.with_data_dir(data_dir or Path(tmp) / "kb")
         with KnowledgeBase(config, embedder=embedder) as kb:
             timings = kb.ingest_corpora(corpora, batches=batches)
+            if abstracts:
+                started = time.perf_counter()
+                kb.regenerate_abstracts()
+                timings["abstract_s"] = round(time.perf_counter() - started, 2)
             depth = max(k, 5)
             report: dict[str, Any] = {
                 "questions": len(questions),

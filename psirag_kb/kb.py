@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .abstraction import AbstractJob
 from .chunking import chunk_text
 from .config import Config
 from .dense import DenseIndex
@@ -114,6 +115,7 @@ class KnowledgeBase:
         self.tree_seconds = 0.0
         self._defer_tree = False
         self.tree_index: TreeIndex
+        self.abstract_job = AbstractJob(self)
         reranker = config.retrieval.reranker
         self.reranker = Reranker(reranker, config.embedding.device) if reranker else None
         self._sync_derived()
@@ -538,7 +540,9 @@ class KnowledgeBase:
         """Top-down tree retrieval (empty before anything is indexed)."""
         retrieval = self.config.retrieval
         if retrieval.tree_search == "collapsed":
-            return self.tree_index.search_collapsed(query, retrieval.parent_weight, k)
+            return self.tree_index.search_collapsed(
+                query, retrieval.parent_weight, k, self.config.tree.node_vectors == "abstract"
+            )
         return self.tree_index.search(query, retrieval.tree_k, k)
 
     def sources(self, ids: np.ndarray) -> list[str]:
@@ -625,9 +629,16 @@ class KnowledgeBase:
         return {"checked": checked, "rebuilt": rebuilt, "worst_ratio": round(worst, 4),
                 "seconds": round(time.perf_counter() - started, 3)}
 
+    def regenerate_abstracts(self, max_nodes: int | None = None) -> dict[str, Any]:
+        """Write fresh abstracts for dirty nodes, bottom-up (offline keywords or Ollama)."""
+        return self.abstract_job.run(max_nodes)
+
     def maintain(self) -> dict[str, Any]:
-        """Periodic upkeep: repair drifted subtrees."""
-        return {"drift": self.repair_drift()}
+        """Periodic upkeep: repair drifted subtrees, then regenerate dirty abstracts."""
+        drift = self.repair_drift()
+        abstracts = self.regenerate_abstracts()
+        self.checkpoint()
+        return {"drift": drift, "abstracts": abstracts}
 
     def node(self, node_id: int | None = None) -> dict[str, Any]:
         """One abstract node (the root by default): its abstract and its children."""
@@ -686,6 +697,7 @@ class KnowledgeBase:
             return {
                 "data_dir": str(self.data_dir),
                 "tree": self.tree_status(),
+                "abstracts": self.abstract_job.status(),
                 "files": counts,
                 "chunks": self.store.chunk_count(),
                 "model": self.embedder.name,

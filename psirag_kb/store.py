@@ -168,7 +168,8 @@ class Store:
         db.execute(
             f"""CREATE TABLE nodes (
                 id BIGINT, parent BIGINT, layer INTEGER, ord INTEGER,
-                vector FLOAT[{dim}], abstract VARCHAR, dirty BOOLEAN)"""
+                vector FLOAT[{dim}], abstract VARCHAR, dirty BOOLEAN,
+                abstract_vector FLOAT[{dim}])"""
         )
         db.execute("CREATE TABLE leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)")
         rows = [
@@ -471,8 +472,10 @@ class Store:
         leaves = sorted(-n for n in touched if n < 0)
         if abstract:
             vectors = np.empty(len(abstract), dtype=object)
+            abstract_vectors = np.empty(len(abstract), dtype=object)
             for i, node in enumerate(abstract):
                 vectors[i] = live.vectors[node]
+                abstract_vectors[i] = live.abstract_vectors.get(node)
             db.register("tree_nodes", {
                 "id": np.array(abstract, dtype=np.int64),
                 "parent": np.array([live.parent.get(n, -1) for n in abstract], dtype=np.int64),
@@ -481,12 +484,14 @@ class Store:
                 "vector": vectors,
                 "abstract": np.array([live.abstracts.get(n) for n in abstract], dtype=object),
                 "dirty": np.array([n in live.dirty for n in abstract], dtype=bool),
+                "abstract_vector": abstract_vectors,
             })
             try:
                 db.execute(
                     f"""INSERT INTO nodes SELECT id, CASE WHEN parent < 0 THEN NULL ELSE parent END,
                         CAST(layer AS INTEGER), CAST(ord AS INTEGER),
-                        CAST(vector AS FLOAT[{self.dim}]), abstract, dirty FROM tree_nodes"""
+                        CAST(vector AS FLOAT[{self.dim}]), abstract, dirty,
+                        CAST(abstract_vector AS FLOAT[{self.dim}]) FROM tree_nodes"""
                 )
             finally:
                 db.unregister("tree_nodes")
@@ -518,7 +523,8 @@ class Store:
         """The stored tree (leaf vectors by chunk id come from the caller); None if absent."""
         live = LiveTree(max_children, self.dim, int(self._meta("next_node_id") or 1))
         nodes = self.db.execute(
-            "SELECT id, coalesce(parent, -1), layer, ord, vector, abstract, dirty FROM nodes"
+            "SELECT id, coalesce(parent, -1), layer, ord, vector, abstract, dirty, abstract_vector "
+            "FROM nodes"
         ).fetchall()
         leaves = self.db.execute(
             "SELECT chunk_id, coalesce(parent, -1), ord FROM leaves"
@@ -526,12 +532,14 @@ class Store:
         if not leaves:
             return None
         slots: list[tuple[int, int, int]] = []
-        for node, parent, layer, order, vector, abstract, dirty in nodes:
+        for node, parent, layer, order, vector, abstract, dirty, abstract_vector in nodes:
             live.children[node] = []
             live.layer[node] = layer
             live.vectors[node] = np.asarray(vector, dtype=np.float32)
             if abstract is not None:
                 live.abstracts[node] = abstract
+            if abstract_vector is not None:
+                live.abstract_vectors[node] = np.asarray(abstract_vector, dtype=np.float32)
             if dirty:
                 live.dirty.add(node)
             slots.append((parent, order, node))

@@ -19,6 +19,7 @@ class TreeIndex:
         self.live = live
         self.config = config
         self.build_s = 0.0
+        self._guided: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def build(
@@ -53,14 +54,33 @@ class TreeIndex:
         if self.empty:
             return Ranking.empty()
         tree, chunk_ids, vectors, _ = self.live.snapshot()
+        if self.config.node_vectors == "abstract":
+            vectors = self._abstract_guided()
         leaves, scores = tree_search(tree, vectors, query, k=beam, k_leaves=k)
         return Ranking(chunk_ids[leaves], scores.astype(np.float32))
 
-    def search_collapsed(self, query: np.ndarray, parent_weight: float, k: int) -> Ranking:
+    def _abstract_guided(self) -> np.ndarray:
+        """Snapshot vectors with each abstract node's abstract embedding where it has one."""
+        tree, _, vectors, keys = self.live.snapshot()
+        if self._guided is None or self._guided[0] is not vectors:
+            guided = vectors.copy()
+            found = self.live.abstract_vectors
+            for row in range(tree.n_leaves, tree.n_nodes):
+                vector = found.get(int(keys[row]))
+                if vector is not None:
+                    guided[row] = vector
+            self._guided = (vectors, guided)
+        return self._guided[1]
+
+    def search_collapsed(
+        self, query: np.ndarray, parent_weight: float, k: int, abstracts: bool = False
+    ) -> Ranking:
         """Leaves and their parents searched together: cos(q, leaf) + w * cos(q, parent)."""
         if self.empty:
             return Ranking.empty()
         tree, chunk_ids, vectors, _ = self.live.snapshot()
+        if abstracts:
+            vectors = self._abstract_guided()
         n = tree.n_leaves
         query = np.asarray(query, dtype=np.float32)
         scores = vectors[:n] @ query

@@ -37,6 +37,7 @@ class LiveTree:
         self.layer: dict[int, int] = {}
         self.vectors: dict[int, np.ndarray] = {}
         self.abstracts: dict[int, str] = {}
+        self.abstract_vectors: dict[int, np.ndarray] = {}
         self.root: int | None = None
         self.dirty: set[int] = set()
         self.touched: set[int] = set()
@@ -182,6 +183,7 @@ class LiveTree:
         """Forget an abstract node that has no children left."""
         del self.children[node], self.layer[node], self.vectors[node]
         self.abstracts.pop(node, None)
+        self.abstract_vectors.pop(node, None)
         self.parent.pop(node, None)
         self.dirty.discard(node)
         self.touched.discard(node)
@@ -406,6 +408,15 @@ class LiveTree:
         dropped = set(self.dropped)
         self.touched, self.dropped = set(), set()
         return touched, dropped
+
+    def set_abstract(self, node: int, text: str, vector: np.ndarray | None) -> None:
+        """Store a freshly generated abstract (and its embedding); the node is clean again."""
+        self.abstracts[node] = text
+        if vector is not None:
+            self.abstract_vectors[node] = np.asarray(vector, dtype=np.float32)
+        self.dirty.discard(node)
+        self.touched.add(node)
+        self._snapshot = None
 
     def order_of(self, node: int) -> int:
         """Position of a node among its parent's children (0 for the root)."""

@@ -1,0 +1,165 @@
+"""The job that regenerates dirty abstracts bottom-up, offline or with Ollama, resumably."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .abstracts import KeywordAbstractor, LLMAbstractor
+from .errors import LLMError
+
+if TYPE_CHECKING:
+    from .kb import KnowledgeBase
+
+log = logging.getLogger(__name__)
+
+BATCH_NODES = 256
+"""Nodes abstracted between two commits (a crash loses at most one batch)."""
+BACKOFF_S = (30.0, 3600.0)
+"""First and longest wait before retrying the LLM after a failure."""
+
+
+class AbstractJob:
+    """Regenerates the abstracts of dirty nodes, lowest layer first, committing per batch."""
+
+    def __init__(self, kb: KnowledgeBase) -> None:
+        self.kb = kb
+        config = kb.config
+        # phrases and abstracts are not worth an evaluation cache: embed them directly
+        self.embedder = getattr(kb.embedder, "inner", kb.embedder)
+        self.keywords = KeywordAbstractor(self.embedder)
+        self.llm_abstractor: LLMAbstractor | None = None
+        self.llm = None
+        if config.llm.enabled:
+            from .llm import OllamaLLM
+
+            self.llm = OllamaLLM(config.llm)
+            self.llm_abstractor = LLMAbstractor(
+                self.llm, config.llm.abstract_model, kind=config.tree.abstract_kind
+            )
+        self.last_run: float | None = None
+        self.last_result: dict[str, Any] = {}
+        self.last_error = ""
+        self._failures = 0
+        self._retry_at = 0.0
+
+    def status(self) -> dict[str, Any]:
+        """Dirty count, last run and errors, for `status`."""
+        return {
+            "dirty": len(self.kb.tree_index.live.dirty),
+            "kind": self.kb.config.tree.abstract_kind if self.llm else "keyword",
+            "source": "ollama" if self.llm else "offline",
+            "last_run": self.last_run,
+            "last_result": self.last_result,
+            "last_error": self.last_error,
+        }
+
+    def _llm_ready(self) -> bool:
+        """Whether the LLM may be asked now (not inside a backoff after a failure)."""
+        if self.llm is None or time.time() < self._retry_at:
+            return False
+        try:
+            self.llm.check(self.kb.config.llm.abstract_model)
+        except LLMError as exc:
+            self._fail(exc)
+            return False
+        return True
+
+    def _fail(self, exc: LLMError) -> None:
+        """Record an LLM failure and back off exponentially."""
+        self._failures += 1
+        first, longest = BACKOFF_S
+        self._retry_at = time.time() + min(longest, first * 2 ** (self._failures - 1))
+        self.last_error = str(exc)
+        log.warning("abstract generation failed: %s", exc)
+
+    def run(self, max_nodes: int | None = None) -> dict[str, Any]:
+        """Regenerate dirty abstracts bottom-up; returns counts and seconds."""
+        started = time.perf_counter()
+        kb = self.kb
+        use_llm = self._llm_ready()
+        with kb._lock:
+            live = kb.tree_index.live
+            by_layer: dict[int, list[int]] = defaultdict(list)
+            for node in live.dirty:
+                if node in live.children:
+                    by_layer[live.level(node)].append(node)
+        done = failed = 0
+        for layer in sorted(by_layer):
+            nodes = sorted(by_layer[layer])
+            for start in range(0, len(nodes), BATCH_NODES):
+                if max_nodes is not None and done >= max_nodes:
+                    break
+                batch = nodes[start:start + BATCH_NODES]
+                made, errors = self._batch(batch, layer, use_llm)
+                done += made
+                failed += errors
+                if errors and use_llm:
+                    use_llm = False  # keep the rest for the retry after the backoff
+        if done and not failed:
+            self._failures = 0
+        self.last_run = time.time()
+        self.last_result = {
+            "regenerated": done, "failed": failed,
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+        return self.last_result
+
+    def _batch(self, nodes: list[int], layer: int, use_llm: bool) -> tuple[int, int]:
+        """Abstract one batch of same-layer nodes and commit them."""
+        kb = self.kb
+        with kb._lock:
+            live = kb.tree_index.live
+            nodes = [n for n in nodes if n in live.children and n in live.dirty]
+            shapes = {n: tuple(live.children[n]) for n in nodes}
+            if layer == 1:
+                leaf_ids = [-k for n in nodes for k in live.children[n]]
+                hits = kb.store.hits(leaf_ids)
+                groups = [[hits[-k].text for k in live.children[n] if -k in hits] for n in nodes]
+                vectors = [np.stack([live.vectors[k] for k in live.children[n]]) for n in nodes]
+            else:
+                groups = [[live.abstracts.get(k, "") for k in live.children[n]] for n in nodes]
+                groups = [[t for t in group if t] for group in groups]
+                vectors = None
+            keep_dirty = {n for n in nodes if self.llm is not None and not use_llm}
+            if keep_dirty:  # the LLM is down: offline keywords only where nothing exists yet
+                selected = [i for i, n in enumerate(nodes) if n not in live.abstracts]
+                nodes = [nodes[i] for i in selected]
+                groups = [groups[i] for i in selected]
+                vectors = None if vectors is None else [vectors[i] for i in selected]
+        if not nodes:
+            return 0, 0
+        texts: list[str | None]
+        errors = 0
+        if use_llm and self.llm_abstractor is not None:
+            texts = []
+            for group in groups:
+                try:
+                    texts.append(self.llm_abstractor.abstract(group) if group else "")
+                except LLMError as exc:
+                    self._fail(exc)
+                    texts.append(None)
+                    errors += 1
+        else:
+            texts = list(self.keywords.abstract_many(groups, vectors))
+        fresh = [t for t in texts if t]
+        embedded = dict(zip(fresh, self.embedder.embed(fresh), strict=True)) if fresh else {}
+        made = 0
+        with kb._lock:
+            live = kb.tree_index.live
+            for node, text in zip(nodes, texts, strict=True):
+                if text is None or node not in live.children:
+                    continue
+                if tuple(live.children[node]) != shapes[node]:
+                    continue  # changed meanwhile: still dirty, next run
+                live.set_abstract(node, text, embedded.get(text))
+                if node in keep_dirty:
+                    live.dirty.add(node)
+                made += 1
+            with kb.store.transaction():
+                kb.store.write_tree(live)
+        return made, errors
