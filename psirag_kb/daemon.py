@@ -70,28 +70,6 @@ class DataDirLock:
             self._handle = None
 
 
-class SerialKB:
-    """The facade with every call serialized: the daemon's threads share one DuckDB connection.
-
-    (Some facade reads run outside its own lock, and a DuckDB connection refuses concurrent use.)
-    """
-
-    def __init__(self, kb: Any) -> None:
-        self.inner = kb
-        self.lock = threading.RLock()
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self.inner, name)
-        if not callable(value):
-            return value
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with self.lock:
-                return value(*args, **kwargs)
-
-        return call
-
-
 def configure_logging(data_dir: Path, verbose: bool = False) -> None:
     """Log to stderr (set up by the CLI) and to a rotating daemon.log in the data directory."""
     root = logging.getLogger("psirag_kb")
@@ -131,7 +109,7 @@ class Daemon:
 
         self._lock.acquire()
         try:
-            self.kb = SerialKB(KnowledgeBase(self.config, self.embedder))
+            self.kb = KnowledgeBase(self.config, self.embedder)
             self.api = APIServer(self, self.config.api.host, self.config.api.port,
                                  api_token(self.config), self.config.api.max_body_bytes)
             self.watcher = FolderWatcher(self.kb, self.folders, self.config.watch.quiet_period_s,
@@ -154,8 +132,7 @@ class Daemon:
         watch = self.config.watch
         jobs = Jobs()
         jobs.add("rescan", self._rescan, watch.rescan_interval_s)
-        if hasattr(self.kb.inner, "maintain"):
-            jobs.add("maintain", self.kb.maintain, watch.maintain_interval_s)
+        jobs.add("maintain", self.kb.maintain, watch.maintain_interval_s)
         jobs.add("store", self._store_maintenance, watch.store_interval_s)
         return jobs
 
@@ -217,11 +194,7 @@ class Daemon:
 
     def _store_maintenance(self) -> dict[str, Any]:
         """Persist the derived indexes and checkpoint DuckDB's write-ahead log."""
-        if hasattr(self.kb.inner, "checkpoint"):
-            self.kb.checkpoint()
-        else:
-            with self.kb.lock:
-                self.kb.inner.store.db.execute("CHECKPOINT")
+        self.kb.checkpoint()
         return {"checkpoint": True}
 
     # -- the API's application --------------------------------------------------------------
@@ -252,10 +225,7 @@ class Daemon:
 
     def node(self, node_id: int | None = None) -> dict[str, Any]:
         """One tree node (the root by default)."""
-        kb = self._kb()
-        if not hasattr(kb.inner, "node"):
-            raise KBError("this version has no tree node view")
-        return kb.node(node_id)
+        return self._kb().node(node_id)
 
     def reindex(self, raw: str) -> dict[str, Any]:
         """Bring a path inside a watched folder, or an indexed path, up to date now."""
@@ -277,9 +247,7 @@ class Daemon:
             real_folder = Path(os.path.realpath(folder))
             if real == real_folder or real_folder in real.parents:
                 return path
-        with self.kb.lock:
-            known = bool(self.kb.inner.store.files(str(path)))
-        if known:
+        if self._kb().is_indexed(path):
             return path
         raise KBError(f"{path} is neither inside a watched folder nor indexed; add its folder "
                       "to [watch] folders (or --watch) first")

@@ -283,13 +283,14 @@ class KnowledgeBase:
                 found = list(self._walk(path))
                 files.extend(found)
                 present = {str(p) for p in found}
+                with self._lock:
+                    known = self.store.files(str(path))
                 removals.extend(
-                    r.path for r in self.store.files(str(path))
-                    if r.origin == "file" and r.path not in present
+                    r.path for r in known if r.origin == "file" and r.path not in present
                 )
             elif path.is_file():
                 files.append(path)
-            elif self.store.file(str(path)) is not None:
+            elif self.is_indexed(path):
                 removals.append(str(path))
             else:
                 raise KBError(f"{path} does not exist")
@@ -330,6 +331,11 @@ class KnowledgeBase:
                 left.discard(old)
                 report.renamed += 1
         return [p for p in removals if p in left]
+
+    def is_indexed(self, path: Path | str) -> bool:
+        """Whether a file, or anything below a folder, is known to the knowledge base."""
+        with self._lock:
+            return bool(self.store.files(os.path.abspath(path)))
 
     def rename(self, old: Path | str, new: Path | str) -> bool:
         """A file moved: its record and leaves stay, its path changes."""
@@ -449,7 +455,8 @@ class KnowledgeBase:
         except OSError as exc:
             raise KBError(f"cannot read corpus {path}: {exc}") from exc
         digest = file_hash(data)
-        record = self.store.file(str(path))
+        with self._lock:
+            record = self.store.file(str(path))
         if record and record.hash == digest:
             report.unchanged += 1
             return report
@@ -495,11 +502,11 @@ class KnowledgeBase:
     def remove(self, paths: Iterable[Path | str]) -> int:
         """Forget files (and everything below folders); returns how many were removed."""
         targets: list[str] = []
-        for raw in paths:
-            key = os.path.abspath(os.path.expanduser(raw))
-            targets.extend(r.path for r in self.store.files(key))
-        if targets:
-            with self._lock:
+        with self._lock:
+            for raw in paths:
+                key = os.path.abspath(os.path.expanduser(raw))
+                targets.extend(r.path for r in self.store.files(key))
+            if targets:
                 self._apply([], targets)
         return len(targets)
 
@@ -513,6 +520,11 @@ class KnowledgeBase:
         """Chunk ids for a query in one mode, best first."""
         if mode not in EVAL_MODES:
             raise KBError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        with self._lock:
+            return self._rank(text, mode, k)
+
+    def _rank(self, text: str, mode: str, k: int) -> Ranking:
+        """`rank` with the lock held."""
         retrieval = self.config.retrieval
         per = max(k, retrieval.k_per_retriever)
         if mode == "sparse":
@@ -547,7 +559,8 @@ class KnowledgeBase:
 
     def sources(self, ids: np.ndarray) -> list[str]:
         """The source (path or corpus id) of each chunk id, in order."""
-        hits = self.store.hits(ids.tolist())
+        with self._lock:
+            hits = self.store.hits(ids.tolist())
         return [hits[i].source for i in ids.tolist() if i in hits]
 
     def query(
@@ -684,7 +697,8 @@ class KnowledgeBase:
 
     def tree_status(self) -> dict[str, Any]:
         """Shape of the tree."""
-        return self.tree_index.status()
+        with self._lock:
+            return self.tree_index.status()
 
     def status(self) -> dict[str, Any]:
         """Counts, model and store sizes."""
