@@ -26,6 +26,7 @@ ROUTES: dict[str, set[str]] = {
     "/api/tree": {"GET"}, "/api/reindex": {"POST"},
 }
 NODE_ROUTE = re.compile(r"^/api/tree/([^/]+)$")
+PATH_ROUTE = re.compile(r"^/api/path/([^/]+)$")
 
 
 class App(Protocol):
@@ -36,6 +37,7 @@ class App(Protocol):
     def query(self, text: str, mode: str | None, k: int | None,
               summarize: bool) -> dict[str, Any]: ...
     def node(self, node_id: int | None) -> dict[str, Any]: ...
+    def path(self, chunk_id: int) -> dict[str, Any]: ...
     def reindex(self, path: str) -> dict[str, Any]: ...
 
 
@@ -150,7 +152,8 @@ class _Handler(BaseHTTPRequestHandler):
             return 401, {"error": "missing or wrong bearer token"}
         app = self.server.app
         node = NODE_ROUTE.match(path)
-        allowed = ROUTES.get(path) or ({"GET"} if node else None)
+        chunk = PATH_ROUTE.match(path)
+        allowed = ROUTES.get(path) or ({"GET"} if node or chunk else None)
         if allowed is None:
             return 404, {"error": f"no such endpoint {path}"}
         if method not in allowed:
@@ -161,6 +164,11 @@ class _Handler(BaseHTTPRequestHandler):
             if not re.fullmatch(r"-?\d{1,18}", raw):
                 return 404, {"error": f"no tree node {raw}"}
             return 200, app.node(int(raw))
+        if chunk:
+            raw = chunk.group(1)
+            if not re.fullmatch(r"\d{1,18}", raw):
+                return 404, {"error": f"no chunk {raw}"}
+            return 200, app.path(int(raw))
         if path == "/api/health":
             return 200, app.health()
         if path == "/api/status":

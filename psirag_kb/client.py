@@ -28,6 +28,7 @@ class KBClient(Protocol):
               summarize: bool = False) -> dict[str, Any]: ...
     def status(self) -> dict[str, Any]: ...
     def node(self, node_id: int | None = None) -> dict[str, Any]: ...
+    def path(self, chunk_id: int) -> list[dict[str, Any]]: ...
     def reindex(self, path: str | Path) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
@@ -80,7 +81,7 @@ class HTTPClient:
                 message = json.loads(exc.read().decode("utf-8"))["error"]
             except (ValueError, KeyError, TypeError, OSError):
                 message = exc.reason
-            if exc.code == 404 and path.startswith("/api/tree/"):
+            if exc.code == 404 and path.startswith(("/api/tree/", "/api/path/")):
                 raise NodeNotFound(message) from None
             if exc.code == 401:
                 message += " (set PSIRAG_KB_TOKEN or [api] token to the daemon's token)"
@@ -114,6 +115,10 @@ class HTTPClient:
         """One tree node (the root by default)."""
         return self._call("GET", "/api/tree" if node_id is None else f"/api/tree/{node_id}")
 
+    def path(self, chunk_id: int) -> list[dict[str, Any]]:
+        """The abstract nodes above a chunk, root first."""
+        return self._call("GET", f"/api/path/{int(chunk_id)}")["path"]
+
     def reindex(self, path: str | Path) -> dict[str, Any]:
         """Bring one path (file or folder) up to date now."""
         return self._call("POST", "/api/reindex", {"path": os.path.abspath(path)},
@@ -141,6 +146,10 @@ class LocalClient:
     def node(self, node_id: int | None = None) -> dict[str, Any]:
         """One tree node (the root by default)."""
         return self.kb.node(node_id)
+
+    def path(self, chunk_id: int) -> list[dict[str, Any]]:
+        """The abstract nodes above a chunk, root first."""
+        return self.kb.path_of(chunk_id)
 
     def reindex(self, path: str | Path) -> dict[str, Any]:
         """Bring one path up to date now."""

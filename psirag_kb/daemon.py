@@ -227,6 +227,10 @@ class Daemon:
         """One tree node (the root by default)."""
         return self._kb().node(node_id)
 
+    def path(self, chunk_id: int) -> dict[str, Any]:
+        """The abstract nodes above a chunk, root first, as {"chunk_id", "path"}."""
+        return {"chunk_id": chunk_id, "path": self._kb().path_of(chunk_id)}
+
     def reindex(self, raw: str) -> dict[str, Any]:
         """Bring a path inside a watched folder, or an indexed path, up to date now."""
         path = self.allowed_path(raw)

@@ -695,6 +695,19 @@ class KnowledgeBase:
                 "children": children,
             }
 
+    def path_of(self, chunk_id: int) -> list[dict[str, Any]]:
+        """The abstract nodes above a chunk's leaf, root first: id, layer, abstract, dirty."""
+        with self._lock:
+            live = self.tree_index.live
+            key = -int(chunk_id)
+            if chunk_id <= 0 or (key not in live.parent and key != live.root):
+                raise NodeNotFound(f"chunk {chunk_id} is not in the tree; run the query again")
+            return [
+                {"id": node, "layer": live.level(node), "abstract": live.abstracts.get(node, ""),
+                 "dirty": node in live.dirty}
+                for node in reversed(live.ancestors(key))
+            ]
+
     def tree_status(self) -> dict[str, Any]:
         """Shape of the tree."""
         with self._lock:
