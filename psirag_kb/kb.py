@@ -529,6 +529,10 @@ class KnowledgeBase:
         per = max(k, retrieval.k_per_retriever)
         if mode == "sparse":
             return Ranking(*self.sparse.search(text, k))
+        if mode == "agent":  # retrieval of agent mode without an LLM
+            from .multiround import multi_round
+
+            return multi_round(self, text, k).ranking
         query = self.embed_query(text)
         if mode == "dense":
             return Ranking(*self.dense.search(query, k))
@@ -574,6 +578,8 @@ class KnowledgeBase:
         if not text:
             raise KBError("the query is empty")
         mode = "summarize" if summarize else (mode or self.config.retrieval.default_mode)
+        if mode == "agent":
+            return self.answer(text, k)
         with self._lock:
             if summarize:
                 ranking = self._tree_search(self.embed_query(text), k or SUMMARY_LEAVES)
@@ -601,7 +607,19 @@ class KnowledgeBase:
                 "chunk_id": chunk_id,
                 "path": hit.path,
             })
-        return {"query": text, "mode": mode, "results": results}
+        result = {"query": text, "mode": mode, "results": results}
+        if summarize:
+            from .summary import add_summary
+
+            return add_summary(self, result)
+        return result
+
+    def answer(self, text: str, k: int | None = None,
+               on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Agent mode: an LLM answer with citations and steps, or multi-round retrieval."""
+        from .agent import answer_question
+
+        return answer_question(self, text, k, on_step).as_dict()
 
     # -- status -----------------------------------------------------------------------------
 

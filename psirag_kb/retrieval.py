@@ -9,8 +9,9 @@ import numpy as np
 
 MODES = ("hybrid", "tree", "sparse", "dense")
 """Query modes users choose from."""
-EVAL_MODES = (*MODES, "flat_hybrid")
-"""Modes the evaluation can score: flat_hybrid is the RRF of BM25 and flat dense alone."""
+EVAL_MODES = (*MODES, "flat_hybrid", "agent")
+"""Modes the evaluation can score: flat_hybrid is the RRF of BM25 and flat dense alone; agent
+is the multi-round retrieval of agent mode without an LLM."""
 
 
 @dataclass(frozen=True)

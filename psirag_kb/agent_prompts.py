@@ -1,0 +1,116 @@
+"""Prompts of the retrieve-and-answer agent and of summaries (after the paper's Appendix C.3)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+THOUGHT_WORDS = 120
+"""Upper bound on the words of the agent's reasoning."""
+SUMMARY_WORDS = 200
+"""Upper bound on the words of a summary."""
+
+AGENT_SYSTEM = """\
+You are a careful reading-comprehension and retrieval agent. You answer the user's question \
+from numbered documents, reasoning step by step and asking for more documents when needed.
+
+Rules:
+1. Begin with "Thought: " and reason step by step about what the documents say and what is \
+still missing. When you rely on a document, cite its number in square brackets, e.g. [2].
+2. Some documents are given to you at the start. You may ask for more documents at most the \
+number of times stated as "Retrieval attempts remaining". If a fact you need is missing, or the \
+question mentions something you cannot place, reply "Retrieve: <query>", where <query> is one \
+precise sub-question or search phrase that must be resolved to answer the user's question. \
+Enrich it with what you already know (for example "the American film producer David Gest" \
+rather than "David Gest") so the search finds the right documents.
+3. New documents arrive as "Retrieved documents: ...". Continue reasoning from the question, \
+your earlier reasoning and every document so far. Use as few retrievals as you can; if new \
+documents did not help, rephrase your query instead of repeating it.
+4. If no retrieval attempts remain and the documents still do not contain the answer, reply \
+"Answer: Not mentioned" and nothing else. Never guess or add uncertain information.
+5. End your reply with exactly one final line: "Answer: <answer>" or "Retrieve: <query>". \
+An answer is usually a short phrase or a name; avoid hedges like "approximately".
+6. Keep the Thought under {thought_words} words.
+
+Example.
+User:
+Retrieved documents:
+[1] (Hotel Tallcorn) The Hotel Tallcorn is located in Marshalltown, Iowa...
+[2] (Hotel Bond) Hotel Bond is a historic hotel, built in two stages in 1913 and 1921...
+Question: The Oberoi family is part of a hotel company that has a head office in what city?
+Retrieval attempts remaining: 2
+Assistant:
+Thought: I first need the hotel company the Oberoi family belongs to. Neither document \
+mentions the Oberoi family.
+Retrieve: Which hotel company is the Oberoi family of India part of?
+User:
+Retrieved documents:
+[3] (The Oberoi Group) The Oberoi Group is a hotel company with its head office in Delhi...
+[4] (Mohan Singh Oberoi) Rai Bahadur Mohan Singh Oberoi founded Oberoi Hotels & Resorts...
+Question: The Oberoi family is part of a hotel company that has a head office in what city?
+Retrieval attempts remaining: 1
+Assistant:
+Thought: Mohan Singh Oberoi founded Oberoi Hotels & Resorts [4], whose company, The Oberoi \
+Group, has its head office in Delhi [3].
+Answer: Delhi"""
+
+MUST_ANSWER = (
+    "Retrieval attempts remaining: 0. You cannot retrieve any more: reply with your Thought and "
+    "end with \"Answer: <answer>\", or \"Answer: Not mentioned\" if the documents do not say."
+)
+NO_RETRIEVAL_LEFT = (
+    "No retrieval attempts remain, so that retrieval was not run. Answer from the documents "
+    "above: end with \"Answer: <answer>\", or \"Answer: Not mentioned\" if they do not say."
+)
+FORMAT_REMINDER = (
+    "Your reply did not end with a line \"Answer: <answer>\" or \"Retrieve: <query>\". Reply "
+    "again: \"Thought: ...\" and then exactly one of those two lines."
+)
+NOTHING_NEW = "none new (the best matches are documents {numbers} above)."
+
+SUMMARY_SYSTEM = """\
+You are a careful reading-comprehension agent writing summaries. The user gives a request and \
+documents retrieved for it; each document starts with an [ID] that gives its order in the \
+collection, so together they are a condensed version of a longer text.
+
+Requirements:
+1. Arrange the documents into one logically ordered summary of the main content that answers \
+the request.
+2. Make it complete and coherent: a single self-contained paragraph that lets the user grasp \
+the content without the documents. Cite the IDs you draw on in square brackets, e.g. [3].
+3. Add nothing the documents do not say: no guesses, no outside knowledge.
+4. Write no more than {summary_words} words and start directly with the summary."""
+
+
+def label(passage: dict[str, Any]) -> str:
+    """Where a passage comes from: `source:first-last` for files, the corpus id otherwise."""
+    lines = passage.get("lines")
+    source = str(passage.get("source", ""))
+    return f"{source}:{lines[0]}-{lines[1]}" if lines else source
+
+
+def documents(passages: Sequence[tuple[int, dict[str, Any]]]) -> str:
+    """Numbered documents, each with its source: `[n] (source) text`."""
+    return "\n".join(f"[{n}] ({label(p)}) {' '.join(str(p['text']).split())}"
+                     for n, p in passages)
+
+
+def agent_system() -> str:
+    """The agent's system prompt."""
+    return AGENT_SYSTEM.format(thought_words=THOUGHT_WORDS)
+
+
+def agent_turn(question: str, docs: str, remaining: int) -> str:
+    """One user turn: the new documents, the question and the retrieval budget left."""
+    budget = MUST_ANSWER if remaining <= 0 else f"Retrieval attempts remaining: {remaining}"
+    return f"Retrieved documents:\n{docs}\nQuestion: {question}\n{budget}"
+
+
+def summary_messages(request: str, passages: Sequence[tuple[int, dict[str, Any]]]
+                     ) -> list[dict[str, str]]:
+    """The chat asking for a summary of passages given in corpus order."""
+    body = "\n".join(f"[{n}] {' '.join(str(p['text']).split())}" for n, p in passages)
+    return [
+        {"role": "system", "content": SUMMARY_SYSTEM.format(summary_words=SUMMARY_WORDS)},
+        {"role": "user", "content": f"Documents:\n{body}\n\nRequest: {request}"},
+    ]
