@@ -35,10 +35,12 @@ def _parser() -> argparse.ArgumentParser:
 
     query = commands.add_parser("query", help="search the knowledge base")
     query.add_argument("text", help="the question or search terms")
-    query.add_argument("--mode", choices=MODES, help="retrieval mode (default: from config)")
+    query.add_argument("--mode", choices=(*MODES, "agent"),
+                       help="retrieval mode (default: from config); agent answers with the LLM")
     query.add_argument("-k", type=int, help="number of results")
     query.add_argument("--summarize", action="store_true",
-                       help="18 passages from the tree alone, in corpus order")
+                       help="18 passages from the tree alone, in corpus order, summarised by "
+                            "the LLM when one is enabled")
     query.add_argument("--json", action="store_true", help="print one JSON object")
 
     evaluate = commands.add_parser("eval", help="recall of each mode on benchmark questions")
@@ -70,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", help="what is indexed")
     status.add_argument("--json", action="store_true", help="print one JSON object")
+
+    commands.add_parser("tui", help="the terminal UI (through the daemon when one runs)")
 
     daemon = commands.add_parser("daemon", help="watch folders and serve the HTTP API")
     daemon.add_argument("--watch", type=Path, action="append", default=[], metavar="DIR",
@@ -199,12 +203,42 @@ def _print_results(result: dict[str, Any]) -> None:
         print(f"\n{item['rank']:>2}. [{item['score']:.3f}] {where}\n    {text}")
 
 
+def _print_answer(result: dict[str, Any]) -> None:
+    """An agent answer (or its fallback), then its citations and steps."""
+    if result["status"] in ("answered", "not_mentioned"):
+        print(f"Answer: {result['answer']}")
+    else:
+        print(f"No answer ({result['status']}): {result['message']}")
+    if result["citations"]:
+        print("\nCitations:")
+    for number, cited in enumerate(result["citations"], start=1):
+        where = cited["source"] + (f":{cited['lines'][0]}-{cited['lines'][1]}"
+                                   if cited["lines"] else "")
+        text = " ".join(cited["text"].split())
+        print(f"  [{cited.get('number', number)}] {where}: "
+              f"{text[:157] + '...' if len(text) > 160 else text}")
+    print(f"\nSteps ({result['hops']} hop(s) predicted):")
+    for number, step in enumerate(result["steps"], start=1):
+        found = ", ".join(p["source"] for p in step["passages"]) or "nothing new"
+        action = f" -> {step['action']}" if "action" in step else ""
+        print(f"  {number}. {step['query']!r}: {found}{action}")
+
+
 def cmd_query(args: argparse.Namespace, config: Config) -> int:
     with _client(config) as kb:
         result = kb.query(args.text, mode=args.mode, k=args.k, summarize=args.summarize)
     if args.json:
         print(json.dumps(result))
+    elif result["mode"] == "agent":
+        _print_answer(result)
     else:
+        if result.get("summary"):
+            print(f"Summary: {result['summary']}\n")
+        elif result.get("abstracts"):
+            print("Abstracts of the covering nodes:")
+            for node in result["abstracts"]:
+                print(f"  node {node['node']}: {node['abstract'] or '(no abstract yet)'}")
+            print()
         _print_results(result)
     return 0
 
@@ -335,7 +369,26 @@ def cmd_daemon(args: argparse.Namespace, config: Config) -> int:
     return run_daemon(config, [p.resolve() for p in args.watch], verbose=args.verbose)
 
 
+def cmd_tui(args: argparse.Namespace, config: Config) -> int:
+    from .client import HTTPClient, connect, running_daemon
+
+    try:
+        from tui.app import run
+    except ImportError as exc:
+        raise KBError(f"the terminal UI cannot start ({exc}); reinstall psirag-kb") from None
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    # The screen belongs to the TUI: log to a file instead of stderr.
+    logging.basicConfig(filename=config.data_dir / "tui.log", force=True,
+                        level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    client = connect(config)
+    reconnect = (lambda: running_daemon(config)) if isinstance(client, HTTPClient) else None
+    run(client, reconnect)
+    return 0
+
+
 COMMANDS = {
+    "tui": cmd_tui,
     "ingest": cmd_ingest, "query": cmd_query, "status": cmd_status, "eval": cmd_eval,
     "tree": cmd_tree, "maintain": cmd_maintain, "hops": cmd_hops, "daemon": cmd_daemon,
 }

@@ -1,0 +1,202 @@
+"""The TUI driven through Textual's Pilot against a fake client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import Any
+
+import pytest
+from textual.widgets import OptionList, Select, Static, Tree
+
+from tui.app import PsiragApp
+from tui.format import editor_command
+from tui.screens.base import Banner
+from tui.screens.help import HelpScreen
+from tui.screens.query import QueryScreen
+from tui.screens.status import StatusScreen
+from tui.screens.tree import TreeScreen
+
+from .fakes import MEMORY, FakeClient
+
+SIZE = (80, 24)
+
+
+def text_of(widget: Static) -> str:
+    """What a Static shows, without styles."""
+    return str(widget.render())
+
+
+async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 5.0) -> None:
+    """Let the app run until the condition holds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met before the deadline")
+        await pilot.pause(0.02)
+
+
+async def ask(pilot: Any, text: str) -> None:
+    await pilot.click("#query")
+    for key in text:
+        await pilot.press("space" if key == " " else key)
+    await pilot.press("enter")
+
+
+def options(app: PsiragApp) -> list[str]:
+    listing = app.screen.query_one("#results", OptionList)
+    return [str(listing.get_option_at_index(n).prompt) for n in range(listing.option_count)]
+
+
+@pytest.mark.asyncio
+async def test_query_results_and_tree_path(app: PsiragApp, client: FakeClient) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "python memory")
+        await until(pilot, lambda: len(options(app)) == 3)
+        assert "/docs/python/memory.md:3-9" in options(app)[0]
+        assert "hotpot:Ada_Lovelace" in options(app)[2]
+        screen = app.screen
+        chunk = screen.query_one("#chunk", Static)
+        assert "cyclic garbage collector" in text_of(chunk)
+        treepath = screen.query_one("#treepath", Static)
+        await until(pilot, lambda: "garbage collector" in text_of(treepath))
+        shown = text_of(treepath)
+        assert shown.index("python, memory, web") < shown.index("reference counting")
+        await pilot.press("ctrl+r", "down")
+        await until(pilot, lambda: "HTTP caches keep" in text_of(chunk))
+        await until(pilot, lambda: "http caches, responses" in text_of(treepath))
+        assert ("path", 22) in client.calls
+        assert ("query", ("python memory", "hybrid", False)) in client.calls
+
+
+@pytest.mark.asyncio
+async def test_modes_agent_and_summarize(app: PsiragApp, client: FakeClient) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        mode = app.screen.query_one("#mode", Select)
+        for _ in range(4):
+            await pilot.press("ctrl+n")
+        assert mode.value == "agent"
+        await ask(pilot, "memory")
+        answer = app.screen.query_one("#answer", Static)
+        await until(pilot, lambda: "Python counts references" in text_of(answer))
+        assert "search · python memory → 2 found" in text_of(answer)
+        assert "[1] /docs/python/memory.md:3-9 (chunk 11)" in text_of(answer)
+        assert len(options(app)) == 1
+        client.agent = {"query": "memory", "mode": "agent", "results": []}
+        await pilot.press("enter")
+        await until(pilot, lambda: "does not support agent mode" in text_of(answer))
+        await pilot.press("ctrl+n")
+        assert mode.value == "summarize"
+        await pilot.press("enter")
+        await until(pilot, lambda: ("query", ("memory", None, True)) in client.calls)
+        assert not answer.display
+
+
+@pytest.mark.asyncio
+async def test_switch_screens_tree_status_help(app: PsiragApp, client: FakeClient) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f3")
+        assert isinstance(app.screen, TreeScreen)
+        tree = app.screen.query_one(Tree)
+        await until(pilot, lambda: len(tree.root.children) == 2)
+        assert "python, memory, web" in str(tree.root.label)
+        stale, fresh = tree.root.children
+        assert "2 leaves" in str(stale.label) and "stale" in str(stale.label)
+        assert "stale" not in str(fresh.label)
+        assert not stale.children  # loaded only when expanded
+        stale.expand()
+        await until(pilot, lambda: len(stale.children) == 2
+                    and "chunk 11" in str(stale.children[0].label))
+        assert "/docs/python/memory.md:3-9" in str(stale.children[0].label)
+        assert ("node", 90) in client.calls and ("node", 91) not in client.calls
+
+        await pilot.press("f4")
+        assert isinstance(app.screen, StatusScreen)
+        status = app.screen.query_one("#status", Static)
+        await until(pilot, lambda: "Watched folders" in text_of(status))
+        shown = text_of(status)
+        for expected in ("/docs", "12 indexed", "failed /docs/broken.pdf: the PDF is encrypted",
+                         "queue 3", "dirty abstracts 1", "maintain", "Ollama is not reachable",
+                         "LLM off"):
+            assert expected in shown, expected
+        calls = len([c for c in client.calls if c[0] == "status"])
+        await until(pilot, lambda: len([c for c in client.calls if c[0] == "status"]) > calls)
+
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        assert "Open" not in text_of(app.screen.query_one("#help-keys", Static))
+        assert "^o" in text_of(app.screen.query_one("#help-keys", Static))
+        await pilot.press("escape")
+        await pilot.press("f2")
+        assert isinstance(app.screen, QueryScreen)
+
+
+@pytest.mark.asyncio
+async def test_a_failing_call_shows_an_error_not_a_crash(app: PsiragApp,
+                                                         client: FakeClient) -> None:
+    client.fail = "the index is corrupt: run `psirag-kb ingest` again"
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "memory")
+        banner = app.screen.query_one(Banner)
+        await until(pilot, lambda: banner.display)
+        assert "hybrid query failed: the index is corrupt" in text_of(banner)
+        assert not app.screen.query_one("#results", OptionList).loading
+        client.fail = None
+        await pilot.press("enter")
+        await until(pilot, lambda: not banner.display)
+        assert len(options(app)) == 3
+        await pilot.press("f3")
+        client.fail = "boom"
+        await pilot.press("r")
+        await until(pilot, lambda: "could not be loaded" in str(app.screen.query_one(Tree)
+                                                              .root.label))
+    assert app.return_code in (0, None)
+
+
+@pytest.mark.asyncio
+async def test_daemon_gone_then_back(app: PsiragApp, client: FakeClient) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        client.down = True
+        await ask(pilot, "memory")
+        banner = app.screen.query_one(Banner)
+        await until(pilot, lambda: "went away" in text_of(banner))
+        assert app.problem and "not answering" in app.sub_title
+        await pilot.press("f4")
+        status_banner = app.screen.query_one(Banner)
+        await until(pilot, lambda: "went away" in text_of(status_banner))
+        client.down = False
+        await until(pilot, lambda: not app.problem)
+        await until(pilot, lambda: not status_banner.display)
+        await until(pilot, lambda: "Watched folders" in text_of(app.screen.query_one("#status")))
+        await pilot.press("f2")
+        await pilot.press("enter")
+        await until(pilot, lambda: len(options(app)) == 3)
+        assert not app.screen.query_one(Banner).display
+
+
+@pytest.mark.asyncio
+async def test_editor_key_opens_the_file_at_its_line(app: PsiragApp, client: FakeClient,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path) -> None:
+    note = tmp_path / "memory.md"
+    note.write_text("x\n" * 10)
+    ran: list[list[str]] = []
+    monkeypatch.setenv("EDITOR", "myedit --wait")
+    monkeypatch.setattr("tui.app.subprocess.run", lambda cmd, check: ran.append(cmd))
+    monkeypatch.setattr(PsiragApp, "suspend", lambda self: nullcontext())
+    monkeypatch.setitem(MEMORY, "path", str(note))
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "memory")
+        await until(pilot, lambda: len(options(app)) == 3)
+        await pilot.press("ctrl+o")
+        assert ran == [["myedit", "--wait", "+3", str(note)]]
+        await pilot.press("ctrl+r", "end", "ctrl+o")  # a corpus passage has no file
+        assert len(ran) == 1
+
+
+def test_editor_command_forms() -> None:
+    assert editor_command("vim", "/a.md", 7) == ["vim", "+7", "/a.md"]
+    assert editor_command("code --wait", "/a.md", 7) == ["code", "--wait", "-g", "/a.md:7"]
+    assert editor_command("hx", "/a.md", 7) == ["hx", "/a.md:7"]
+    assert editor_command("nano", "/a.md", None) == ["nano", "/a.md"]

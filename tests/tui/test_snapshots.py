@@ -1,0 +1,50 @@
+"""Snapshots of the Query, Tree and Status screens at 80x24 on the fake client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.widgets import OptionList, Static, Tree
+
+from .conftest import make_app
+from .fakes import FakeClient
+from .test_app import SIZE, until
+
+
+def test_query_screen(snap_compare) -> None:
+    app = make_app(FakeClient())
+
+    async def run_before(pilot: Any) -> None:
+        await pilot.click("#query")
+        await pilot.press(*"memory", "enter")
+        await until(pilot, lambda: app.screen.query_one("#results", OptionList).option_count)
+        path = app.screen.query_one("#treepath", Static)
+        await until(pilot, lambda: "garbage" in str(path.render()))
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_tree_screen(snap_compare) -> None:
+    app = make_app(FakeClient())
+
+    async def run_before(pilot: Any) -> None:
+        await pilot.press("f3")
+        tree = app.screen.query_one(Tree)
+        await until(pilot, lambda: len(tree.root.children) == 2)
+        tree.root.children[0].expand()
+        await until(pilot, lambda: len(tree.root.children[0].children) == 2
+                    and tree.root.children[0].children[0].data)
+        await pilot.press("down")
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_status_screen(snap_compare) -> None:
+    app = make_app(FakeClient())
+
+    async def run_before(pilot: Any) -> None:
+        await pilot.press("f4")
+        status = app.screen.query_one("#status", Static)
+        await until(pilot, lambda: "Jobs" in str(status.render()))
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

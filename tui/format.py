@@ -1,0 +1,259 @@
+"""Text for the screens: result labels, highlighted snippets, agent answers, status sections."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import time
+from typing import Any
+
+from rich.markup import escape
+from rich.text import Text
+
+HIGHLIGHT = "bold reverse"
+SNIPPET_CHARS = 100
+STOPWORDS = frozenset(
+    "a an and are as at be by does do for from how in is it of on or the to was what when where "
+    "which who why with".split()
+)
+
+
+def terms(query: str) -> list[str]:
+    """The query's words worth highlighting (no stop words, at least two characters)."""
+    words = re.findall(r"\w+", query.lower())
+    return list(dict.fromkeys(w for w in words if len(w) > 1 and w not in STOPWORDS))
+
+
+def highlight(text: str, words: list[str]) -> Text:
+    """Text with every word starting with a query term highlighted."""
+    out = Text(text)
+    if words:
+        pattern = r"\b(?:" + "|".join(re.escape(w) for w in words) + r")\w*"
+        out.highlight_regex(re.compile(pattern, re.IGNORECASE), HIGHLIGHT)
+    return out
+
+
+def snippet(text: str, words: list[str], width: int = SNIPPET_CHARS) -> str:
+    """One line of the chunk around its first matched term."""
+    flat = " ".join(text.split())
+    start = 0
+    if words:
+        found = re.search(r"\b(?:" + "|".join(re.escape(w) for w in words) + r")", flat,
+                          re.IGNORECASE)
+        if found and found.start() > width // 3:
+            start = flat.rfind(" ", 0, found.start() - width // 4) + 1
+    piece = flat[start:start + width]
+    if start > 0:
+        piece = "…" + piece
+    if start + width < len(flat):
+        piece = piece.rstrip() + "…"
+    return piece
+
+
+def short_path(path: str, width: int = 40) -> str:
+    """A path relative to the working directory when inside it, else its tail."""
+    if os.path.isabs(path):
+        try:
+            relative = os.path.relpath(path)
+        except ValueError:
+            relative = path
+        if not relative.startswith(".."):
+            path = relative
+    if len(path) > width:
+        path = "…" + path[-(width - 1):]
+    return path
+
+
+def where(result: dict[str, Any], width: int = 40) -> str:
+    """`source:first-last` (a path shortened) or the corpus id."""
+    source = str(result.get("source") or result.get("path") or "?")
+    lines = result.get("lines")
+    suffix = f":{lines[0]}-{lines[1]}" if lines else ""
+    return short_path(source, max(10, width - len(suffix))) + suffix
+
+
+def result_label(result: dict[str, Any], words: list[str]) -> Text:
+    """Two lines of a result in the list: rank, score and place; the highlighted snippet."""
+    head = Text.assemble((f"{result.get('rank', '?'):>2} ", "bold"),
+                         (f"{float(result.get('score', 0.0)):.3f} ", "dim"),
+                         (where(result), "underline"))
+    return Text.assemble(head, "\n", highlight(snippet(str(result.get("text", "")), words),
+                                               words))
+
+
+def chunk_text(result: dict[str, Any], words: list[str]) -> Text:
+    """The full chunk with its place and score, query terms highlighted."""
+    head = Text.assemble((where(result, 200), "bold"),
+                         (f"  score {float(result.get('score', 0.0)):.3f}", "dim"),
+                         (f"  chunk {result.get('chunk_id', '?')}", "dim"), "\n\n")
+    return Text.assemble(head, highlight(str(result.get("text", "")).strip(), words))
+
+
+def tree_path(path: list[dict[str, Any]], width: int = 200) -> Text:
+    """Each ancestor's abstract, root first, indented by depth."""
+    out = Text("Path up the tree (root first)\n", style="bold")
+    if not path:
+        out.append("  this chunk is the whole tree\n", style="dim")
+    for depth, node in enumerate(path):
+        abstract = " ".join(str(node.get("abstract") or "").split()) or "(no abstract yet)"
+        if len(abstract) > width:
+            abstract = abstract[:width - 1] + "…"
+        out.append("  " * depth + f"└ L{node.get('layer', '?')} #{node.get('id')} ", style="bold")
+        if node.get("dirty"):
+            out.append("[stale] ", style="italic")
+        out.append(abstract + "\n")
+    return out
+
+
+def _step_line(number: int, step: Any) -> str:
+    if not isinstance(step, dict):
+        return f"{number}. {step}"
+    named = [str(step[k]) for k in ("action", "kind", "tool", "thought", "query", "queries")
+             if step.get(k)]
+    rest = {k: v for k, v in step.items()
+            if k not in ("action", "kind", "tool", "thought", "query", "queries")}
+    found = rest.pop("found", None) or rest.pop("ids", None) or rest.pop("results", None)
+    text = " · ".join(named) or ", ".join(f"{k}={v}" for k, v in rest.items())
+    if isinstance(found, list):
+        text += f" → {len(found)} found"
+    return f"{number}. {text}"
+
+
+def _citation_line(citation: Any) -> str:
+    if isinstance(citation, dict):
+        label = where(citation, 60) if citation.get("source") or citation.get("path") else ""
+        marker = citation.get("marker") or citation.get("n") or citation.get("id") or ""
+        chunk = citation.get("chunk_id")
+        parts = [f"[{marker}]" if marker != "" else "", label,
+                 f"(chunk {chunk})" if chunk is not None else ""]
+        return " ".join(p for p in parts if p) or str(citation)
+    return str(citation)
+
+
+def agent_answer(result: dict[str, Any]) -> Text:
+    """An agent answer: the answer, its status, steps and citations."""
+    if "answer" not in result:
+        return Text(
+            "Agent mode returned no answer: this knowledge base's query API does not "
+            "support agent mode yet. Choose another mode (ctrl+n).", style="italic")
+    out = Text("Answer", style="bold")
+    status = result.get("status")
+    if status:
+        out.append(f"  ({status})", style="dim")
+    out.append("\n" + str(result.get("answer") or "(no answer)").strip() + "\n")
+    steps = result.get("steps") or []
+    if steps:
+        out.append("\nSteps\n", style="bold")
+        for number, step in enumerate(steps, 1):
+            out.append(_step_line(number, step) + "\n")
+    citations = result.get("citations") or []
+    if citations:
+        out.append("\nCitations\n", style="bold")
+        for citation in citations:
+            out.append(_citation_line(citation) + "\n")
+    return out
+
+
+def citation_results(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The passages an agent answer lists, as result rows when they carry text."""
+    rows = result.get("results")
+    if isinstance(rows, list) and rows:
+        return rows
+    citations = [c for c in result.get("citations") or [] if isinstance(c, dict) and "text" in c]
+    return [{"rank": n, "score": float(c.get("score", 0.0)), **c}
+            for n, c in enumerate(citations, 1)]
+
+
+def ago(stamp: float | None, now: float) -> str:
+    """'12s ago', '3m ago', 'never'."""
+    if not stamp:
+        return "never"
+    seconds = max(0.0, now - float(stamp))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return f"{int(seconds)}s ago"
+
+
+def until(stamp: float | None, now: float) -> str:
+    """'in 40s', or '-'."""
+    if not stamp:
+        return "-"
+    seconds = max(0.0, float(stamp) - now)
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"in {int(seconds // size)}{unit}"
+    return f"in {int(seconds)}s"
+
+
+def _brief(value: Any, width: int = 40) -> str:
+    if isinstance(value, dict):
+        value = ", ".join(f"{k} {v}" for k, v in value.items() if not isinstance(v, dict | list))
+    text = " ".join(str(value).split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def status_markup(status: dict[str, Any], where_: str, now: float | None = None) -> str:
+    """The Status screen as Rich markup."""
+    now = time.time() if now is None else now
+    out: list[str] = []
+    daemon = status.get("daemon")
+    if daemon:
+        out.append(f"[b]Daemon[/b] pid {daemon.get('pid')} at {escape(str(daemon.get('url')))}"
+                   f", queue [b]{daemon.get('queue', 0)}[/b]"
+                   + (f", {daemon['processed']} processed" if "processed" in daemon else ""))
+    else:
+        out.append(f"[b]Knowledge base[/b] {escape(where_)} (no daemon: nothing is watched)")
+    watch = status.get("watch")
+    if watch is not None:
+        out.append("[b]Watched folders[/b] " + (escape(", ".join(map(str, watch))) or "none"))
+    files = status.get("files", {})
+    out.append("[b]Files[/b] " + ", ".join(f"{v} {k}" for k, v in files.items())
+               + f"; {status.get('chunks', 0)} chunks")
+    for problem in status.get("problems", []):
+        style = "red" if problem.get("state") == "failed" else "yellow"
+        out.append(f"  [{style}]{escape(str(problem.get('state')))}[/] "
+                   f"{escape(short_path(str(problem.get('path')), 36))}: "
+                   f"{escape(_brief(problem.get('reason', ''), 60))}")
+    tree = status.get("tree", {})
+    abstracts = status.get("abstracts", {})
+    out.append(f"[b]Tree[/b] depth {tree.get('depth', 0)}, {tree.get('leaves', 0)} leaves, "
+               f"{tree.get('abstract_nodes', 0)} nodes; dirty abstracts "
+               f"[b]{abstracts.get('dirty', tree.get('dirty', 0))}[/b], last regenerated "
+               f"{ago(abstracts.get('last_run'), now)}")
+    source = abstracts.get("source")
+    if source == "ollama":
+        error = abstracts.get("last_error")
+        llm = ("[red]unavailable[/]: " + escape(_brief(error, 60))) if error else "[green]ok[/]"
+        out.append(f"[b]LLM[/b] Ollama {llm}")
+    elif source:
+        out.append("[b]LLM[/b] off (offline keyword abstracts; set "
+                   + escape("[llm] enabled = true") + ")")
+    if daemon:
+        out.append("[b]Jobs[/b]")
+        for job in daemon.get("jobs", []):
+            outcome = (f"[red]error: {escape(_brief(job['error']))}[/]" if job.get("error")
+                       else escape(_brief(job.get("result") or "", 34)))
+            duration = job.get("duration_s")
+            took = f" ({duration:.1f}s)" if isinstance(duration, int | float) else ""
+            out.append(f"  {escape(str(job.get('name'))):<9} last {ago(job.get('last_run'), now)}"
+                       f"{took}, next {until(job.get('next_run'), now)}  {outcome}")
+        errors = daemon.get("errors") or []
+        if errors:
+            out.append("[b]Watcher errors[/b]")
+            out.extend(f"  [red]{escape(_brief(e, 70))}[/]" for e in errors[-5:])
+    return "\n".join(out)
+
+
+def editor_command(editor: str, path: str, line: int | None) -> list[str]:
+    """The command that opens `path` at `line` in `editor` ($EDITOR, with arguments)."""
+    argv = shlex.split(editor) or ["vi"]
+    name = os.path.basename(argv[0])
+    if line is None:
+        return [*argv, path]
+    if name in ("code", "codium", "code-insiders"):
+        return [*argv, "-g", f"{path}:{line}"]
+    if name in ("hx", "helix", "subl", "kak"):
+        return [*argv, f"{path}:{line}"] if name != "kak" else [*argv, f"+{line}", path]
+    return [*argv, f"+{line}", path]

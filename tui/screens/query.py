@@ -1,0 +1,170 @@
+"""The Query screen: input, mode, ranked results, the selected chunk and its path up the tree."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Footer, Header, Input, OptionList, Select, Static
+from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
+
+from .. import format as fmt
+from .. import keys
+from ..messages import Failed, PathFound, QueryDone
+from .base import FAILED, Banner, KBScreen
+
+MODES = ("hybrid", "tree", "sparse", "dense", "agent", "summarize")
+
+
+class QueryScreen(KBScreen):
+    """Ask, browse the ranked results, read a chunk and where it sits in the tree."""
+
+    BINDINGS = keys.QUERY
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.results: list[dict[str, Any]] = []
+        self.words: list[str] = []
+        self.current: dict[str, Any] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="bar"):
+            yield Input(placeholder="Ask or search, then enter", id="query")
+            yield Select([(m, m) for m in MODES], value=MODES[0], allow_blank=False, id="mode")
+        yield Banner(id="banner", classes="-empty")
+        with Horizontal(id="body"):
+            yield OptionList(id="results")
+            with VerticalScroll(id="detail"):
+                yield Static(id="answer", classes="-empty")
+                yield Static("Type a query and press enter.", id="chunk")
+                yield Static(id="treepath")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#query", Input).focus()
+
+    # -- querying ---------------------------------------------------------------------------
+
+    @on(Input.Submitted, "#query")
+    def submit(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        mode = str(self.query_one("#mode", Select).value)
+        self.query_one("#results", OptionList).loading = True
+        self.run_query(text, mode)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="query")
+    def run_query(self, text: str, mode: str) -> None:
+        def ask(client: Any) -> dict[str, Any]:
+            if mode == "summarize":
+                return client.query(text, summarize=True)
+            return client.query(text, mode=mode)
+
+        result = self.call(f"{mode} query", ask)
+        if result is not FAILED and not get_current_worker().is_cancelled:
+            self.post_message(QueryDone(text, mode, result))
+
+    @on(QueryDone)
+    def show_results(self, message: QueryDone) -> None:
+        self.clear_error()
+        self.words = fmt.terms(message.text)
+        result = message.result
+        answer = self.query_one("#answer", Static)
+        if message.mode == "agent":
+            rows = fmt.citation_results(result)
+            answer.update(fmt.agent_answer(result))
+            answer.remove_class("-empty")
+        else:
+            rows = list(result.get("results", []))
+            answer.update("")
+            answer.add_class("-empty")
+        self.results = rows
+        listing = self.query_one("#results", OptionList)
+        listing.loading = False
+        listing.clear_options()
+        listing.add_options(Option(fmt.result_label(r, self.words), id=str(n))
+                            for n, r in enumerate(rows))
+        self.current = None
+        self.query_one("#treepath", Static).update("")
+        if rows:
+            listing.highlighted = 0
+            self.show(0)
+        else:
+            self.query_one("#chunk", Static).update(
+                "" if message.mode == "agent" else f"No results for {message.text!r}.")
+
+    @on(Failed)
+    def query_failed(self, message: Failed) -> None:
+        if message.what == "tree path":
+            self.query_one("#treepath", Static).update(f"Path up the tree: {message.error}")
+            message.prevent_default()
+            return
+        self.query_one("#results", OptionList).loading = False
+        if message.what.startswith("agent"):
+            message.error += " (agent mode needs the agent API and an LLM)"
+
+    # -- the selected result ----------------------------------------------------------------
+
+    @on(OptionList.OptionHighlighted, "#results")
+    @on(OptionList.OptionSelected, "#results")
+    def selected(self, event: OptionList.OptionHighlighted | OptionList.OptionSelected) -> None:
+        if event.option_index is not None:
+            self.show(event.option_index)
+
+    def show(self, index: int) -> None:
+        """Show one result's full chunk and look up its path up the tree."""
+        if not 0 <= index < len(self.results) or self.results[index] is self.current:
+            return
+        self.current = result = self.results[index]
+        self.query_one("#chunk", Static).update(fmt.chunk_text(result, self.words))
+        chunk_id = result.get("chunk_id")
+        treepath = self.query_one("#treepath", Static)
+        if chunk_id is None:
+            treepath.update("")
+            return
+        treepath.update("Path up the tree: loading…")
+        self.find_path(int(chunk_id))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="path")
+    def find_path(self, chunk_id: int) -> None:
+        path = self.call("tree path", lambda client: client.path(chunk_id))
+        if path is not FAILED and not get_current_worker().is_cancelled:
+            self.post_message(PathFound(chunk_id, path))
+
+    @on(PathFound)
+    def show_path(self, message: PathFound) -> None:
+        if self.current is None or self.current.get("chunk_id") != message.chunk_id:
+            return
+        self.query_one("#treepath", Static).update(fmt.tree_path(message.path))
+
+    # -- actions ----------------------------------------------------------------------------
+
+    def action_next_mode(self) -> None:
+        select = self.query_one("#mode", Select)
+        select.value = MODES[(MODES.index(str(select.value)) + 1) % len(MODES)]
+
+    def action_focus_input(self) -> None:
+        self.query_one("#query", Input).focus()
+
+    def action_focus_results(self) -> None:
+        self.query_one("#results", OptionList).focus()
+
+    def action_open_editor(self) -> None:
+        result = self.current
+        if result is None:
+            self.notify("Select a result first.", severity="warning")
+            return
+        path = result.get("path")
+        if not path or not os.path.isfile(path):
+            self.notify(f"{result.get('source')} is not a file here (a corpus passage?)",
+                        severity="warning")
+            return
+        lines = result.get("lines")
+        self.app.open_in_editor(path, lines[0] if lines else None)
