@@ -6,6 +6,7 @@ import json
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -150,6 +151,11 @@ class LocalClient:
     def path(self, chunk_id: int) -> list[dict[str, Any]]:
         """The abstract nodes above a chunk, root first."""
         return self.kb.path_of(chunk_id)
+
+    def answer(self, text: str, k: int | None = None,
+               on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Agent mode, each step passed to `on_step` as soon as it completes."""
+        return self.kb.answer(text, k, on_step)
 
     def reindex(self, path: str | Path) -> dict[str, Any]:
         """Bring one path up to date now."""

@@ -107,51 +107,83 @@ def tree_path(path: list[dict[str, Any]], width: int = 200) -> Text:
 
 
 def _step_line(number: int, step: Any) -> str:
+    """'2. round 1 'query' → 3 passages: a.md, b.md → answer'."""
     if not isinstance(step, dict):
         return f"{number}. {step}"
-    named = [str(step[k]) for k in ("action", "kind", "tool", "thought", "query", "queries")
-             if step.get(k)]
-    rest = {k: v for k, v in step.items()
-            if k not in ("action", "kind", "tool", "thought", "query", "queries")}
-    found = rest.pop("found", None) or rest.pop("ids", None) or rest.pop("results", None)
-    text = " · ".join(named) or ", ".join(f"{k}={v}" for k, v in rest.items())
+    text = f"{number}. "
+    if step.get("round") is not None:
+        text += f"round {step['round']} "
+    query = step.get("query") or step.get("queries")
+    if query:
+        text += repr(" ".join(str(query).split())) if isinstance(query, str) else str(query)
+    found = step.get("passages", step.get("found"))
     if isinstance(found, list):
-        text += f" → {len(found)} found"
-    return f"{number}. {text}"
+        names = [os.path.basename(str(p.get("source"))) if isinstance(p, dict) else str(p)
+                 for p in found]
+        shown = ", ".join(dict.fromkeys(names))
+        text += f" → {len(found)} found" + (f": {shown}" if shown else "")
+    if step.get("refused"):
+        text += " → retrieval refused (none left)"
+    if step.get("action"):
+        text += f" → {step['action']}"
+    return text
 
 
-def _citation_line(citation: Any) -> str:
-    if isinstance(citation, dict):
-        label = where(citation, 60) if citation.get("source") or citation.get("path") else ""
-        marker = citation.get("marker") or citation.get("n") or citation.get("id") or ""
-        chunk = citation.get("chunk_id")
-        parts = [f"[{marker}]" if marker != "" else "", label,
-                 f"(chunk {chunk})" if chunk is not None else ""]
-        return " ".join(p for p in parts if p) or str(citation)
-    return str(citation)
+def _citation_line(number: int, citation: Any) -> str:
+    if not isinstance(citation, dict):
+        return f"[{number}] {citation}"
+    marker = citation.get("number", citation.get("marker", number))
+    label = where(citation, 60) if citation.get("source") or citation.get("path") else ""
+    chunk = citation.get("chunk_id")
+    return " ".join(p for p in (f"[{marker}]", label,
+                                f"(chunk {chunk})" if chunk is not None else "") if p)
 
 
-def agent_answer(result: dict[str, Any]) -> Text:
-    """An agent answer: the answer, its status, steps and citations."""
-    if "answer" not in result:
-        return Text(
-            "Agent mode returned no answer: this knowledge base's query API does not "
-            "support agent mode yet. Choose another mode (ctrl+n).", style="italic")
-    out = Text("Answer", style="bold")
-    status = result.get("status")
+ANSWERED = ("answered", "not_mentioned", "summarized")
+
+
+def answer_text(result: dict[str, Any], mode: str) -> Text | None:
+    """The answer pane of agent mode (and of summarize when it carries a summary), else None."""
+    if mode == "summarize" and not any(k in result for k in ("summary", "abstracts", "status")):
+        return None
+    if mode == "agent" and "answer" not in result and "status" not in result:
+        return Text("Agent mode returned no answer: this knowledge base's query API does not "
+                    "support agent mode yet. Choose another mode (ctrl+n).", style="italic")
+    if mode not in ("agent", "summarize"):
+        return None
+    status = result.get("status") or ""
+    written = result.get("answer") if mode == "agent" else result.get("summary")
+    title = "Answer" if mode == "agent" else "Summary"
+    if status == "working":
+        title = "Working…"
+    elif not written and status not in ANSWERED:
+        title = f"No {title.lower()}"
+    out = Text(title, style="bold")
     if status:
         out.append(f"  ({status})", style="dim")
-    out.append("\n" + str(result.get("answer") or "(no answer)").strip() + "\n")
+    if written:
+        out.append("\n" + str(written).strip())
+    if result.get("message"):
+        out.append("\n" + str(result["message"]).strip(), style="italic")
+    out.append("\n")
     steps = result.get("steps") or []
     if steps:
-        out.append("\nSteps\n", style="bold")
+        hops = result.get("hops")
+        out.append("\nSteps" + (f" ({hops} hop(s) predicted)" if hops else "") + "\n",
+                   style="bold")
         for number, step in enumerate(steps, 1):
             out.append(_step_line(number, step) + "\n")
     citations = result.get("citations") or []
     if citations:
         out.append("\nCitations\n", style="bold")
-        for citation in citations:
-            out.append(_citation_line(citation) + "\n")
+        for number, citation in enumerate(citations, 1):
+            out.append(_citation_line(number, citation) + "\n")
+    abstracts = result.get("abstracts") or []
+    if abstracts:
+        out.append("\nAbstracts of the covering nodes\n", style="bold")
+        for node in abstracts:
+            text = " ".join(str(node.get("abstract") or "").split()) or "(no abstract yet)"
+            out.append(f"node {node.get('node', node.get('id'))}: {text}\n")
     return out
 
 

@@ -31,6 +31,14 @@ class QueryDone(_Local):
         self.result = result
 
 
+class AgentStep(_Local):
+    """One finished step of an agent answer that is still being worked on."""
+
+    def __init__(self, step: dict[str, Any]) -> None:
+        super().__init__()
+        self.step = step
+
+
 class PathFound(_Local):
     """A chunk's path up the tree, root first."""
 

@@ -106,12 +106,23 @@ class FakeClient:
         if mode == "agent":
             if self.agent is not None:
                 return copy.deepcopy(self.agent)
-            return {"query": text, "mode": "agent", "answer": "Python counts references [1].",
-                    "status": "answered", "citations": [{"marker": 1, **MEMORY}],
-                    "steps": [{"action": "search", "query": "python memory",
-                               "found": [11, 22]}]}
+            cited = {k: MEMORY[k] for k in ("source", "lines", "chunk_id", "text", "path")}
+            return {"mode": "agent", "question": text, "answer": "Python counts references [1].",
+                    "status": "answered", "citations": [cited | {"number": 1}],
+                    "steps": [{"query": "python memory", "remaining": 0, "action": "answer",
+                               "passages": [{"number": 1, "chunk_id": 11,
+                                             "source": MEMORY["source"]},
+                                            {"number": 2, "chunk_id": 22,
+                                             "source": HTTP["source"]}]}],
+                    "hops": 1, "message": "", "results": [copy.deepcopy(MEMORY)]}
         rows = [MEMORY, HTTP, CORPUS] if "memory" in text.lower() else [CORPUS]
-        return {"query": text, "mode": mode, "results": copy.deepcopy(rows)}
+        result = {"query": text, "mode": mode, "results": copy.deepcopy(rows)}
+        if summarize:
+            result.update(summary=None, citations=[], status="no_llm",
+                          message="[llm] enabled is false",
+                          abstracts=[{"node": 90, "layer": 1,
+                                      "abstract": "reference counting, garbage collector"}])
+        return result
 
     def status(self) -> dict[str, Any]:
         self._check("status", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -18,6 +19,7 @@ from tui.screens.query import QueryScreen
 from tui.screens.status import StatusScreen
 from tui.screens.tree import TreeScreen
 
+from .conftest import make_app
 from .fakes import MEMORY, FakeClient
 
 SIZE = (80, 24)
@@ -80,8 +82,9 @@ async def test_modes_agent_and_summarize(app: PsiragApp, client: FakeClient) -> 
         await ask(pilot, "memory")
         answer = app.screen.query_one("#answer", Static)
         await until(pilot, lambda: "Python counts references" in text_of(answer))
-        assert "search · python memory → 2 found" in text_of(answer)
-        assert "[1] /docs/python/memory.md:3-9 (chunk 11)" in text_of(answer)
+        shown = text_of(answer)
+        assert "1. 'python memory' → 2 found: memory.md, http.md → answer" in shown
+        assert "[1] /docs/python/memory.md:3-9 (chunk 11)" in shown
         assert len(options(app)) == 1
         client.agent = {"query": "memory", "mode": "agent", "results": []}
         await pilot.press("enter")
@@ -89,8 +92,40 @@ async def test_modes_agent_and_summarize(app: PsiragApp, client: FakeClient) -> 
         await pilot.press("ctrl+n")
         assert mode.value == "summarize"
         await pilot.press("enter")
-        await until(pilot, lambda: ("query", ("memory", None, True)) in client.calls)
-        assert not answer.display
+        await until(pilot, lambda: "node 90: reference counting" in text_of(answer))
+        assert "No summary  (no_llm)" in text_of(answer)
+        assert ("query", ("memory", None, True)) in client.calls
+        await pilot.press("ctrl+n")
+        await pilot.press("enter")
+        await until(pilot, lambda: not answer.display)
+
+
+class StreamingClient(FakeClient):
+    """In-process style: agent answers stream their steps through `answer(on_step=...)`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go_on = threading.Event()
+
+    def answer(self, text: str, k: int | None = None, on_step: Any = None) -> dict[str, Any]:
+        result = self.query(text, mode="agent")
+        on_step(result["steps"][0])
+        assert self.go_on.wait(10)
+        return result
+
+
+@pytest.mark.asyncio
+async def test_agent_steps_stream_in() -> None:
+    client = StreamingClient()
+    app = make_app(client)
+    async with app.run_test(size=SIZE) as pilot:
+        app.screen.query_one("#mode", Select).value = "agent"
+        await ask(pilot, "memory")
+        answer = app.screen.query_one("#answer", Static)
+        await until(pilot, lambda: "'python memory' → 2 found" in text_of(answer))
+        assert "Working…" in text_of(answer)
+        client.go_on.set()
+        await until(pilot, lambda: "Python counts references" in text_of(answer))
 
 
 @pytest.mark.asyncio

@@ -14,7 +14,7 @@ from textual.worker import get_current_worker
 
 from .. import format as fmt
 from .. import keys
-from ..messages import Failed, PathFound, QueryDone
+from ..messages import AgentStep, Failed, PathFound, QueryDone
 from .base import FAILED, Banner, KBScreen
 
 MODES = ("hybrid", "tree", "sparse", "dense", "agent", "summarize")
@@ -30,6 +30,7 @@ class QueryScreen(KBScreen):
         self.results: list[dict[str, Any]] = []
         self.words: list[str] = []
         self.current: dict[str, Any] | None = None
+        self.steps: list[dict[str, Any]] = []
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -58,6 +59,11 @@ class QueryScreen(KBScreen):
             return
         mode = str(self.query_one("#mode", Select).value)
         self.query_one("#results", OptionList).loading = True
+        self.steps = []
+        if mode == "agent":
+            answer = self.query_one("#answer", Static)
+            answer.update(fmt.answer_text({"status": "working", "steps": []}, "agent"))
+            answer.remove_class("-empty")
         self.run_query(text, mode)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="query")
@@ -65,11 +71,20 @@ class QueryScreen(KBScreen):
         def ask(client: Any) -> dict[str, Any]:
             if mode == "summarize":
                 return client.query(text, summarize=True)
+            stream = getattr(client, "answer", None)  # in-process: steps as they complete
+            if mode == "agent" and callable(stream):
+                return stream(text, on_step=lambda step: self.post_message(AgentStep(step)))
             return client.query(text, mode=mode)
 
         result = self.call(f"{mode} query", ask)
         if result is not FAILED and not get_current_worker().is_cancelled:
             self.post_message(QueryDone(text, mode, result))
+
+    @on(AgentStep)
+    def agent_step(self, message: AgentStep) -> None:
+        self.steps.append(message.step)
+        progress = {"status": "working", "steps": self.steps}
+        self.query_one("#answer", Static).update(fmt.answer_text(progress, "agent"))
 
     @on(QueryDone)
     def show_results(self, message: QueryDone) -> None:
@@ -77,14 +92,10 @@ class QueryScreen(KBScreen):
         self.words = fmt.terms(message.text)
         result = message.result
         answer = self.query_one("#answer", Static)
-        if message.mode == "agent":
-            rows = fmt.citation_results(result)
-            answer.update(fmt.agent_answer(result))
-            answer.remove_class("-empty")
-        else:
-            rows = list(result.get("results", []))
-            answer.update("")
-            answer.add_class("-empty")
+        written = fmt.answer_text(result, message.mode)
+        answer.update(written or "")
+        answer.set_class(written is None, "-empty")
+        rows = fmt.citation_results(result)
         self.results = rows
         listing = self.query_one("#results", OptionList)
         listing.loading = False
@@ -97,8 +108,7 @@ class QueryScreen(KBScreen):
             listing.highlighted = 0
             self.show(0)
         else:
-            self.query_one("#chunk", Static).update(
-                "" if message.mode == "agent" else f"No results for {message.text!r}.")
+            self.query_one("#chunk", Static).update(f"No passages for {message.text!r}.")
 
     @on(Failed)
     def query_failed(self, message: Failed) -> None:
