@@ -35,10 +35,12 @@ def _parser() -> argparse.ArgumentParser:
 
     query = commands.add_parser("query", help="search the knowledge base")
     query.add_argument("text", help="the question or search terms")
-    query.add_argument("--mode", choices=MODES, help="retrieval mode (default: from config)")
+    query.add_argument("--mode", choices=(*MODES, "agent"),
+                       help="retrieval mode (default: from config); agent answers with the LLM")
     query.add_argument("-k", type=int, help="number of results")
     query.add_argument("--summarize", action="store_true",
-                       help="18 passages from the tree alone, in corpus order")
+                       help="18 passages from the tree alone, in corpus order, summarised by "
+                            "the LLM when one is enabled")
     query.add_argument("--json", action="store_true", help="print one JSON object")
 
     evaluate = commands.add_parser("eval", help="recall of each mode on benchmark questions")
@@ -201,12 +203,42 @@ def _print_results(result: dict[str, Any]) -> None:
         print(f"\n{item['rank']:>2}. [{item['score']:.3f}] {where}\n    {text}")
 
 
+def _print_answer(result: dict[str, Any]) -> None:
+    """An agent answer (or its fallback), then its citations and steps."""
+    if result["status"] in ("answered", "not_mentioned"):
+        print(f"Answer: {result['answer']}")
+    else:
+        print(f"No answer ({result['status']}): {result['message']}")
+    if result["citations"]:
+        print("\nCitations:")
+    for number, cited in enumerate(result["citations"], start=1):
+        where = cited["source"] + (f":{cited['lines'][0]}-{cited['lines'][1]}"
+                                   if cited["lines"] else "")
+        text = " ".join(cited["text"].split())
+        print(f"  [{cited.get('number', number)}] {where}: "
+              f"{text[:157] + '...' if len(text) > 160 else text}")
+    print(f"\nSteps ({result['hops']} hop(s) predicted):")
+    for number, step in enumerate(result["steps"], start=1):
+        found = ", ".join(p["source"] for p in step["passages"]) or "nothing new"
+        action = f" -> {step['action']}" if "action" in step else ""
+        print(f"  {number}. {step['query']!r}: {found}{action}")
+
+
 def cmd_query(args: argparse.Namespace, config: Config) -> int:
     with _client(config) as kb:
         result = kb.query(args.text, mode=args.mode, k=args.k, summarize=args.summarize)
     if args.json:
         print(json.dumps(result))
+    elif result["mode"] == "agent":
+        _print_answer(result)
     else:
+        if result.get("summary"):
+            print(f"Summary: {result['summary']}\n")
+        elif result.get("abstracts"):
+            print("Abstracts of the covering nodes:")
+            for node in result["abstracts"]:
+                print(f"  node {node['node']}: {node['abstract'] or '(no abstract yet)'}")
+            print()
         _print_results(result)
     return 0
 

@@ -89,8 +89,9 @@ def capitalised_spans(text: str) -> list[str]:
             words.pop(0)
         while words and words[-1].lower() in _COMMON:
             words.pop()
-        if words and (len(words) > 1 or len(words[0]) > 2):
-            spans.append(" ".join(words))
+        span = " ".join(words).strip(" .'’-")
+        if span and (len(words) > 1 or len(span) > 2):
+            spans.append(span)
     return spans
 
 
