@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config
-from .embedding import CachedEmbedder, make_embedder
+from .embedding import CachedEmbedder, Embedder, make_embedder
 from .errors import KBError
 
 log = logging.getLogger(__name__)
@@ -49,12 +49,14 @@ def evaluate(
     batches: int = 1,
     data_dir: Path | None = None,
     abstracts: bool = False,
+    embedder: Embedder | None = None,
 ) -> dict[str, Any]:
     """Build a fresh KB from the corpora, then score every question in every mode."""
     from .kb import KnowledgeBase
 
     questions = load_questions(questions_file)
-    embedder = CachedEmbedder(make_embedder(config.embedding), config.storage.cache_dir)
+    if embedder is None:
+        embedder = CachedEmbedder(make_embedder(config.embedding), config.storage.cache_dir)
     with tempfile.TemporaryDirectory(prefix="psirag-eval-") as tmp:
         config = config.with_data_dir(data_dir or Path(tmp) / "kb")
         with KnowledgeBase(config, embedder=embedder) as kb:

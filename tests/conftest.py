@@ -50,12 +50,33 @@ def fake_embedder() -> FakeEmbedder:
     return FakeEmbedder()
 
 
+class MemoEmbedder:
+    """The real model with an in-memory memo, so tests that index the same texts embed once."""
+
+    def __init__(self, model: SentenceTransformerEmbedder) -> None:
+        self._model = model
+        self.name = model.name
+        self.dim = model.dim
+        self._memo: dict[str, np.ndarray] = {}
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
+        if missing:
+            self._memo.update(zip(missing, self._model.embed(missing), strict=True))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._memo[t] for t in texts])
+
+    def count_tokens(self, text: str) -> int:
+        return self._model.count_tokens(text)
+
+
 @pytest.fixture(scope="session")
-def minilm() -> SentenceTransformerEmbedder:
-    """The real bundled model, loaded once per test session."""
+def minilm() -> MemoEmbedder:
+    """The real bundled model, loaded once per test session (vectors memoised by text)."""
     embedder = SentenceTransformerEmbedder(EmbeddingConfig())
     assert embedder.dim == 384
-    return embedder
+    return MemoEmbedder(embedder)
 
 
 @pytest.fixture

