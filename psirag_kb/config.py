@@ -67,7 +67,7 @@ class TreeConfig:
     """Neighbours per leaf in hnsw pair mode."""
     abstract_kind: str = "keyword"
     """keyword or summative abstracts."""
-    node_vectors: str = "abstract"
+    node_vectors: str = "centroid"
     """What guides tree search at abstract nodes: "abstract" (the embedding of the node's
     abstract, the centroid until it has one) or "centroid" (mean of the children)."""
     insert_threshold: float = 0.5
