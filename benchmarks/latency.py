@@ -24,7 +24,7 @@ from typing import Any
 
 from psirag_kb.config import Config
 from psirag_kb.daemon import Daemon
-from psirag_kb.embedding import make_embedder
+from psirag_kb.embedding import CachedEmbedder, make_embedder
 from psirag_kb.kb import KnowledgeBase
 
 
@@ -103,7 +103,8 @@ def main() -> None:
     started = time.perf_counter()
     corpus = work / "base.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    with KnowledgeBase(config, embedder) as kb:
+    # the base leaves come from the evaluation cache when present; the daemon embeds uncached
+    with KnowledgeBase(config, CachedEmbedder(embedder, config.storage.cache_dir)) as kb:
         kb.ingest_jsonl(corpus)
         leaves = kb.store.chunk_count()
     build_s = time.perf_counter() - started
