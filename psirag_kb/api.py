@@ -9,6 +9,7 @@ import logging
 import re
 import socket
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
@@ -18,13 +19,16 @@ log = logging.getLogger(__name__)
 
 QUERY_FIELDS = {"text": str, "mode": str, "k": int, "summarize": bool}
 REINDEX_FIELDS = {"path": str}
+ANSWER_FIELDS = {"text": str, "k": int}
 MAX_K = 1000
 DISCARD_LIMIT = 64_000_000
 """A refused body up to this size is read and dropped so the client gets its 413."""
 ROUTES: dict[str, set[str]] = {
     "/api/health": {"GET"}, "/api/status": {"GET"}, "/api/query": {"POST"},
-    "/api/tree": {"GET"}, "/api/reindex": {"POST"},
+    "/api/tree": {"GET"}, "/api/reindex": {"POST"}, "/api/answer": {"POST"},
 }
+STREAMED = (0, {})
+"""What `_dispatch` returns when it already wrote a streamed answer."""
 NODE_ROUTE = re.compile(r"^/api/tree/([^/]+)$")
 PATH_ROUTE = re.compile(r"^/api/path/([^/]+)$")
 
@@ -39,6 +43,8 @@ class App(Protocol):
     def node(self, node_id: int | None) -> dict[str, Any]: ...
     def path(self, chunk_id: int) -> dict[str, Any]: ...
     def reindex(self, path: str) -> dict[str, Any]: ...
+    def answer(self, text: str, k: int | None,
+               on_step: Callable[[dict[str, Any]], None]) -> dict[str, Any]: ...
 
 
 class HTTPError(Exception):
@@ -182,13 +188,52 @@ class _Handler(BaseHTTPRequestHandler):
                 raise HTTPError(400, f"k must be between 1 and {MAX_K}")
             return 200, app.query(body["text"], body.get("mode"), k,
                                   bool(body.get("summarize") or False))
+        if path == "/api/answer":
+            body = validate(self._body(), ANSWER_FIELDS, ("text",))
+            k = body.get("k")
+            if k is not None and not 1 <= k <= MAX_K:
+                raise HTTPError(400, f"k must be between 1 and {MAX_K}")
+            if not body["text"].strip():
+                raise HTTPError(400, "the query is empty")
+            self._stream_answer(body["text"], k)
+            return STREAMED
         body = validate(self._body(), REINDEX_FIELDS, ("path",))
         return 200, app.reindex(body["path"])
+
+    def _stream_answer(self, text: str, k: int | None) -> None:
+        """NDJSON: one {"step": ...} line per agent step, then {"answer": ...} or {"error": ...}."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        gone = False
+
+        def emit(line: dict[str, Any]) -> None:
+            nonlocal gone
+            if gone:
+                return
+            try:
+                self.wfile.write(json.dumps(line).encode("utf-8") + b"\n")
+                self.wfile.flush()
+            except OSError:  # the client went away; finish quietly
+                gone = True
+
+        try:
+            emit({"answer": self.server.app.answer(text, k, lambda s: emit({"step": s}))})
+        except KBError as exc:
+            emit({"error": str(exc)})
+        except Exception as exc:  # noqa: BLE001 - a failing request never stops the server
+            log.exception("streamed answer failed")
+            emit({"error": f"internal error ({type(exc).__name__}); see daemon.log"})
 
     def _handle(self) -> None:
         method = self.command
         try:
             status, payload = self._dispatch(method)
+            if (status, payload) == STREAMED:
+                return
         except HTTPError as exc:
             status, payload = exc.status, {"error": str(exc)}
         except NodeNotFound as exc:

@@ -20,6 +20,8 @@ LOCK_FILE = "daemon.lock"
 TIMEOUT_S = 30.0
 REINDEX_TIMEOUT_S = 3600.0
 HEALTH_TIMEOUT_S = 2.0
+LLM_TIMEOUT_S = 900.0
+"""Agent answers and summaries wait for the daemon's LLM calls."""
 
 
 class KBClient(Protocol):
@@ -67,7 +69,8 @@ class HTTPClient:
         self.timeout = timeout
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
-              timeout: float | None = None) -> dict[str, Any]:
+              timeout: float | None = None,
+              on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         data = json.dumps(body).encode("utf-8") if body is not None else None
         request = urllib.request.Request(self.url + path, data=data, method=method)
         if data is not None:
@@ -76,6 +79,8 @@ class HTTPClient:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
             with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
+                if on_step is not None:
+                    return _streamed_answer(response, on_step, self.url)
                 return json.loads(response.read().decode("utf-8"))
         except urllib.error.HTTPError as exc:
             try:
@@ -106,7 +111,15 @@ class HTTPClient:
             body["mode"] = mode
         if k is not None:
             body["k"] = k
-        return self._call("POST", "/api/query", body)
+        slow = mode == "agent" or summarize  # may wait for the daemon's LLM
+        return self._call("POST", "/api/query", body, timeout=LLM_TIMEOUT_S if slow else None)
+
+    def answer(self, text: str, k: int | None = None,
+               on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Agent mode over POST /api/answer, each streamed step passed to `on_step`."""
+        body: dict[str, Any] = {"text": text} if k is None else {"text": text, "k": k}
+        return self._call("POST", "/api/answer", body, timeout=LLM_TIMEOUT_S,
+                          on_step=on_step or (lambda _step: None))
 
     def status(self) -> dict[str, Any]:
         """Status including the "daemon" object."""
@@ -127,6 +140,23 @@ class HTTPClient:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _streamed_answer(response: Any, on_step: Callable[[dict[str, Any]], None],
+                     url: str) -> dict[str, Any]:
+    """Read /api/answer's NDJSON lines: steps to `on_step`, then the answer (or its error)."""
+    for raw in response:
+        try:
+            line = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            raise KBError(f"the daemon at {url} sent an unreadable answer line") from None
+        if "step" in line:
+            on_step(line["step"])
+        elif "answer" in line:
+            return line["answer"]
+        elif "error" in line:
+            raise KBError(f"the daemon at {url} could not answer: {line['error']}")
+    raise KBError(f"the daemon at {url} closed the answer stream before the answer")
 
 
 class LocalClient:

@@ -10,7 +10,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +222,11 @@ class Daemon:
               summarize: bool = False) -> dict[str, Any]:
         """Ranked results."""
         return self._kb().query(text, mode=mode, k=k, summarize=summarize)
+
+    def answer(self, text: str, k: int | None = None,
+               on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Agent mode, each step passed to `on_step` as it completes."""
+        return self._kb().answer(text, k, on_step)
 
     def node(self, node_id: int | None = None) -> dict[str, Any]:
         """One tree node (the root by default)."""

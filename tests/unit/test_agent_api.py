@@ -1,0 +1,55 @@
+"""POST /api/answer streams agent steps as NDJSON; HTTPClient.answer reads them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from psirag_kb.api import APIServer
+from psirag_kb.client import HTTPClient
+from psirag_kb.errors import KBError
+
+
+class AnsweringApp:
+    """Two steps then an answer; 'fail' raises a KBError after one step."""
+
+    def answer(self, text: str, k: int | None,
+               on_step: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        on_step({"query": text, "passages": [{"chunk_id": 1, "source": "a"}]})
+        if text == "fail":
+            raise KBError("the knowledge base is closed")
+        on_step({"query": "second", "passages": []})
+        return {"query": text, "mode": "agent", "answer": "Delhi", "status": "answered", "k": k}
+
+
+@pytest.fixture
+def client() -> Iterator[HTTPClient]:
+    server = APIServer(AnsweringApp(), "127.0.0.1", 0, "")
+    server.start()
+    try:
+        yield HTTPClient(server.url)
+    finally:
+        server.stop()
+
+
+def test_steps_stream_before_the_answer(client):
+    steps: list[dict] = []
+    answer = client.answer("Where is the Oberoi Group?", k=3, on_step=steps.append)
+    assert [s["query"] for s in steps] == ["Where is the Oberoi Group?", "second"]
+    assert answer["answer"] == "Delhi" and answer["k"] == 3
+
+
+def test_errors_after_streaming_started_reach_the_client(client):
+    steps: list[dict] = []
+    with pytest.raises(KBError, match="knowledge base is closed"):
+        client.answer("fail", on_step=steps.append)
+    assert len(steps) == 1
+
+
+def test_bad_requests_are_refused_before_streaming(client):
+    with pytest.raises(KBError, match="400.*empty"):
+        client.answer("   ")
+    with pytest.raises(KBError, match="400.*k must be"):
+        client.answer("x", k=0)
