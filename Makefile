@@ -1,5 +1,6 @@
-# Two commands: `make run` sets up, indexes the bundled sample folder and starts the daemon on it
-# (Ctrl-C stops it); `make test` runs the suite.
+# Two commands: `make run` sets up, indexes the bundled sample folder, starts the daemon on it in
+# the background and opens the TUI (quitting it stops the daemon; without a terminal it runs one
+# query through the daemon instead); `make test` runs the suite.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -18,11 +19,41 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 setup: $(STAMP)
 
+DATA := .psirag-data
+KB := $(BIN)/psirag-kb --data-dir $(DATA)
+SAMPLE_QUERY := How does Python manage memory for objects?
+
+# Exits 0 once the daemon started by `make run` (pid argv[2]) answers its API.
+define DAEMON_ANSWERS
+import json, sys, urllib.error, urllib.request
+info = json.load(open(sys.argv[1] + "/daemon.json"))
+assert info["pid"] == int(sys.argv[2])
+try:
+    urllib.request.urlopen(info["url"] + "/api/health", timeout=1)
+except urllib.error.HTTPError:
+    pass
+endef
+export DAEMON_ANSWERS
+
 run: $(STAMP)
-	$(BIN)/psirag-kb --data-dir .psirag-data ingest examples/docs
-	$(BIN)/psirag-kb --data-dir .psirag-data status
-	$(BIN)/psirag-kb --data-dir .psirag-data query "How does Python manage memory for objects?"
-	$(BIN)/psirag-kb --data-dir .psirag-data daemon --watch examples/docs
+	$(KB) ingest examples/docs
+	$(KB) status
+	$(KB) query "$(SAMPLE_QUERY)"
+	@$(KB) daemon --watch examples/docs --port 0 >>$(DATA)/daemon.out 2>&1 & pid=$$!; \
+	trap 'kill $$pid 2>/dev/null; wait $$pid 2>/dev/null' EXIT INT TERM; \
+	echo "daemon $$pid starting in the background (log: $(DATA)/daemon.log)"; \
+	tries=0; \
+	until $(BIN)/python -c "$$DAEMON_ANSWERS" $(DATA) $$pid 2>/dev/null; do \
+	  kill -0 $$pid 2>/dev/null || { echo "the daemon exited:"; tail -n 20 $(DATA)/daemon.out; exit 1; }; \
+	  tries=$$((tries + 1)); [ $$tries -lt 240 ] || { echo "the daemon did not answer in 2 min"; exit 1; }; \
+	  sleep 0.5; \
+	done; \
+	if [ -t 0 ] && [ -t 1 ]; then \
+	  $(KB) tui; \
+	else \
+	  echo "no terminal, so no TUI: one query through the daemon, then it stops"; \
+	  $(KB) query "$(SAMPLE_QUERY)" -k 3 && $(KB) status | tail -n 1; \
+	fi
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

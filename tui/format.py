@@ -77,7 +77,7 @@ def result_label(result: dict[str, Any], words: list[str]) -> Text:
     """Two lines of a result in the list: rank, score and place; the highlighted snippet."""
     head = Text.assemble((f"{result.get('rank', '?'):>2} ", "bold"),
                          (f"{float(result.get('score', 0.0)):.3f} ", "dim"),
-                         (where(result), "underline"))
+                         (where(result, 28), "underline"))
     return Text.assemble(head, "\n", highlight(snippet(str(result.get("text", "")), words),
                                                words))
 
@@ -90,7 +90,7 @@ def chunk_text(result: dict[str, Any], words: list[str]) -> Text:
     return Text.assemble(head, highlight(str(result.get("text", "")).strip(), words))
 
 
-def tree_path(path: list[dict[str, Any]], width: int = 200) -> Text:
+def tree_path(path: list[dict[str, Any]], width: int = 90) -> Text:
     """Each ancestor's abstract, root first, indented by depth."""
     out = Text("Path up the tree (root first)\n", style="bold")
     if not path:

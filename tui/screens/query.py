@@ -42,8 +42,8 @@ class QueryScreen(KBScreen):
             yield OptionList(id="results")
             with VerticalScroll(id="detail"):
                 yield Static(id="answer", classes="-empty")
-                yield Static("Type a query and press enter.", id="chunk")
                 yield Static(id="treepath")
+                yield Static("Type a query and press enter.", id="chunk")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -71,7 +71,7 @@ class QueryScreen(KBScreen):
         def ask(client: Any) -> dict[str, Any]:
             if mode == "summarize":
                 return client.query(text, summarize=True)
-            stream = getattr(client, "answer", None)  # in-process: steps as they complete
+            stream = getattr(client, "answer", None)  # steps stream in as they complete
             if mode == "agent" and callable(stream):
                 return stream(text, on_step=lambda step: self.post_message(AgentStep(step)))
             return client.query(text, mode=mode)
