@@ -59,7 +59,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check psirag_kb tests
+	$(BIN)/ruff check psirag_kb tui tests
 
 clean:
 	rm -rf $(VENV) .psirag-data
