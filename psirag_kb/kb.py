@@ -272,8 +272,16 @@ class KnowledgeBase:
                 if not self._ignored(Path(name)):
                     yield root_path / name
 
-    def ingest(self, paths: Iterable[Path | str], progress: Progress | None = None) -> IngestReport:
-        """Index files and folders; unchanged files are skipped, missing ones removed."""
+    def ingest(
+        self, paths: Iterable[Path | str], progress: Progress | None = None,
+        keep_vanished: bool = False,
+    ) -> IngestReport:
+        """Index files and folders; unchanged files are skipped, missing ones removed.
+
+        A known file that vanishes between listing and reading is removed, unless
+        `keep_vanished` (the watcher's choice: the delete or move event that follows decides,
+        so a folder moved mid-ingest keeps its leaves).
+        """
         report = IngestReport()
         files: list[Path] = []
         removals: list[str] = []
@@ -303,7 +311,7 @@ class KnowledgeBase:
             total = len(files)
             for start in range(0, total, BATCH_FILES):
                 batch = files[start:start + BATCH_FILES]
-                self._ingest_batch(batch, report)
+                self._ingest_batch(batch, report, keep_vanished)
                 if progress:
                     progress(min(start + len(batch), total), total, str(batch[-1]))
         return report
@@ -342,7 +350,9 @@ class KnowledgeBase:
         with self._lock:
             return self.store.rename(os.path.abspath(old), os.path.abspath(new))
 
-    def _prepare(self, path: Path, report: IngestReport) -> FileChange | None:
+    def _prepare(
+        self, path: Path, report: IngestReport, keep_vanished: bool = False
+    ) -> FileChange | None:
         """Read and chunk one file; None when it is unchanged."""
         key = str(path)
         with self._lock:
@@ -371,6 +381,8 @@ class KnowledgeBase:
             size = before.st_size if "before" in locals() else 0
             return FileChange(key, "file", "", size, 0.0, "skipped", exc.reason)
         except FileNotFoundError:
+            if keep_vanished:
+                return None
             report.removed += record is not None
             return FileChange(key, "file", "", 0, 0.0, "removed") if record else None
         except (FileReadError, OSError) as exc:
@@ -425,12 +437,14 @@ class KnowledgeBase:
                 row.vector = vector
             report.chunks_embedded += len(pending)
 
-    def _ingest_batch(self, paths: list[Path], report: IngestReport) -> None:
+    def _ingest_batch(
+        self, paths: list[Path], report: IngestReport, keep_vanished: bool = False
+    ) -> None:
         """Prepare, embed and commit a batch of files."""
         changes = []
         for path in paths:
             try:
-                change = self._prepare(path, report)
+                change = self._prepare(path, report, keep_vanished)
             except Exception as exc:  # noqa: BLE001 - one bad file never stops the run
                 log.exception("unexpected error reading %s", path)
                 report.failed += 1

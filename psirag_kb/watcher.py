@@ -288,7 +288,7 @@ class FolderWatcher:
         present = [s for s in dict.fromkeys(scans) if s.is_dir()]
         if present:
             report = self._guard("scan", ", ".join(map(str, present)), self.kb.ingest,
-                                 present, self.check_stop)
+                                 present, self.check_stop, True)
             self._log_report("scanned " + ", ".join(map(str, present)), report)
         for start in range(0, len(files), BATCH_PATHS):
             self._ingest(files[start:start + BATCH_PATHS])
@@ -301,7 +301,7 @@ class FolderWatcher:
         the call fails as a whole, e.g. because a vanished path was a folder or never indexed.
         """
         try:
-            report = self.kb.ingest([*missing, *files], self.check_stop)
+            report = self.kb.ingest([*missing, *files], self.check_stop, keep_vanished=True)
         except Stopping:
             raise
         except Exception:  # noqa: BLE001 - the caller falls back to one path at a time
@@ -313,7 +313,7 @@ class FolderWatcher:
     def _ingest(self, batch: list[Path]) -> None:
         """Ingest a batch; if the call fails as a whole, retry each path on its own."""
         try:
-            report = self.kb.ingest(batch, self.check_stop)
+            report = self.kb.ingest(batch, self.check_stop, keep_vanished=True)
         except Stopping:
             raise
         except Exception:  # noqa: BLE001 - isolate the bad path below

@@ -77,3 +77,24 @@ def test_data_dir_inside_a_folder_is_not_indexed(fake_embedder, tmp_path):
 def test_plain_query_strips_syntax():
     assert plain_query('title:"x" AND (y OR z)^2 -w') == "title  x  and  y or z  2  w"
     assert plain_query("***") == ""
+
+
+def test_watcher_ingest_keeps_a_file_that_vanishes_mid_read(config, fake_embedder, tmp_path,
+                                                            monkeypatch):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Alpha document.\n")
+    with KnowledgeBase(config, embedder=fake_embedder) as kb:
+        kb.ingest([folder])
+        original = kb._walk
+
+        def walk_then_move(path):
+            found = list(original(path))
+            (folder / "a.txt").rename(tmp_path / "a.txt")  # a move event will follow
+            return iter(found)
+
+        monkeypatch.setattr(kb, "_walk", walk_then_move)
+        report = kb.ingest([folder], keep_vanished=True)
+        assert report.removed == 0 and kb.store.chunk_count() == 1
+        assert kb.rename(folder / "a.txt", tmp_path / "a.txt")
+        assert kb.store.file(str(tmp_path / "a.txt")).chunks == 1

@@ -28,7 +28,8 @@ class RecordingKB:
     def ignored(self, path: Path) -> bool:
         return any(p.startswith(".") or p.endswith((".tmp", ".swp")) for p in path.parts)
 
-    def ingest(self, paths: list[Path], progress: Callable | None = None) -> IngestReport:
+    def ingest(self, paths: list[Path], progress: Callable | None = None,
+               keep_vanished: bool = False) -> IngestReport:
         paths = [Path(p) for p in paths]
         if any(p.name == "bad.md" for p in paths):
             raise RuntimeError("cannot parse")
