@@ -151,6 +151,7 @@ class Store:
                     f"[embedding] model = {meta.get('model')!r} or use another --data-dir"
                 )
             self.dim = int(meta["dim"])
+            self._upgrade()
             return
         self.dim = dim = int(dim_of_model())
         db.execute("BEGIN")
@@ -183,6 +184,17 @@ class Store:
         ]
         db.executemany("INSERT INTO meta VALUES (?, ?)", rows)
         db.execute("COMMIT")
+
+    def _upgrade(self) -> None:
+        """Add what databases written during development lack (idempotent)."""
+        self.db.execute(
+            f"ALTER TABLE nodes ADD COLUMN IF NOT EXISTS abstract_vector FLOAT[{self.dim}]"
+        )
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)"
+        )
+        if not self.db.execute("SELECT 1 FROM meta WHERE key = 'next_node_id'").fetchone():
+            self.db.execute("INSERT INTO meta VALUES ('next_node_id', '1')")
 
     def close(self) -> None:
         """Close the connection."""
