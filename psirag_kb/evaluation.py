@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import string
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,10 +29,37 @@ def load_questions(path: Path) -> list[dict[str, Any]]:
         try:
             item = json.loads(line)
             questions.append({"question": str(item["question"]),
-                              "gold": [str(g) for g in item["supporting_ids"]]})
+                              "gold": [str(g) for g in item["supporting_ids"]],
+                              "answers": [str(a) for a in item.get("answers") or []]})
         except (ValueError, KeyError, TypeError) as exc:
             raise KBError(f"{path}:{number}: not a question record ({exc})") from exc
     return questions
+
+
+def normalise_answer(text: str) -> str:
+    """SQuAD-style: lower case, no punctuation, no articles, single spaces."""
+    text = "".join(ch for ch in text.lower() if ch not in string.punctuation)
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str, answers: Sequence[str]) -> float:
+    """1 when the normalised prediction equals a normalised gold answer."""
+    guess = normalise_answer(prediction)
+    return float(any(guess == normalise_answer(a) for a in answers))
+
+
+def f1_score(prediction: str, answers: Sequence[str]) -> float:
+    """Best token-overlap F1 over the gold answers."""
+    guess = normalise_answer(prediction).split()
+    best = 0.0
+    for answer in answers:
+        gold = normalise_answer(answer).split()
+        common = sum((Counter(guess) & Counter(gold)).values())
+        if common:
+            precision, recall = common / len(guess), common / len(gold)
+            best = max(best, 2 * precision * recall / (precision + recall))
+    return best
 
 
 def recall_at(retrieved: Sequence[str], gold: Sequence[str], k: int) -> float:
@@ -74,6 +104,9 @@ def evaluate(
                 "modes": {},
             }
             for mode in modes:
+                if mode == "agent" and config.llm.enabled:
+                    report["modes"][mode] = _score_agent(kb, questions)
+                    continue
                 kb.rank(questions[0]["question"], mode, depth)  # warm-up
                 r2 = r5 = 0.0
                 started = time.perf_counter()
@@ -90,3 +123,27 @@ def evaluate(
                     "ms_per_query": round(1000 * elapsed / n, 2),
                 }
     return report
+
+
+def _score_agent(kb: Any, questions: list[dict[str, Any]]) -> dict[str, Any]:
+    """The LLM agent on every question: EM and F1 of its answers, recall of its citations."""
+    em = f1 = r2 = r5 = 0.0
+    statuses: Counter[str] = Counter()
+    started = time.perf_counter()
+    for item in questions:
+        result = kb.answer(item["question"])
+        statuses[result["status"]] += 1
+        answer = result.get("answer") or ""
+        if item["answers"] and result["status"] == "answered":
+            em += exact_match(answer, item["answers"])
+            f1 += f1_score(answer, item["answers"])
+        found = [c["source"] for c in result.get("citations", [])]
+        r2 += recall_at(found, item["gold"], 2)
+        r5 += recall_at(found, item["gold"], 5)
+    n = max(len(questions), 1)
+    return {
+        "em": round(em / n, 4), "f1": round(f1 / n, 4),
+        "recall@2": round(r2 / n, 4), "recall@5": round(r5 / n, 4),
+        "ms_per_query": round(1000 * (time.perf_counter() - started) / n, 2),
+        "statuses": dict(statuses),
+    }

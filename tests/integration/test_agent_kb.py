@@ -103,3 +103,20 @@ def test_cli_agent_json(tmp_path, capsys, monkeypatch):
     assert main([*data, "query", "--mode", "agent", "Is Sathish Kalathil a director?"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("No answer (no_llm)") and "Citations:" in out and "Steps (" in out
+
+
+def test_eval_agent_mode_with_an_llm_reports_em_and_f1(fake_ollama, tmp_path):
+    from psirag_kb.evaluation import evaluate
+
+    fake_ollama.script(fn=lambda body: "Thought: the passages say so.\nAnswer: a spirit")
+    lines = (FIXTURE / "questions.jsonl").read_text().splitlines()[:2]
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("\n".join(lines))
+    config = Config().replace("llm", enabled=True, host=fake_ollama.url, timeout_s=5.0)
+    report = evaluate(config, [FIXTURE / "corpus.jsonl"], questions, ["agent"],
+                      embedder=FakeEmbedder())
+    row = report["modes"]["agent"]
+    assert row["statuses"] == {"answered": 2}
+    right = sum("a spirit" in json.loads(line)["answers"] for line in lines)
+    assert right >= 1 and row["em"] == pytest.approx(right / 2)
+    assert row["em"] <= row["f1"] <= 1.0 and "recall@5" in row

@@ -28,3 +28,13 @@ def test_rrf_limit_and_ties_prefer_earlier_rank():
 
 def test_rrf_of_nothing():
     assert len(rrf([Ranking.empty(), Ranking.empty()]).ids) == 0
+
+
+def test_squad_style_answer_scores():
+    from psirag_kb.evaluation import exact_match, f1_score, normalise_answer
+
+    assert normalise_answer("The  Eiffel Tower!") == "eiffel tower"
+    assert exact_match("the eiffel tower", ["Eiffel Tower", "Paris"]) == 1.0
+    assert exact_match("tower", ["Eiffel Tower"]) == 0.0
+    assert f1_score("Eiffel tower in Paris", ["Eiffel Tower"]) == pytest.approx(2 * 0.5 / 1.5)
+    assert f1_score("nothing", ["Eiffel Tower"]) == 0.0
