@@ -96,10 +96,11 @@ def knn_pairs(
     n, dim = x.shape
     k = min(knn + 1, n)
     index = hnswlib.Index(space="cosine", dim=dim)
-    # ef_construction 64 builds 2.3x faster than 200 with the same 33-NN recall (0.997) here
-    index.init_index(max_elements=n, M=16, ef_construction=64, random_seed=seed)
+    # M 12 and ef_construction 48 build the graph 2.8x faster than 16 and 200, with 33-NN recall
+    # 0.99 instead of 0.997 on 20k clustered vectors; 100k leaves then take 46 s in all here
+    index.init_index(max_elements=n, M=12, ef_construction=48, random_seed=seed)
     index.add_items(x, np.arange(n))
-    index.set_ef(max(64, k))
+    index.set_ef(max(48, k))
     labels, dists = index.knn_query(x, k=k)
     rows = np.repeat(np.arange(n, dtype=np.int64), k)
     cols = labels.astype(np.int64).ravel()
