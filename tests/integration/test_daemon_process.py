@@ -170,7 +170,22 @@ def test_real_model_end_to_end_through_the_cli(tmp_path: Path,
     )
     status = json.loads(out.stdout)
     assert status["daemon"]["pid"] == process.proc.pid and status["files"]["indexed"] == 1
-    note.unlink()
+    before = {r["chunk_id"] for r in post_query(url, "coral reef")}
+    moved = docs / "reef.md"
+    os.rename(note, moved)
+    wait_for(lambda: str(moved) in top("coral reef Queensland"))
+    assert {r["chunk_id"] for r in post_query(url, "coral reef")} == before  # leaves kept
+    moved.unlink()
     wait_for(lambda: not post_query(url, "coral reef"))
     process.proc.send_signal(signal.SIGINT)
     assert process.proc.wait(10) == 0
+    # changes made while the daemon is down are applied when it starts again
+    late = docs / "glacier.md"
+    late.write_text("The Aletsch Glacier is the largest glacier in the Alps.\n")
+    again = Process([sys.executable, "-m", "psirag_kb", "--config", str(config), "daemon"],
+                    tmp_path / "data")
+    processes.append(again)
+    url = again.url(120)
+    wait_for(lambda: str(late) in top("largest glacier in the Alps"))
+    again.proc.send_signal(signal.SIGTERM)
+    assert again.proc.wait(10) == 0
