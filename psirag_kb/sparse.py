@@ -41,18 +41,23 @@ class SparseIndex:
         self._generation_file = self.folder / "GENERATION"
         self._open()
 
-    def _open(self) -> None:
-        """Open (or create) the index and take its single writer."""
+    def _open(self, retry: bool = True) -> None:
+        """Open (or create) the index and take its single writer; a damaged one starts empty."""
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
             self.index = tantivy.Index(_schema(), path=str(self.folder))
             self.writer = self.index.writer(heap_size=50_000_000, num_threads=1)
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:
             if "LockBusy" in str(exc) or "lock" in str(exc).lower():
                 raise StoreError(
                     f"the BM25 index {self.folder} is in use by another process"
                 ) from exc
-            raise
+            if not retry:
+                raise StoreError(f"the BM25 index {self.folder} cannot be created: {exc}") from exc
+            # derived data: drop it, and the generation mismatch rebuilds it from DuckDB
+            log.warning("BM25 index %s is damaged (%s); rebuilding it", self.folder, exc)
+            self.destroy(self.folder)
+            self._open(retry=False)
 
     @property
     def generation(self) -> int:
