@@ -74,7 +74,11 @@ def test_tree_cli_json_shape(config, small_corpus, capsys):
     assert node["abstract"] and node["dirty"] is False
     child = node["children"][0]
     assert set(child) >= {"id", "abstract", "leaves"} and child["leaves"] >= 1
-    assert main(["--data-dir", data, "tree", str(child["id"]), "--json"]) in (0, 1)
+    assert child["kind"] == "node"  # the root of a 60-leaf tree has abstract children
+    assert main(["--data-dir", data, "tree", str(child["id"]), "--json"]) == 0
+    below = json.loads(capsys.readouterr().out)
+    assert below["id"] == child["id"] and below["parent"] == node["id"]
+    assert sum(c["leaves"] for c in below["children"]) == child["leaves"]
 
 
 def test_ollama_abstracts_are_cleaned_and_stored(config, minilm, small_corpus, fake_ollama):
