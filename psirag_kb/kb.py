@@ -24,14 +24,15 @@ from .config import Config
 from .dense import DenseIndex
 from .documents import is_supported, read_document
 from .embedding import Embedder, make_embedder
-from .errors import FileReadError, KBError, NodeNotFound, SkippedFile
+from .errors import FileReadError, KBError, SkippedFile
 from .rerank import Reranker
 from .retrieval import EVAL_MODES, MODES, Ranking, rrf
 from .sparse import SparseIndex
 from .store import ChunkRow, Delta, FileChange, Store
-from .tree.drift import local_rebuild
+from .tree.drift import repair
 from .tree.live import LiveTree
 from .treeindex import TreeIndex
+from .treeview import node_view, path_view
 
 log = logging.getLogger(__name__)
 
@@ -641,38 +642,14 @@ class KnowledgeBase:
                      max_leaves: int = DRIFT_MAX_LEAVES) -> dict[str, Any]:
         """Rebuild subtrees whose neighbour cost exceeds a local rebuild's by `tolerance`."""
         started = time.perf_counter()
-        checked = rebuilt = 0
-        worst = 1.0
         with self._lock:
             live = self.tree_index.live
-            if live.root is None or live.root < 0:
-                return {"checked": 0, "rebuilt": 0, "worst_ratio": 1.0, "seconds": 0.0}
-            candidates, stack = [], [live.root]
-            while stack:
-                node = stack.pop()
-                if len(live.leaves_under(node)) <= max_leaves:
-                    candidates.append(node)
-                else:
-                    stack.extend(k for k in live.children[node] if k > 0)
-            for node in candidates:
-                if node not in live.children or live.level(node) < 2:
-                    continue
-                tree, chunk_ids, vectors = live.subtree(node)
-                result = local_rebuild(tree, vectors, self.config.tree.max_children,
-                                       self.config.tree.pair_mode)
-                checked += 1
-                if result is None:
-                    continue
-                replacement, ratio = result
-                worst = max(worst, ratio)
-                if ratio > 1.0 + tolerance:
-                    live.replace_subtree(node, replacement, chunk_ids)
-                    rebuilt += 1
-            if rebuilt:
+            report = repair(live, self.config.tree.max_children, self.config.tree.pair_mode,
+                            tolerance, max_leaves)
+            if report["rebuilt"]:
                 with self.store.transaction():
                     self.store.write_tree(live)
-        return {"checked": checked, "rebuilt": rebuilt, "worst_ratio": round(worst, 4),
-                "seconds": round(time.perf_counter() - started, 3)}
+        return report | {"seconds": round(time.perf_counter() - started, 3)}
 
     def regenerate_abstracts(self, max_nodes: int | None = None) -> dict[str, Any]:
         """Write fresh abstracts for dirty nodes, bottom-up (offline keywords or Ollama)."""
@@ -688,57 +665,12 @@ class KnowledgeBase:
     def node(self, node_id: int | None = None) -> dict[str, Any]:
         """One abstract node (the root by default): its abstract and its children."""
         with self._lock:
-            live = self.tree_index.live
-            if live.root is None:
-                raise KBError("the tree is empty: ingest some documents first")
-            node = live.root if node_id is None else int(node_id)
-            if node not in live.children:
-                if node < 0 or node not in live.vectors:
-                    raise NodeNotFound(
-                        f"no tree node {node_id}; `psirag-kb tree` shows the root and its children"
-                    )
-            if node < 0:
-                raise NodeNotFound(f"{node_id} is a leaf, not an abstract node")
-            leaf_ids = [-k for k in live.children[node] if k < 0]
-            hits = self.store.hits(leaf_ids) if leaf_ids else {}
-            children = []
-            for kid in live.children[node]:
-                if kid < 0:
-                    hit = hits.get(-kid)
-                    children.append({
-                        "id": -kid, "kind": "leaf", "leaves": 1,
-                        "abstract": hit.text if hit else "",
-                        "source": hit.source if hit else None,
-                        "lines": [hit.line_first, hit.line_last]
-                        if hit and hit.line_first is not None else None,
-                    })
-                else:
-                    children.append({
-                        "id": kid, "kind": "node", "leaves": len(live.leaves_under(kid)),
-                        "abstract": live.abstracts.get(kid, ""), "dirty": kid in live.dirty,
-                    })
-            return {
-                "id": node,
-                "layer": live.level(node),
-                "abstract": live.abstracts.get(node, ""),
-                "dirty": node in live.dirty,
-                "parent": live.parent.get(node),
-                "leaves": len(live.leaves_under(node)),
-                "children": children,
-            }
+            return node_view(self.tree_index.live, node_id, self.store.hits)
 
     def path_of(self, chunk_id: int) -> list[dict[str, Any]]:
         """The abstract nodes above a chunk's leaf, root first: id, layer, abstract, dirty."""
         with self._lock:
-            live = self.tree_index.live
-            key = -int(chunk_id)
-            if chunk_id <= 0 or (key not in live.parent and key != live.root):
-                raise NodeNotFound(f"chunk {chunk_id} is not in the tree; run the query again")
-            return [
-                {"id": node, "layer": live.level(node), "abstract": live.abstracts.get(node, ""),
-                 "dirty": node in live.dirty}
-                for node in reversed(live.ancestors(key))
-            ]
+            return path_view(self.tree_index.live, chunk_id)
 
     def tree_status(self) -> dict[str, Any]:
         """Shape of the tree."""

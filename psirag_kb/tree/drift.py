@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from psirag_kb.tree.build import build_tree
 from psirag_kb.tree.model import Tree
+
+if TYPE_CHECKING:
+    from psirag_kb.tree.live import LiveTree
 
 
 def cut_to_height(tree: Tree, height: int) -> Tree | None:
@@ -80,3 +85,34 @@ def local_rebuild(
     now = neighbour_cost(current, leaf_vectors)
     best = neighbour_cost(rebuilt, leaf_vectors)
     return rebuilt, (now / best if best > 0 else 1.0)
+
+
+def repair(
+    live: LiveTree, max_children: int, mode: str, tolerance: float, max_leaves: int
+) -> dict[str, Any]:
+    """Rebuild in place the subtrees (of at most `max_leaves`) that drifted beyond `tolerance`."""
+    checked = rebuilt = 0
+    worst = 1.0
+    if live.root is None or live.root < 0:
+        return {"checked": 0, "rebuilt": 0, "worst_ratio": 1.0}
+    candidates, stack = [], [live.root]
+    while stack:
+        node = stack.pop()
+        if len(live.leaves_under(node)) <= max_leaves:
+            candidates.append(node)
+        else:
+            stack.extend(k for k in live.children[node] if k > 0)
+    for node in candidates:
+        if node not in live.children or live.level(node) < 2:
+            continue
+        tree, chunk_ids, vectors = live.subtree(node)
+        result = local_rebuild(tree, vectors, max_children, mode)
+        checked += 1
+        if result is None:
+            continue
+        replacement, ratio = result
+        worst = max(worst, ratio)
+        if ratio > 1.0 + tolerance:
+            live.replace_subtree(node, replacement, chunk_ids)
+            rebuilt += 1
+    return {"checked": checked, "rebuilt": rebuilt, "worst_ratio": round(worst, 4)}
