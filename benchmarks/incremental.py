@@ -21,7 +21,7 @@ from pathlib import Path
 
 from psirag_kb.config import Config
 from psirag_kb.embedding import CachedEmbedder, make_embedder
-from psirag_kb.kb import KnowledgeBase, read_records
+from psirag_kb.kb import IngestReport, KnowledgeBase, read_records
 from psirag_kb.store import FileChange
 
 
@@ -40,7 +40,7 @@ def main() -> None:
         kb = KnowledgeBase(config.with_data_dir(Path(tmp) / "kb"), embedder=embedder)
         change = FileChange("base-corpus", "corpus", "base", 0, 0.0, "indexed", "", rows)
         with kb._bulk():
-            kb._reuse_and_embed([change], __import__("psirag_kb.kb").kb.IngestReport())
+            kb._reuse_and_embed([change], IngestReport())
             kb._apply([change])
         started = time.perf_counter()
         kb.rebuild_tree()

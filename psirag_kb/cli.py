@@ -333,12 +333,7 @@ def cmd_hops(args: argparse.Namespace, config: Config) -> int:
     if args.eval is not None:
         labelled = load_labelled(args.eval)
         vectors = embedder.embed([q for q, _ in labelled])
-        report = model.evaluate(labelled, vectors)
-        if args.json:
-            print(json.dumps(report))
-        else:
-            for key, value in report.items():
-                print(f"{key}: {value}")
+        _print_report(model.evaluate(labelled, vectors), args.json)
         return 0
     hops = model.predict(args.question, embedder.embed([args.question])[0])
     if args.json:
@@ -350,13 +345,17 @@ def cmd_hops(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_maintain(args: argparse.Namespace, config: Config) -> int:
     with _open(config) as kb:
-        report = kb.maintain()
-    if args.json:
-        print(json.dumps(report))
-    else:
-        for key, value in report.items():
-            print(f"{key}: {value}")
+        _print_report(kb.maintain(), args.json)
     return 0
+
+
+def _print_report(report: dict[str, Any], as_json: bool) -> None:
+    """A report as one JSON object, or as `key: value` lines."""
+    if as_json:
+        print(json.dumps(report))
+        return
+    for key, value in report.items():
+        print(f"{key}: {value}")
 
 
 def cmd_daemon(args: argparse.Namespace, config: Config) -> int:

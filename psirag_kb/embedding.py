@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
@@ -11,6 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
+from .chunking import content_hash
 from .config import DEFAULT_MODEL, EmbeddingConfig
 from .errors import ConfigError
 
@@ -121,11 +121,6 @@ class SentenceTransformerEmbedder:
         return len(tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
 
 
-def text_key(text: str) -> str:
-    """Cache key of a text."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
 class CachedEmbedder:
     """Wraps an embedder with an on-disk cache of vectors keyed by text hash."""
 
@@ -165,7 +160,7 @@ class CachedEmbedder:
         """Return cached vectors, embedding and saving only texts not seen before."""
         self._open()
         assert self._keys is not None and self._vectors is not None
-        keys = [text_key(t) for t in texts]
+        keys = [content_hash(t) for t in texts]
         missing = list(dict.fromkeys(k for k in keys if k not in self._keys))
         if missing:
             by_key = dict(zip(keys, texts, strict=True))

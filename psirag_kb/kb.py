@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .abstraction import AbstractJob
-from .chunking import chunk_text
+from .chunking import chunk_text, content_hash
 from .config import Config
 from .dense import DenseIndex
 from .documents import is_supported, read_document
@@ -76,8 +76,10 @@ def file_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+def path_hash(path: Path) -> str:
+    """Content hash of a file on disk, read in blocks (the same value as `file_hash`)."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def read_records(path: Path, data: bytes) -> list[ChunkRow]:
@@ -93,7 +95,7 @@ def read_records(path: Path, data: bytes) -> list[ChunkRow]:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise KBError(f"{path}:{number}: not a {{id, title, text}} record ({exc})") from exc
         body = f"{title}\n{text}" if title else text
-        rows.append(ChunkRow(len(rows), source, None, None, None, None, body, _text_hash(body)))
+        rows.append(ChunkRow(len(rows), source, None, None, None, None, body, content_hash(body)))
     return rows
 
 
@@ -331,8 +333,7 @@ class KnowledgeBase:
             if not by_hash or self.store.file(str(path)) is not None:
                 continue
             try:
-                with open(path, "rb") as handle:
-                    digest = hashlib.file_digest(handle, "sha256").hexdigest()
+                digest = path_hash(path)
             except OSError:
                 continue
             old = by_hash.pop(digest, None)
@@ -367,8 +368,7 @@ class KnowledgeBase:
                     f"file too large ({before.st_size} bytes > limit "
                     f"{self.config.ingest.max_file_bytes})"
                 )
-            with open(path, "rb") as handle:
-                digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            digest = path_hash(path)
             if record and record.hash == digest and record.state != "failed":
                 report.unchanged += 1
                 return None

@@ -26,10 +26,6 @@ class Ranking:
         """A ranking with nothing in it."""
         return cls(np.zeros(0, np.int64), np.zeros(0, np.float32))
 
-    def top(self, k: int) -> Ranking:
-        """The first k entries."""
-        return Ranking(self.ids[:k], self.scores[:k])
-
 
 def rrf(rankings: Sequence[Ranking], k: int = 60, limit: int | None = None) -> Ranking:
     """Reciprocal rank fusion: score(d) = sum over lists of 1 / (k + rank), rank from 1."""

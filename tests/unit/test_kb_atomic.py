@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from psirag_kb.kb import KnowledgeBase
+from psirag_kb.kb import IngestReport, KnowledgeBase
 from psirag_kb.sparse import plain_query
 from psirag_kb.store import Store
 
@@ -21,7 +21,7 @@ def test_failed_commit_keeps_the_old_version(config, fake_embedder, tmp_path, mo
 
         monkeypatch.setattr(Store, "_insert_chunks", boom)
         with pytest.raises(RuntimeError):
-            kb._ingest_batch([doc], __import__("psirag_kb.kb").kb.IngestReport())
+            kb._ingest_batch([doc], IngestReport())
         monkeypatch.undo()
         texts = [r["text"] for r in kb.query("lighthouses submarines", mode="sparse")["results"]]
         assert texts == ["Original text about lighthouses and their keepers."]
