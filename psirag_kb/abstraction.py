@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .abstracts import KeywordAbstractor, LLMAbstractor
-from .errors import LLMError
+from .errors import LLMError, LLMUnavailable
 
 if TYPE_CHECKING:
     from .kb import KnowledgeBase
@@ -137,13 +137,18 @@ class AbstractJob:
         errors = 0
         if use_llm and self.llm_abstractor is not None:
             texts = []
+            down = False
             for group in groups:
+                if down:  # the server failed: the rest stay dirty for the retry after the backoff
+                    texts.append(None)
+                    continue
                 try:
                     texts.append(self.llm_abstractor.abstract(group) if group else "")
                 except LLMError as exc:
                     self._fail(exc)
                     texts.append(None)
                     errors += 1
+                    down = isinstance(exc, LLMUnavailable)
         else:
             texts = list(self.keywords.abstract_many(groups, vectors))
         fresh = [t for t in texts if t]

@@ -82,6 +82,12 @@ def validate(body: Any, fields: dict[str, type], required: tuple[str, ...]) -> d
             continue
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise HTTPError(400, f"field {key!r} must be of type {kind.__name__}")
+        if kind is str and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise HTTPError(400, f"field {key!r} is not valid Unicode (a lone surrogate "
+                                     "escape)") from None
     return body
 
 
@@ -91,8 +97,6 @@ class _Handler(BaseHTTPRequestHandler):
     server: APIServer
     server_version = "psirag-kb"
     timeout = 30  # seconds a silent client may hold its connection
-    error_content_type = "application/json"
-    error_message_format = '{"error": "%(message)s"}'
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         log.debug("%s %s", self.address_string(), format % args)
@@ -107,6 +111,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
+
+    def send_error(self, code: int, message: str | None = None,
+                   explain: str | None = None) -> None:
+        """Answer an error http.server found itself (bad request line, method) as valid JSON."""
+        self.close_connection = True
+        try:
+            self._send(code, {"error": message or self.responses.get(code, ("error",))[0]})
+        except OSError:
+            log.debug("client closed the connection before the error")
 
     def _authorized(self) -> bool:
         token = self.server.token
@@ -146,11 +159,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._discard(size)
             raise HTTPError(413, f"body of {size} bytes exceeds the limit of "
                                  f"{self.server.max_body_bytes}")
-        raw = self.rfile.read(size)
+        try:
+            raw = self.rfile.read(size)
+        except TimeoutError:
+            self.close_connection = True
+            raise HTTPError(408, f"the body of {size} bytes did not arrive in time") from None
+        if len(raw) < size:
+            self.close_connection = True
+            raise HTTPError(400, f"the body ended after {len(raw)} of {size} bytes")
         try:
             return json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             raise HTTPError(400, f"malformed JSON: {exc}") from None
+        except RecursionError:
+            raise HTTPError(400, "malformed JSON: nested too deeply") from None
 
     def _dispatch(self, method: str) -> tuple[int, dict[str, Any]]:
         path = self.path.split("?", 1)[0]

@@ -256,8 +256,8 @@ class Daemon:
             real_folder = Path(os.path.realpath(folder))
             if real == real_folder or real_folder in real.parents:
                 return path
-        if self._kb().is_indexed(path):
-            return path
+        if self._kb().is_indexed(path) and not path.is_dir():
+            return path  # a file indexed before, never a folder around it (such as "/")
         raise KBError(f"{path} is neither inside a watched folder nor indexed; add its folder "
                       "to [watch] folders (or --watch) first")
 

@@ -35,5 +35,9 @@ class LLMError(KBError):
     """The language model server failed, is unreachable or returned something unusable."""
 
 
+class LLMUnavailable(LLMError):
+    """The language model server cannot serve requests now: down, too slow, failing or no model."""
+
+
 class NodeNotFound(KBError):
     """A tree node id that does not exist."""

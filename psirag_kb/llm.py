@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from .config import LLMConfig
-from .errors import LLMError
+from .errors import LLMError, LLMUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -41,20 +41,20 @@ class OllamaLLM:
         self._lock = threading.Lock()
         self._checked: dict[str, tuple[float, bool]] = {}
 
-    def _unreachable(self) -> LLMError:
+    def _unreachable(self) -> LLMUnavailable:
         """The error for a server that cannot be contacted."""
-        return LLMError(
+        return LLMUnavailable(
             f"Ollama at {self.host} is not reachable: start it with `ollama serve`, "
             "or set [llm] enabled = false"
         )
 
-    def _missing(self, model: str) -> LLMError:
+    def _missing(self, model: str) -> LLMUnavailable:
         """The error for a model the server does not have."""
-        return LLMError(
+        return LLMUnavailable(
             f"Ollama at {self.host}: model {model} is not installed: run `ollama pull {model}`"
         )
 
-    def _translate(self, exc: Exception, model: str, what: str) -> LLMError:
+    def _translate(self, exc: Exception, model: str, what: str) -> LLMUnavailable:
         """Map a client, transport or decoding exception to one LLMError with the fix."""
         import httpx
         import ollama
@@ -63,23 +63,23 @@ class OllamaLLM:
             text = str(exc.error)
             if exc.status_code == 404 or "not found" in text.lower():
                 return self._missing(model)
-            return LLMError(
+            return LLMUnavailable(
                 f"Ollama at {self.host} failed during {what} with model {model}: "
                 f"{text} (HTTP {exc.status_code})"
             )
         if isinstance(exc, httpx.TimeoutException):
-            return LLMError(
+            return LLMUnavailable(
                 f"Ollama at {self.host} did not answer {what} with model {model} within "
                 f"{self.config.timeout_s:g} s: raise [llm] timeout_s or use a smaller model"
             )
         if isinstance(exc, ConnectionError | httpx.ConnectError):
             return self._unreachable()
         if isinstance(exc, httpx.HTTPError):
-            return LLMError(
+            return LLMUnavailable(
                 f"connection to Ollama at {self.host} failed during {what}: {exc!r}; "
                 "check that the server is healthy (`ollama serve`)"
             )
-        return LLMError(f"Ollama at {self.host} sent an unreadable reply to {what}: {exc}")
+        return LLMUnavailable(f"Ollama at {self.host} sent an unreadable reply to {what}: {exc}")
 
     def _errors(self) -> tuple[type[BaseException], ...]:
         """Exception types the client raises for transport and protocol failures."""

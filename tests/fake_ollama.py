@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 JUNK = "!!! ... ,,, ---"
-MODES = ("normal", "missing", "slow", "junk", "error")
+MODES = ("normal", "missing", "slow", "junk", "error", "close")
 
 
 @dataclass
@@ -44,16 +44,19 @@ Reply = str | Callable[[dict[str, Any]], str]
 class FakeOllama:
     """A local HTTP server answering /api/tags, /api/version, /api/chat and /api/generate."""
 
-    def __init__(self, models: tuple[str, ...] = ("llama3.1:8b",)) -> None:
+    def __init__(self, models: tuple[str, ...] = ("llama3.1:8b",), port: int = 0) -> None:
         self.models = list(models)
         self.requests: list[Recorded] = []
         self.mode = "normal"
         self.delay = 0.0
+        self.answered = 0
+        self.fail_after: int | None = None
+        self.then = "error"
         self._queue: deque[Reply] = deque()
         self._fn: Callable[[dict[str, Any]], str] | None = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -75,13 +78,17 @@ class FakeOllama:
         fn: Callable[[dict[str, Any]], str] | None = None,
         mode: str = "normal",
         delay: float = 0.0,
+        fail_after: int | None = None,
+        then: str = "error",
     ) -> FakeOllama:
         """Queue replies (texts or functions of the request), set a default `fn`, or a mode.
 
         Modes: normal; missing (404 "model not found" for any generation); slow (sleep
-        `delay` seconds before answering); junk (reply with punctuation only); error (HTTP 500).
+        `delay` seconds before answering); junk (reply with punctuation only); error (HTTP 500);
+        close (drop the connection without an answer). With `fail_after`, the first
+        `fail_after` generations from now on follow `mode` and every later one follows `then`.
         """
-        if mode not in MODES:
+        if mode not in MODES or then not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         with self._lock:
             self._queue.extend(replies)
@@ -89,7 +96,18 @@ class FakeOllama:
                 self._fn = fn
             self.mode = mode
             self.delay = delay
+            self.fail_after = fail_after
+            self.then = then
+            self.answered = 0
         return self
+
+    def current_mode(self) -> str:
+        """The mode of the next generation request (counting it against `fail_after`)."""
+        with self._lock:
+            self.answered += 1
+            if self.fail_after is not None and self.answered > self.fail_after:
+                return self.then
+            return self.mode
 
     def reply_for(self, body: dict[str, Any]) -> str:
         """The scripted text for one generation request."""
@@ -165,15 +183,19 @@ def _handler_for(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {"error": "not found"})
                 return
             model = str(body.get("model", ""))
-            if fake.mode == "slow":
+            mode = fake.current_mode()
+            if mode == "slow":
                 fake.wait(fake.delay)
-            if fake.mode == "missing" or model not in fake.models:
+            if mode == "close":
+                self.close_connection = True
+                return
+            if mode == "missing" or model not in fake.models:
                 self._send(404, {"error": f"model '{model}' not found"})
                 return
-            if fake.mode == "error":
+            if mode == "error":
                 self._send(500, {"error": "llama runner process has terminated"})
                 return
-            text = JUNK if fake.mode == "junk" else fake.reply_for(body)
+            text = JUNK if mode == "junk" else fake.reply_for(body)
             self._answer(body, model, text)
 
         def _answer(self, body: dict[str, Any], model: str, text: str) -> None:
