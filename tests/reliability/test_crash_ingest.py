@@ -1,10 +1,9 @@
-"""SIGKILL a real ingesting process at several points; after a restart the stores agree."""
+"""SIGKILL an ingesting process (no daemon) mid-run; after a restart the stores agree."""
 
 from __future__ import annotations
 
 import hashlib
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -16,26 +15,10 @@ import numpy as np
 import pytest
 
 from psirag_kb.config import Config
-from psirag_kb.embedding import normalise
 from psirag_kb.kb import KnowledgeBase
 
-
-class HashEmbedder:
-    """Bag-of-words vectors, slow enough per batch that kills land mid-ingest."""
-
-    name = "crash-test-bow"
-    dim = 32
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                out[row, int(hashlib.md5(word.encode()).hexdigest()[:6], 16) % self.dim] += 1
-        time.sleep(0.002 * len(texts))
-        return normalise(out + 1e-3)
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.split())
+sys.path.insert(0, str(Path(__file__).parent))
+from crash_worker import HashEmbedder  # noqa: E402
 
 
 def worker(data_dir: str, folder: str) -> None:
