@@ -1,0 +1,236 @@
+"""Load: concurrent API query clients while the daemon ingests a burst of new files.
+
+    python benchmarks/load.py --corpus /work/shared/data/2wiki_corpus/corpus.jsonl \
+        --questions /work/shared/data/2wiki_corpus/questions.jsonl \
+        --leaves 10000 --clients 20 --duration 60 --burst 500
+
+Builds a base knowledge base of N corpus leaves (embeddings from the evaluation cache when
+present), starts the real daemon as its own process (`psirag-kb daemon`, the bundled MiniLM), then
+runs C client threads that send questions to POST /api/query (hybrid, k=5) back to back for D
+seconds; a few seconds in, B new files are written into the watched folder. Reports every
+request's outcome, latency percentiles (overall and while the burst was being indexed), the
+daemon's resident memory sampled from /proc, and when the burst became fully queryable. Prints
+one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from latency import percentile, records  # noqa: E402
+
+from psirag_kb.config import Config  # noqa: E402
+from psirag_kb.embedding import CachedEmbedder, make_embedder  # noqa: E402
+from psirag_kb.kb import KnowledgeBase  # noqa: E402
+
+
+def post(url: str, body: dict[str, Any], timeout: float = 120.0) -> tuple[int, Any]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=120) as response:
+        return json.loads(response.read())
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """Resident and peak resident memory (MB) of a process, from /proc."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value
+    return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
+
+
+def start_daemon(data: Path, docs: Path) -> tuple[subprocess.Popen, str]:
+    """`psirag-kb daemon` on the data directory; returns the process and its URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "psirag_kb", "--data-dir", str(data), "daemon",
+         "--watch", str(docs), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    line = proc.stdout.readline()
+    if "serving" not in line:
+        raise RuntimeError(f"the daemon did not start: {line!r}")
+    return proc, line.split("serving ")[1].split(";")[0]
+
+
+class Clients:
+    """C threads querying back to back; every outcome recorded with its time."""
+
+    def __init__(self, url: str, questions: list[str], clients: int) -> None:
+        self.url = url + "/api/query"
+        self.questions = questions
+        self.results: list[tuple[float, float, int, str]] = []  # start, seconds, status, error
+        self._mutex = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(n,)) for n in range(clients)]
+
+    def _run(self, seed: int) -> None:
+        rng = random.Random(seed)
+        while not self._stop.is_set():
+            text = rng.choice(self.questions)
+            started = time.perf_counter()
+            error = ""
+            try:
+                status, body = post(self.url, {"text": text, "k": 5})
+                if status != 200:
+                    error = str(body)[:200]
+                elif not isinstance(body, dict) or not body.get("results"):
+                    error = "no results"
+            except Exception as exc:  # noqa: BLE001 - every failure is counted, not raised
+                status, error = 0, f"{type(exc).__name__}: {exc}"
+            with self._mutex:
+                self.results.append((started, time.perf_counter() - started, status, error))
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+
+
+def summary(latencies: list[float]) -> dict[str, float]:
+    if not latencies:
+        return {}
+    return {
+        "n": len(latencies),
+        "p50_s": round(statistics.median(latencies), 3),
+        "p95_s": round(percentile(latencies, 0.95), 3),
+        "p99_s": round(percentile(latencies, 0.99), 3),
+        "max_s": round(max(latencies), 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--questions", type=Path, help="JSONL with a 'question' field")
+    parser.add_argument("--leaves", type=int, default=10_000)
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--duration", type=float, default=60.0)
+    parser.add_argument("--burst", type=int, default=500)
+    parser.add_argument("--burst-at", type=float, default=5.0, help="seconds after the start")
+    parser.add_argument("--workdir", type=Path, help="keep the data here (default: a temp dir)")
+    args = parser.parse_args()
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="psirag-load-"))
+    docs, data = work / "docs", work / "data"
+    docs.mkdir(parents=True, exist_ok=True)
+    config = Config().with_data_dir(data)
+    rows = records(args.corpus, args.leaves)
+    corpus = work / "base.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with KnowledgeBase(config, CachedEmbedder(make_embedder(config.embedding),
+                                              config.storage.cache_dir)) as kb:
+        kb.ingest_jsonl(corpus)
+        leaves = kb.store.chunk_count()
+    if args.questions:
+        lines = args.questions.read_text(encoding="utf-8").splitlines()
+        questions = [json.loads(line)["question"] for line in lines if line]
+    else:
+        questions = [r["title"] for r in rows]
+
+    proc, url = start_daemon(data, docs)
+    memory: list[tuple[float, float]] = []
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.is_set():
+            memory.append((time.perf_counter(), rss_mb(proc.pid)[0]))
+            time.sleep(0.5)
+
+    try:
+        post(url + "/api/query", {"text": "warm up", "k": 1})  # loads the model
+        rss_before = rss_mb(proc.pid)[0]
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        clients = Clients(url, questions, args.clients)
+        began = time.perf_counter()
+        clients.start()
+        time.sleep(args.burst_at)
+        rng = random.Random(1)
+        before = get(url + "/api/status")["files"]["indexed"]
+        burst_started = time.perf_counter()
+        for n in range(args.burst):
+            item = rows[rng.randrange(len(rows))]
+            (docs / f"burst{n:04d}.md").write_text(
+                f"{item['title']}: loadmarker{n:04d}.\n{item['text']}\n", encoding="utf-8")
+        last_write = time.perf_counter()
+        indexed_at = None
+        while time.perf_counter() - began < args.duration:
+            if indexed_at is None and get(url + "/api/status")["files"]["indexed"] >= \
+                    before + args.burst:
+                indexed_at = time.perf_counter()
+            time.sleep(0.25)
+        clients.stop()
+        ended = time.perf_counter()
+        while indexed_at is None and time.perf_counter() - last_write < 1800:
+            if get(url + "/api/status")["files"]["indexed"] >= before + args.burst:
+                indexed_at = time.perf_counter()
+            time.sleep(0.25)
+        found = [post(url + "/api/query", {"text": f"loadmarker{n:04d}", "mode": "sparse",
+                                           "k": 3})[1]["results"][0]["source"]
+                 == str(docs / f"burst{n:04d}.md") for n in rng.sample(range(args.burst), 20)]
+        status = get(url + "/api/status")
+        sampling.set()
+        sampler.join()
+        rss_after, peak = rss_mb(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+    results = clients.results
+    errors = [r for r in results if r[3]]
+    during = [r[1] for r in results if burst_started <= r[0] <= (indexed_at or ended)]
+    print(json.dumps({
+        "machine": f"{os.cpu_count()} cores",
+        "leaves_before": leaves,
+        "clients": args.clients,
+        "duration_s": round(ended - began, 1),
+        "requests": len(results),
+        "requests_per_s": round(len(results) / (ended - began), 2),
+        "errors": len(errors),
+        "error_samples": sorted({e[3] for e in errors})[:5],
+        "latency": summary([r[1] for r in results]),
+        "latency_while_burst_indexing": summary(during),
+        "burst": {
+            "files": args.burst,
+            "queryable_after_last_write_s": round(indexed_at - last_write, 1)
+            if indexed_at else None,
+            "spot_check_found": f"{sum(found)}/{len(found)}",
+        },
+        "daemon_rss_mb": {
+            "before": round(rss_before), "max_sampled": round(max(m for _, m in memory)),
+            "after": round(rss_after), "peak_vmhwm": round(peak),
+        },
+        "leaves_after": status["chunks"],
+        "watcher_errors": len(status["daemon"]["errors"]),
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
