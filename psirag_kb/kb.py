@@ -76,6 +76,20 @@ def file_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _storable(path: Path) -> bool:
+    """Whether a path can be stored in DuckDB (names that are not UTF-8 decode to surrogates)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _printable(path: Path) -> str:
+    """A path with undecodable bytes shown as \\xNN escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def path_hash(path: Path) -> str:
     """Content hash of a file on disk, read in blocks (the same value as `file_hash`)."""
     with open(path, "rb") as handle:
@@ -305,6 +319,11 @@ class KnowledgeBase:
                 removals.append(str(path))
             else:
                 raise KBError(f"{path} does not exist")
+        for path in [p for p in files if not _storable(p)]:
+            files.remove(path)
+            report.failed += 1
+            report.problems.append((_printable(path), "failed",
+                                    "file name is not valid UTF-8; rename the file to index it"))
         with self._bulk():
             with self._lock:
                 removals = self._renames(files, removals, report)

@@ -46,9 +46,11 @@ class SparseIndex:
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
             self.index = tantivy.Index(_schema(), path=str(self.folder))
+            # a search opens every segment's postings: a missing .pos file fails only here
+            self.index.searcher().search(self.index.parse_query("probe", ["text"]), 1)
             self.writer = self.index.writer(heap_size=50_000_000, num_threads=1)
         except (ValueError, OSError) as exc:
-            if "LockBusy" in str(exc) or "lock" in str(exc).lower():
+            if "LockBusy" in str(exc):  # not "lock": meta.json holds "docstore_blocksize"
                 raise StoreError(
                     f"the BM25 index {self.folder} is in use by another process"
                 ) from exc

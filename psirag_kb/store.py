@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -112,7 +113,7 @@ class Store:
             self.db = duckdb.connect(str(self.path))
         except duckdb.IOException as exc:
             text = str(exc)
-            if "lock" in text.lower():
+            if "Could not set lock" in text:  # not "lock": a path or "block" may hold it
                 raise StoreError(
                     f"{self.path} is in use by another process ({text.splitlines()[0]}); "
                     "stop that process or query it through the daemon's API"
@@ -127,10 +128,14 @@ class Store:
             raise StoreError(self._corrupt_message(exc)) from exc
 
     def _corrupt_message(self, exc: Exception) -> str:
-        """The message for a database that cannot be opened."""
+        """The message for a database that cannot be opened, with the commands that recover."""
+        wal = self.path.with_name(self.path.name + ".wal")
+        aside = " && ".join(f"mv {shlex.quote(str(p))} {shlex.quote(str(p) + '.corrupt')}"
+                            for p in (self.path, wal) if p.exists())
         return (
             f"the database {self.path} cannot be opened ({exc}); if it is corrupted, move it "
-            f"aside and rebuild with `psirag-kb --data-dir {self.path.parent} ingest <folders>`"
+            f"aside with `{aside}` and rebuild with "
+            f"`psirag-kb --data-dir {shlex.quote(str(self.path.parent))} ingest <folders>`"
         )
 
     def _migrate(self, model: str, dim_of_model: Callable[[], int]) -> None:

@@ -56,6 +56,11 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return stat.st_dev, stat.st_ino
 
 
+def _linked_folder(path: Path) -> bool:
+    """Whether a path is a symlink to a folder, which is not followed (as in a full scan)."""
+    return path.is_symlink() and path.is_dir()
+
+
 class _Handler(FileSystemEventHandler):
     """Forwards the event types that matter to the watcher."""
 
@@ -272,13 +277,15 @@ class FolderWatcher:
             self._guard("move", src, self._move, src, dest, is_dir, files, scans)
         missing: list[Path] = []
         for path in ready:
+            if _linked_folder(path):
+                continue
             if path.is_dir():
                 scans.append(path)
             elif path.exists():
                 files.append(path)
             else:
                 missing.append(path)
-        files = list(dict.fromkeys(files))
+        files = [f for f in dict.fromkeys(files) if not _linked_folder(f)]
         if missing and files and self._ingest_with_removals(missing, files):
             files = missing = []
         for path in missing:
