@@ -28,7 +28,7 @@ from .errors import FileReadError, KBError, SkippedFile
 from .rerank import Reranker
 from .retrieval import EVAL_MODES, MODES, Ranking, rrf
 from .sparse import SparseIndex
-from .store import ChunkRow, Delta, FileChange, Store
+from .store import ChunkRow, Delta, FileChange, FileRecord, Store
 from .tree.drift import repair
 from .tree.live import LiveTree
 from .treeindex import TreeIndex
@@ -343,13 +343,13 @@ class KnowledgeBase:
         if not removals:
             return removals
         by_hash = {}
-        for path in removals:
-            record = self.store.file(path)
-            if record is not None and record.state == "indexed" and record.hash:
+        for path, record in self.store.records(removals).items():
+            if record.state == "indexed" and record.hash:
                 by_hash.setdefault(record.hash, path)
+        known = self.store.records(str(p) for p in files) if by_hash else {}
         left = set(removals)
         for path in files:
-            if not by_hash or self.store.file(str(path)) is not None:
+            if not by_hash or str(path) in known:
                 continue
             try:
                 digest = path_hash(path)
@@ -372,12 +372,11 @@ class KnowledgeBase:
             return self.store.rename(os.path.abspath(old), os.path.abspath(new))
 
     def _prepare(
-        self, path: Path, report: IngestReport, keep_vanished: bool = False
+        self, path: Path, record: FileRecord | None, report: IngestReport,
+        keep_vanished: bool = False,
     ) -> FileChange | None:
-        """Read and chunk one file; None when it is unchanged."""
+        """Read and chunk one file (known as `record`); None when it is unchanged."""
         key = str(path)
-        with self._lock:
-            record = self.store.file(key)
         try:
             before = path.stat()
             if not is_supported(path):
@@ -433,9 +432,11 @@ class KnowledgeBase:
     def _reuse_and_embed(self, changes: list[FileChange], report: IngestReport) -> None:
         """Keep chunks whose hash is unchanged; embed the others in one pass."""
         pending: list[ChunkRow] = []
+        with self._lock:
+            records = self.store.records(change.path for change in changes)
         for change in changes:
+            record = records.get(change.path)
             with self._lock:
-                record = self.store.file(change.path)
                 known = self.store.chunk_hashes(record.id) if record else []
             old: dict[str, list[int]] = defaultdict(list)
             if change.state == "indexed":
@@ -462,9 +463,11 @@ class KnowledgeBase:
     ) -> None:
         """Prepare, embed and commit a batch of files."""
         changes = []
+        with self._lock:
+            records = self.store.records(str(p) for p in paths)
         for path in paths:
             try:
-                change = self._prepare(path, report, keep_vanished)
+                change = self._prepare(path, records.get(str(path)), report, keep_vanished)
             except Exception as exc:  # noqa: BLE001 - one bad file never stops the run
                 log.exception("unexpected error reading %s", path)
                 report.failed += 1

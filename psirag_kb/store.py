@@ -247,6 +247,18 @@ class Store:
         ).fetchone()
         return FileRecord(*row) if row else None
 
+    def records(self, paths: Iterable[str]) -> dict[str, FileRecord]:
+        """The records of the known paths among `paths`, by path (one query)."""
+        paths = list(paths)
+        if not paths:
+            return {}
+        rows = self.db.execute(
+            "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
+            "WHERE path IN (SELECT unnest(?::VARCHAR[]))",
+            [paths],
+        ).fetchall()
+        return {row[1]: FileRecord(*row) for row in rows}
+
     def files(self, under: str | None = None) -> list[FileRecord]:
         """All file records, or those below a folder."""
         sql = "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files"
@@ -276,24 +288,26 @@ class Store:
         removed: list[int] = []
         now = time.time()
         with self.transaction() as db:
-            for path in removals:
-                record = self.file(path)
-                if record is None:
-                    continue
+            for record in self.records(removals).values():
                 removed.extend(i for i, _ in self.chunk_hashes(record.id))
                 db.execute("DELETE FROM chunks WHERE file_id = ?", [record.id])
                 db.execute("DELETE FROM files WHERE id = ?", [record.id])
             new_rows: list[tuple] = []
             kept_rows: list[tuple] = []
+            file_rows: list[tuple] = []
+            records = self.records(change.path for change in changes)
+            unknown = sum(change.path not in records for change in changes)
+            next_file = self._take_ids("next_file_id", unknown) if unknown else 0
+            fresh_count = sum(c.id is None for change in changes for c in change.chunks
+                              if not (change.keep_chunks and change.path in records))
+            next_chunk = self._take_ids("next_chunk_id", fresh_count) if fresh_count else 0
             for change in changes:
-                record = self.file(change.path)
+                record = records.get(change.path)
                 if record is None:
-                    file_id = self._take_ids("next_file_id", 1)
-                    db.execute(
-                        "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [file_id, change.path, change.origin, change.hash, change.size,
-                         change.mtime, change.state, change.reason, len(change.chunks), now],
-                    )
+                    file_id, next_file = next_file, next_file + 1
+                    file_rows.append((file_id, change.path, change.origin, change.hash,
+                                      change.size, change.mtime, change.state, change.reason,
+                                      len(change.chunks), now))
                 elif change.keep_chunks:
                     db.execute(
                         "UPDATE files SET state = ?, reason = ?, updated = ? WHERE id = ?",
@@ -316,10 +330,9 @@ class Store:
                         "DELETE FROM chunks WHERE list_contains(?, id)", [stale]
                     )
                     removed.extend(stale)
-                fresh = [c for c in change.chunks if c.id is None]
-                first = self._take_ids("next_chunk_id", len(fresh)) if fresh else 0
-                for offset, chunk in enumerate(fresh):
-                    chunk.id = first + offset
+                for chunk in change.chunks:
+                    if chunk.id is None:
+                        chunk.id, next_chunk = next_chunk, next_chunk + 1
                 for chunk in change.chunks:
                     row = (chunk.id, file_id, chunk.ordinal, chunk.source, chunk.start,
                            chunk.end, chunk.line_first, chunk.line_last, chunk.text, chunk.hash)
@@ -330,6 +343,8 @@ class Store:
                         added_ids.append(chunk.id)
                         added_vectors.append(chunk.vector)
                         added_texts.append(chunk.text)
+            if file_rows:
+                self._insert_files(file_rows)
             if new_rows:
                 self._insert_chunks(new_rows, added_vectors)
             if kept_rows:
@@ -367,6 +382,23 @@ class Store:
             else:
                 columns[name] = np.array(values, dtype=np.int64)
         return columns
+
+    def _insert_files(self, rows: list[tuple]) -> None:
+        """Bulk insert new file records."""
+        names = ["id", "path", "origin", "hash", "size", "mtime", "state", "reason", "chunks",
+                 "updated"]
+        kinds = [np.int64, object, object, object, np.int64, np.float64, object, object,
+                 np.int64, np.float64]
+        columns = {name: np.array([row[i] for row in rows], dtype=kind)
+                   for i, (name, kind) in enumerate(zip(names, kinds, strict=True))}
+        self.db.register("new_files", columns)
+        try:
+            self.db.execute(
+                "INSERT INTO files SELECT id, path, origin, hash, size, mtime, state, reason, "
+                "CAST(chunks AS INTEGER), updated FROM new_files"
+            )
+        finally:
+            self.db.unregister("new_files")
 
     def _insert_chunks(self, rows: list[tuple], vectors: list[np.ndarray]) -> None:
         """Bulk insert new chunks with their vectors."""

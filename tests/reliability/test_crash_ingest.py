@@ -29,7 +29,7 @@ def worker(data_dir: str, folder: str) -> None:
     config = Config().with_data_dir(Path(data_dir))
     with KnowledgeBase(config, embedder=HashEmbedder()) as kb:
         print("ready", flush=True)
-        kb.ingest([folder])
+        kb.ingest([folder], lambda done, total, current: print(done, flush=True))
         print("done", flush=True)
 
 
@@ -62,12 +62,15 @@ def test_sigkill_during_ingest_then_restart(tmp_path, seed):
     with KnowledgeBase(config, embedder=HashEmbedder()) as kb:
         kb.ingest([folder / "f000.txt"])  # a tree exists, so later files take the live path
     kills = 0
-    for delay in (0.3, 0.6, 0.9, 1.2, 1.6, 2.0):
+    for batches, delay in ((1, 0.0), (2, 0.01), (4, 0.0), (6, 0.02), (9, 0.005), (12, 0.0)):
         proc = subprocess.Popen(
             [sys.executable, __file__, str(data), str(folder)],
             stdout=subprocess.PIPE, text=True, env=env,
         )
         assert proc.stdout.readline().strip() == "ready"
+        for _ in range(batches):  # kill after that many committed batches, or a moment later
+            if proc.stdout.readline().strip() in ("done", ""):
+                break
         time.sleep(delay)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
@@ -78,7 +81,7 @@ def test_sigkill_during_ingest_then_restart(tmp_path, seed):
         for i in rng.choice(120, 5, replace=False):  # edits between runs
             path = folder / f"f{i:03d}.txt"
             path.write_text(path.read_text() + f"Edited after kill {kills}.\n")
-    assert kills >= 3
+    assert kills >= 4
     with KnowledgeBase(config, embedder=HashEmbedder()) as kb:
         kb.ingest([folder])
         check_consistent(kb)
