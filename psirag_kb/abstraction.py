@@ -102,6 +102,8 @@ class AbstractJob:
                     use_llm = False  # keep the rest for the retry after the backoff
         if done and not failed:
             self._failures = 0
+            if use_llm:
+                self.last_error = ""  # Ollama answered again: the old error is history
         self.last_run = time.time()
         self.last_result = {
             "regenerated": done, "failed": failed,

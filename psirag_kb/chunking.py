@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
@@ -19,6 +19,9 @@ _FENCE = re.compile(r"\s*(?:```|~~~)")
 _CODE_CHARS = re.compile(r"[=;{}<>|\\$@^~]")
 _CSV_FIELD = re.compile(r"[,;]\S")
 _HARD_LINE_END = frozenset("{};:[(")
+MAX_GAP = 256
+"""Whitespace runs longer than this (characters) always separate chunks."""
+_LONG_GAP = re.compile(rf"\s{{{MAX_GAP + 1},}}")
 _SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)|[。！？]+[」』）]*")
 _NEXT_NONSPACE = re.compile(r"\s*")
 _WORD_BEFORE = re.compile(r"(\w+)$")
@@ -81,7 +84,7 @@ def chunk_text(
         raise ValueError(f"need 1 <= max_tokens ({max_tokens}) <= hard_max_tokens "
                          f"({hard_max_tokens})")
     units: list[tuple[int, int, int, bool]] = []
-    for start, end, heading in _sentence_units(text):
+    for start, end, heading in _without_gaps(text, _sentence_units(text)):
         tokens = count_tokens(text[start:end])
         if tokens <= hard_max_tokens:
             units.append((start, end, tokens, heading))
@@ -90,6 +93,18 @@ def chunk_text(
         for i, (s, e, n) in enumerate(pieces):
             units.append((s, e, n, heading and i == 0))
     return _pack(text, units, max_tokens)
+
+
+def _without_gaps(
+    text: str, units: list[tuple[int, int, bool]]
+) -> Iterator[tuple[int, int, bool]]:
+    """Split units at whitespace runs longer than MAX_GAP (padding must not swell a chunk)."""
+    for start, end, heading in units:
+        cut = start
+        for gap in _LONG_GAP.finditer(text, start, end):
+            yield cut, gap.start(), heading and cut == start
+            cut = gap.end()
+        yield cut, end, heading and cut == start
 
 
 def _pack(text: str, units: list[tuple[int, int, int, bool]], max_tokens: int) -> list[Chunk]:
@@ -112,7 +127,8 @@ def _pack(text: str, units: list[tuple[int, int, int, bool]], max_tokens: int) -
                             content_hash(body)))
 
     for start, end, tokens, heading in units:
-        if open_chunk and (total + tokens > max_tokens or (heading and total * 2 > max_tokens)):
+        full = total + tokens > max_tokens or (heading and total * 2 > max_tokens)
+        if open_chunk and (full or start - last > MAX_GAP):
             flush()
             open_chunk = False
         if not open_chunk:

@@ -10,6 +10,7 @@ import os
 import re
 import stat
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from html import unescape
 from html.parser import HTMLParser
@@ -388,3 +389,11 @@ def html_visible_text(source: str) -> str:
         parser.parts.append("\n" * missing)
     text = _SPACES.sub(" ", "".join(parser.parts))
     return _LINE_EDGE_SPACES.sub("\n", text).strip(" ")
+
+
+def link_inside(path: Path, folders: Iterable[Path]) -> bool:
+    """Whether a path is a symlink to a file inside one of the folders (indexed there already)."""
+    if not path.is_symlink():
+        return False
+    target = Path(os.path.realpath(path))
+    return target.is_file() and any(Path(os.path.realpath(folder)) in target.parents for folder in folders)

@@ -22,7 +22,7 @@ from .abstraction import AbstractJob
 from .chunking import chunk_text, content_hash
 from .config import Config
 from .dense import DenseIndex
-from .documents import is_supported, read_document
+from .documents import is_supported, link_inside, read_document
 from .embedding import Embedder, make_embedder
 from .errors import FileReadError, KBError, SkippedFile
 from .rerank import Reranker
@@ -277,7 +277,8 @@ class KnowledgeBase:
         return self._ignored(path)
 
     def _walk(self, folder: Path) -> Iterator[Path]:
-        """Files below a folder (no symlinked folders, ignore patterns applied)."""
+        """Files below a folder (no symlinked folders, no links to files inside it, ignore
+        patterns applied)."""
         data_dir = str(self.data_dir.resolve())
         for root, dirs, files in os.walk(folder, followlinks=False):
             root_path = Path(root)
@@ -286,8 +287,9 @@ class KnowledgeBase:
                 continue
             dirs[:] = sorted(d for d in dirs if not self._ignored(Path(d)))
             for name in sorted(files):
-                if not self._ignored(Path(name)):
-                    yield root_path / name
+                path = root_path / name
+                if not self._ignored(Path(name)) and not link_inside(path, [folder]):
+                    yield path
 
     def ingest(
         self, paths: Iterable[Path | str], progress: Progress | None = None,

@@ -15,7 +15,7 @@ from typing import Any
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from .documents import is_supported
+from .documents import is_supported, link_inside
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +285,8 @@ class FolderWatcher:
                 files.append(path)
             else:
                 missing.append(path)
-        files = [f for f in dict.fromkeys(files) if not _linked_folder(f)]
+        files = [f for f in dict.fromkeys(files)
+                 if not _linked_folder(f) and not link_inside(f, self.folders)]
         if missing and files and self._ingest_with_removals(missing, files):
             files = missing = []
         for path in missing:

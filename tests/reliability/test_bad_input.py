@@ -368,6 +368,29 @@ def test_symlink_loops_terminate_and_index_once(start, docs, when):
     assert sources(daemon, "wombat") == [str(ok)]
 
 
+@pytest.mark.parametrize("when", ["before start", "while running"])
+def test_link_to_a_file_inside_is_not_a_duplicate(start, docs, tmp_path, when):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target, far = good(docs, "pangolin"), good(outside, "axolotl")
+
+    def link() -> None:
+        (docs / "alias.md").symlink_to(target)
+        (docs / "far.md").symlink_to(far)
+
+    if when == "before start":
+        link()
+    daemon = start(docs)
+    if when == "while running":
+        assert_serving(daemon, "pangolin", target)
+        link()
+    wait_for(lambda: sources(daemon, "axolotl") == [str(docs / "far.md")])  # outside: indexed
+    wait_for(lambda: idle(daemon))
+    assert sources(daemon, "pangolin") == [str(target)]  # inside: only under its own name
+    assert sorted(f.path for f in daemon.kb.store.files()) == sorted(
+        [str(target), str(docs / "far.md")])
+
+
 ODD_NAMES = [
     "with space.md", "ünïcødé ✓ 日本.md", "new\nline.md", "-leading-dash.md", "a#b.md",
     "#tag.md", "100%.md", "%20encoded%2F.md", "semi;colon & 'quote\".md", "back\\slash.md",

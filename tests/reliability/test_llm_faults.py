@@ -200,7 +200,9 @@ def test_down_at_start_then_up_through_the_scheduled_job(config: Config, docs: P
 
         wait_for(regenerated)  # the scheduled job, after the (shortened) backoff
         assert fake.chats
-        assert api(daemon, "GET", "/api/status")[1]["abstracts"]["dirty"] == 0
+        status = api(daemon, "GET", "/api/status")[1]
+        assert status["abstracts"]["dirty"] == 0
+        assert status["abstracts"]["last_error"] == ""  # recovered: no stale error shown
         code, root = api(daemon, "GET", "/api/tree")
         assert code == 200 and root["dirty"] is False and is_llm(root["abstract"])
         assert query_ok(daemon)

@@ -144,6 +144,14 @@ def test_whitespace_only_gives_no_chunks() -> None:
     assert chunk_text(" \n\n\t \n", word_token_count) == []
 
 
+def test_whitespace_padding_never_swells_a_chunk() -> None:
+    text = "Alpha starts here" + " " * 3_000_000 + "and omega ends there.\n" + "\n" * 1000 + "Tail."
+    chunks = chunk_text(text, word_token_count, max_tokens=50)
+    check_chunks(text, chunks)
+    assert [c.text for c in chunks] == ["Alpha starts here", "and omega ends there.", "Tail."]
+    assert chunk_text("a  b\n\nc", word_token_count)[0].text == "a  b\n\nc"  # short gaps stay
+
+
 def test_bad_budgets_are_rejected() -> None:
     with pytest.raises(ValueError):
         chunk_text("text", word_token_count, max_tokens=300, hard_max_tokens=200)
