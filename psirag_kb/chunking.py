@@ -303,6 +303,11 @@ def _segments(text: str) -> list[tuple[int, int, bool]]:
     pos = 0
     size = len(text)
     while pos <= size:
+        blank = text.rfind("\n", pos, _NEXT_NONSPACE.match(text, pos).end())
+        if blank >= pos:  # a run of blank lines separates like a single one
+            lines.append(None)
+            pos = blank + 1
+            continue
         nl = text.find("\n", pos)
         stop = size if nl < 0 else nl
         s, e = _trim(text, pos, stop)
