@@ -1,16 +1,15 @@
 """Load: concurrent API query clients while the daemon ingests a burst of new files.
 
     python benchmarks/load.py --corpus /work/shared/data/2wiki_corpus/corpus.jsonl \
-        --questions /work/shared/data/2wiki_corpus/questions.jsonl \
         --leaves 10000 --clients 20 --duration 60 --burst 500
 
 Builds a base knowledge base of N corpus leaves (embeddings from the evaluation cache when
-present), starts the real daemon as its own process (`psirag-kb daemon`, the bundled MiniLM), then
-runs C client threads that send questions to POST /api/query (hybrid, k=5) back to back for D
-seconds; a few seconds in, B new files are written into the watched folder. Reports every
-request's outcome, latency percentiles (overall and while the burst was being indexed), the
-daemon's resident memory sampled from /proc, and when the burst became fully queryable. Prints
-one JSON object.
+present), starts the real daemon as its own process (`psirag-kb daemon`, the bundled MiniLM),
+then runs C client threads that send questions (`--questions`, else the corpus titles) to
+POST /api/query (hybrid, k=5) back to back for D seconds; a few seconds in, B new files are
+written into the watched folder. Reports every request's outcome, latency percentiles (overall
+and while the burst was being indexed), the daemon's resident memory sampled from /proc, and
+when the burst became fully queryable. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -194,7 +193,8 @@ def main() -> None:
             time.sleep(0.25)
         found = [post(url + "/api/query", {"text": f"loadmarker{n:04d}", "mode": "sparse",
                                            "k": 3})[1]["results"][0]["source"]
-                 == str(docs / f"burst{n:04d}.md") for n in rng.sample(range(args.burst), 20)]
+                 == str(docs / f"burst{n:04d}.md")
+                 for n in rng.sample(range(args.burst), min(20, args.burst))]
         status = get(url + "/api/status")
         sampling.set()
         sampler.join()
@@ -226,6 +226,7 @@ def main() -> None:
         "daemon_rss_mb": {
             "before": round(rss_before), "max_sampled": round(max(m for _, m in memory)),
             "after": round(rss_after), "peak_vmhwm": round(peak),
+            "every_10_s": [round(m) for t, m in memory if round(t - began, 1) % 10 < 0.5],
         },
         "leaves_after": status["chunks"],
         "watcher_errors": len(status["daemon"]["errors"]),

@@ -396,4 +396,5 @@ def link_inside(path: Path, folders: Iterable[Path]) -> bool:
     if not path.is_symlink():
         return False
     target = Path(os.path.realpath(path))
-    return target.is_file() and any(Path(os.path.realpath(folder)) in target.parents for folder in folders)
+    inside = any(Path(os.path.realpath(folder)) in target.parents for folder in folders)
+    return inside and target.is_file()

@@ -287,6 +287,9 @@ class FolderWatcher:
                 missing.append(path)
         files = [f for f in dict.fromkeys(files)
                  if not _linked_folder(f) and not link_inside(f, self.folders)]
+        for folder in self.folders:  # a file gone with its watched folder: the folder moved
+            if not folder.is_dir() and any(folder in path.parents for path in missing):
+                self._lost.add(folder)  # so it is rescanned when it comes back
         if missing and files and self._ingest_with_removals(missing, files):
             files = missing = []
         for path in missing:

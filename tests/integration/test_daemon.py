@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from daemon_helpers import api, wait_for
 
 from psirag_kb.cli import main
 from psirag_kb.client import DAEMON_FILE, HTTPClient, connect
@@ -19,31 +17,6 @@ from psirag_kb.config import Config
 from psirag_kb.daemon import Daemon, DaemonError
 
 QUIET = 0.2
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """Poll until the predicate holds; fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"condition not met before the deadline (last value {last!r})")
-
-
-def api(daemon: Daemon, method: str, path: str, body: Any = None,
-        token: str | None = None) -> tuple[int, dict[str, Any]]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(daemon.api.url + path, data=data, method=method)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def results(daemon: Daemon, text: str) -> list[dict[str, Any]]:

@@ -12,12 +12,13 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import FakeEmbedder
+from daemon_helpers import wait_for
 
 from psirag_kb import api as api_module
 from psirag_kb.config import Config
@@ -31,18 +32,6 @@ NOTES = {
     "penguin.md": "Penguins huddle against the antarctic wind.\n",
     "okapi.md": "Okapis hide in the Ituri rainforest.\n",
 }
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """Poll until the predicate holds; fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"condition not met before the deadline (last value {last!r})")
 
 
 class Served:

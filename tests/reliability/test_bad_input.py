@@ -8,19 +8,17 @@ file is indexed and that the daemon still answers /api/health and /api/query.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
 import shutil
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from daemon_helpers import api, wait_for
 
 import psirag_kb.kb as kb_module
 from psirag_kb.config import Config
@@ -32,28 +30,6 @@ MB = 1024 * 1024
 
 
 # -- helpers ------------------------------------------------------------------------------------
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """Poll until the predicate holds; fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"condition not met before the deadline (last value {last!r})")
-
-
-def api(daemon: Daemon, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(daemon.api.url + path, data=data, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def status(daemon: Daemon) -> dict[str, Any]:

@@ -12,11 +12,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from daemon_helpers import api, wait_for
 from fake_ollama import JUNK, FakeOllama
 
 import psirag_kb.abstraction as abstraction
@@ -29,28 +30,6 @@ TIMEOUT_S = 0.5
 NOTES = 12
 WORDS = ["harbour", "glacier", "orchard", "volcano", "lighthouse", "meadow",
          "canyon", "lagoon", "tundra", "savanna", "fjord", "prairie"]
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """Poll until the predicate holds; fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"condition not met before the deadline (last value {last!r})")
-
-
-def api(daemon: Daemon, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(daemon.api.url + path, data=data, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def query_ok(daemon: Daemon, word: str = "glacier") -> bool:

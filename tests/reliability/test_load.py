@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from daemon_helpers import wait_for
 
 from psirag_kb.config import Config
 from psirag_kb.daemon import Daemon
@@ -59,16 +60,9 @@ def idle(daemon: Daemon, expected: int) -> bool:
     return status["daemon"]["queue"] == 0 and status["files"]["indexed"] == expected
 
 
-def wait_for(predicate: Any, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "the daemon did not catch up"
-        time.sleep(0.1)
-
-
 def test_twenty_clients_during_a_burst_of_changes(daemon: Daemon) -> None:
     docs = daemon.folders[0]
-    wait_for(lambda: idle(daemon, 40))
+    wait_for(lambda: idle(daemon, 40), timeout=120)
     url = daemon.api.url + "/api/query"
     outcomes: list[tuple[int, str]] = []
     mutex = threading.Lock()
@@ -101,7 +95,7 @@ def test_twenty_clients_during_a_burst_of_changes(daemon: Daemon) -> None:
     assert len(outcomes) > CLIENTS
     failures = [o for o in outcomes if o[0] != 200 or o[1]]
     assert failures == [], failures[:5]
-    wait_for(lambda: idle(daemon, 130))
+    wait_for(lambda: idle(daemon, 130), timeout=120)
     for n in [*range(0, 20), *range(30, 40), *range(40, 140, 7)]:
         version = 1 if n < 20 else 0
         _, body = post(url, {"text": f"marker{n}v{version}", "mode": "sparse", "k": 3})
