@@ -125,8 +125,16 @@ class Daemon:
         self.watcher.start()
         self.watcher.scan()  # start-up reconciliation: what changed while we were down
         self.jobs.start()
+        threading.Thread(target=self._warm_up, name="psirag-warm-up", daemon=True).start()
         log.info("daemon %d serving %s for %s, watching %s", os.getpid(), self.api.url,
                  self.data_dir, ", ".join(map(str, self.folders)) or "nothing")
+
+    def _warm_up(self) -> None:
+        """Load the embedding model now, so the first query does not wait for it."""
+        try:
+            self._kb().embed_query("warm up")
+        except Exception:  # noqa: BLE001 - a model that cannot load fails the first query clearly
+            log.warning("could not load the embedding model at start-up", exc_info=True)
 
     def _jobs(self) -> Jobs:
         watch = self.config.watch
