@@ -17,16 +17,18 @@ def node_view(
     if live.root is None:
         raise KBError("the tree is empty: ingest some documents first")
     node = live.root if node_id is None else int(node_id)
-    if node < 0 or node not in live.children:
+    lone = node_id is None and node < 0  # one chunk and no abstract node yet: show it as a child
+    if not lone and (node < 0 or node not in live.children):
         if node < 0 and node in live.vectors:
             raise NodeNotFound(f"{node_id} is a leaf, not an abstract node")
         raise NodeNotFound(
             f"no tree node {node_id}; `psirag-kb tree` shows the root and its children"
         )
-    leaf_ids = [-k for k in live.children[node] if k < 0]
+    kids = [node] if lone else live.children[node]
+    leaf_ids = [-k for k in kids if k < 0]
     found = hits(leaf_ids) if leaf_ids else {}
     children = []
-    for kid in live.children[node]:
+    for kid in kids:
         if kid < 0:
             hit = found.get(-kid)
             children.append({
@@ -41,6 +43,9 @@ def node_view(
                 "id": kid, "kind": "node", "leaves": len(live.leaves_under(kid)),
                 "abstract": live.abstracts.get(kid, ""), "dirty": kid in live.dirty,
             })
+    if lone:
+        return {"id": 0, "layer": 1, "abstract": "", "dirty": False, "parent": None,
+                "leaves": 1, "children": children}
     return {
         "id": node,
         "layer": live.level(node),

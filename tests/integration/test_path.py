@@ -57,3 +57,14 @@ def test_path_over_the_daemon_api(config: Config, tmp_path: Path, fake_embedder)
             client._call("GET", "/api/path/abc")
     finally:
         daemon.stop()
+
+
+def test_a_one_chunk_tree_is_browsable(config: Config, tmp_path: Path, fake_embedder) -> None:
+    (tmp_path / "only.md").write_text("A lone heron waits by the pond.\n")
+    with LocalClient(KnowledgeBase(config, fake_embedder)) as client:
+        client.reindex(tmp_path / "only.md")
+        root = client.node()
+        [child] = root["children"]
+        assert child["kind"] == "leaf" and "heron" in child["abstract"]
+        assert root["leaves"] == 1 and child["source"] == str(tmp_path / "only.md")
+        assert client.path(child["id"]) == []
