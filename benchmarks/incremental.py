@@ -21,7 +21,8 @@ from pathlib import Path
 
 from psirag_kb.config import Config
 from psirag_kb.embedding import CachedEmbedder, make_embedder
-from psirag_kb.kb import IngestReport, KnowledgeBase, read_records
+from psirag_kb.ingestion import IngestReport, read_records
+from psirag_kb.kb import KnowledgeBase
 from psirag_kb.store import FileChange
 
 

@@ -165,7 +165,7 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
     forwarded = _ingest_via_daemon(args, config)
     if forwarded is not None:
         return forwarded
-    from .kb import IngestReport
+    from .ingestion import IngestReport
 
     total = IngestReport()
     with _open(config) as kb, _ProgressBar("indexing") as progress:

@@ -1,34 +1,27 @@
-"""The KnowledgeBase facade: ingest, remove, query and status over the stores."""
+"""The KnowledgeBase facade: stores, tree, query and status (ingest comes from ingestion.py)."""
 
 from __future__ import annotations
 
-import fnmatch
-import hashlib
-import json
 import logging
-import os
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .abstraction import AbstractJob
-from .chunking import chunk_text, content_hash
 from .config import Config
 from .dense import DenseIndex
-from .documents import is_supported, link_inside, read_document
 from .embedding import Embedder, make_embedder
-from .errors import FileReadError, KBError, SkippedFile
+from .errors import KBError
+from .ingestion import Ingestion
 from .rerank import Reranker
 from .retrieval import EVAL_MODES, MODES, Ranking, rrf
 from .sparse import SparseIndex
-from .store import ChunkRow, Delta, FileChange, FileRecord, Store
+from .store import Delta, FileChange, Store
 from .tree.drift import repair
 from .tree.live import LiveTree
 from .treeindex import TreeIndex
@@ -36,84 +29,15 @@ from .treeview import node_view, path_view
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[int, int, str], None]
-"""progress(done, total, current item)"""
 
-BATCH_FILES = 64
 DRIFT_TOLERANCE = 0.02
 """A subtree is rebuilt when its cost exceeds a local rebuild's by more than this fraction."""
 DRIFT_MAX_LEAVES = 4000
 """Largest subtree rebuilt in one piece."""
 SUMMARY_LEAVES = 18
-BATCH_CHUNKS = 1024
 
 
-@dataclass
-class IngestReport:
-    """What one ingest call did."""
-
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    removed: int = 0
-    renamed: int = 0
-    skipped: int = 0
-    failed: int = 0
-    chunks_embedded: int = 0
-    chunks_kept: int = 0
-    problems: list[tuple[str, str, str]] = field(default_factory=list)
-    """(path, state, reason) of skipped and failed files."""
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly form."""
-        data = dict(self.__dict__)
-        data["problems"] = [{"path": p, "state": s, "reason": r} for p, s, r in self.problems]
-        return data
-
-
-def file_hash(data: bytes) -> str:
-    """Content hash of a file's bytes."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def _storable(path: Path) -> bool:
-    """Whether a path can be stored in DuckDB (names that are not UTF-8 decode to surrogates)."""
-    try:
-        str(path).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _printable(path: Path) -> str:
-    """A path with undecodable bytes shown as \\xNN escapes."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
-def path_hash(path: Path) -> str:
-    """Content hash of a file on disk, read in blocks (the same value as `file_hash`)."""
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def read_records(path: Path, data: bytes) -> list[ChunkRow]:
-    """One chunk row per {"id","title","text"} line of a benchmark corpus."""
-    rows: list[ChunkRow] = []
-    for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-            title, text = str(item.get("title", "")).strip(), str(item["text"]).strip()
-            source = str(item["id"])
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise KBError(f"{path}:{number}: not a {{id, title, text}} record ({exc})") from exc
-        body = f"{title}\n{text}" if title else text
-        rows.append(ChunkRow(len(rows), source, None, None, None, None, body, content_hash(body)))
-    return rows
-
-
-class KnowledgeBase:
+class KnowledgeBase(Ingestion):
     """One knowledge base in a data directory; the only object the CLI, API and TUI use."""
 
     def __init__(self, config: Config, embedder: Embedder | None = None) -> None:
@@ -258,296 +182,6 @@ class KnowledgeBase:
             with self._lock:
                 self._defer_tree = False
                 self._build_tree(*self.store.all_vectors())
-
-    # -- ingest -----------------------------------------------------------------------------
-
-    def _ignored(self, path: Path) -> bool:
-        """Whether a path component matches an ignore pattern or is hidden."""
-        for part in path.parts:
-            if part in ("", "/", ".", ".."):
-                continue
-            if not self.config.ingest.include_hidden and part.startswith("."):
-                return True
-            if any(fnmatch.fnmatch(part, pattern) for pattern in self.config.ingest.ignore):
-                return True
-        return False
-
-    def ignored(self, path: Path) -> bool:
-        """Whether a path (relative to a watched or ingested folder) is never indexed."""
-        return self._ignored(path)
-
-    def _walk(self, folder: Path) -> Iterator[Path]:
-        """Files below a folder (no symlinked folders, no links to files inside it, ignore
-        patterns applied)."""
-        data_dir = str(self.data_dir.resolve())
-        for root, dirs, files in os.walk(folder, followlinks=False):
-            root_path = Path(root)
-            if str(root_path.resolve()).startswith(data_dir):
-                dirs[:] = []
-                continue
-            dirs[:] = sorted(d for d in dirs if not self._ignored(Path(d)))
-            for name in sorted(files):
-                path = root_path / name
-                if not self._ignored(Path(name)) and not link_inside(path, [folder]):
-                    yield path
-
-    def ingest(
-        self, paths: Iterable[Path | str], progress: Progress | None = None,
-        keep_vanished: bool = False,
-    ) -> IngestReport:
-        """Index files and folders; unchanged files are skipped, missing ones removed.
-
-        A known file that vanishes between listing and reading is removed, unless
-        `keep_vanished` (the watcher's choice: the delete or move event that follows decides,
-        so a folder moved mid-ingest keeps its leaves).
-        """
-        report = IngestReport()
-        files: list[Path] = []
-        removals: list[str] = []
-        for raw in paths:
-            path = Path(os.path.abspath(os.path.expanduser(raw)))
-            if path.is_dir():
-                found = list(self._walk(path))
-                files.extend(found)
-                present = {str(p) for p in found}
-                with self._lock:
-                    known = self.store.files(str(path))
-                removals.extend(
-                    r.path for r in known if r.origin == "file" and r.path not in present
-                )
-            elif path.is_file():
-                files.append(path)
-            elif self.is_indexed(path):
-                removals.append(str(path))
-            else:
-                raise KBError(f"{path} does not exist")
-        for path in [p for p in files if not _storable(p)]:
-            files.remove(path)
-            report.failed += 1
-            report.problems.append((_printable(path), "failed",
-                                    "file name is not valid UTF-8; rename the file to index it"))
-        with self._bulk():
-            with self._lock:
-                removals = self._renames(files, removals, report)
-                if removals:
-                    self._apply([], removals)
-                    report.removed += len(removals)
-            total = len(files)
-            for start in range(0, total, BATCH_FILES):
-                batch = files[start:start + BATCH_FILES]
-                self._ingest_batch(batch, report, keep_vanished)
-                if progress:
-                    progress(min(start + len(batch), total), total, str(batch[-1]))
-        return report
-
-    def _renames(self, files: list[Path], removals: list[str], report: IngestReport) -> list[str]:
-        """Turn a vanished file plus a new file with the same content into a rename."""
-        if not removals:
-            return removals
-        by_hash = {}
-        for path, record in self.store.records(removals).items():
-            if record.state == "indexed" and record.hash:
-                by_hash.setdefault(record.hash, path)
-        known = self.store.records(str(p) for p in files) if by_hash else {}
-        left = set(removals)
-        for path in files:
-            if not by_hash or str(path) in known:
-                continue
-            try:
-                digest = path_hash(path)
-            except OSError:
-                continue
-            old = by_hash.pop(digest, None)
-            if old is not None and self.store.rename(old, str(path)):
-                left.discard(old)
-                report.renamed += 1
-        return [p for p in removals if p in left]
-
-    def is_indexed(self, path: Path | str) -> bool:
-        """Whether a file, or anything below a folder, is known to the knowledge base."""
-        with self._lock:
-            return bool(self.store.files(os.path.abspath(path)))
-
-    def rename(self, old: Path | str, new: Path | str) -> bool:
-        """A file moved: its record and leaves stay, its path changes."""
-        with self._lock:
-            return self.store.rename(os.path.abspath(old), os.path.abspath(new))
-
-    def _prepare(
-        self, path: Path, record: FileRecord | None, report: IngestReport,
-        keep_vanished: bool = False,
-    ) -> FileChange | None:
-        """Read and chunk one file (known as `record`); None when it is unchanged."""
-        key = str(path)
-        try:
-            before = path.stat()
-            if not is_supported(path):
-                raise SkippedFile(f"unsupported file type {path.suffix or '(no extension)'}")
-            if before.st_size > self.config.ingest.max_file_bytes:
-                raise SkippedFile(
-                    f"file too large ({before.st_size} bytes > limit "
-                    f"{self.config.ingest.max_file_bytes})"
-                )
-            digest = path_hash(path)
-            if record and record.hash == digest and record.state != "failed":
-                report.unchanged += 1
-                return None
-            document = read_document(path, max_bytes=self.config.ingest.max_file_bytes)
-            after = path.stat()
-            if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
-                raise FileReadError(f"{path} changed while being read; will retry")
-        except SkippedFile as exc:
-            report.skipped += 1
-            report.problems.append((key, "skipped", exc.reason))
-            size = before.st_size if "before" in locals() else 0
-            return FileChange(key, "file", "", size, 0.0, "skipped", exc.reason)
-        except FileNotFoundError:
-            if keep_vanished:
-                return None
-            report.removed += record is not None
-            return FileChange(key, "file", "", 0, 0.0, "removed") if record else None
-        except (FileReadError, OSError) as exc:
-            report.failed += 1
-            reason = str(exc) if isinstance(exc, FileReadError) else f"cannot read: {exc}"
-            report.problems.append((key, "failed", reason))
-            return FileChange(key, "file", "", 0, 0.0, "failed", reason, keep_chunks=True)
-        chunks = chunk_text(
-            document.text, self.embedder.count_tokens,
-            max_tokens=self.config.ingest.chunk_tokens,
-            hard_max_tokens=self.config.ingest.max_chunk_tokens,
-        )
-        rows = [
-            ChunkRow(c.ordinal, key, c.start, c.end, c.line_first, c.line_last, c.text, c.hash)
-            for c in chunks
-        ]
-        if record is None:
-            report.added += 1
-        else:
-            report.updated += 1
-        change = FileChange(key, "file", digest, after.st_size, after.st_mtime, "indexed", "", rows)
-        if not rows:
-            change.state, change.reason = "skipped", "no text to index"
-            report.skipped += 1
-            report.problems.append((key, "skipped", change.reason))
-        return change
-
-    def _reuse_and_embed(self, changes: list[FileChange], report: IngestReport) -> None:
-        """Keep chunks whose hash is unchanged; embed the others in one pass."""
-        pending: list[ChunkRow] = []
-        with self._lock:
-            records = self.store.records(change.path for change in changes)
-        for change in changes:
-            record = records.get(change.path)
-            with self._lock:
-                known = self.store.chunk_hashes(record.id) if record else []
-            old: dict[str, list[int]] = defaultdict(list)
-            if change.state == "indexed":
-                for chunk_id, chunk_hash in known:
-                    old[chunk_hash].append(chunk_id)
-            for row in change.chunks:
-                if row.id is not None:
-                    continue
-                if old.get(row.hash):
-                    row.id = old[row.hash].pop(0)
-                    report.chunks_kept += 1
-                else:
-                    pending.append(row)
-        if pending:
-            started = time.perf_counter()
-            vectors = self.embedder.embed([row.text for row in pending])
-            self.embed_seconds += time.perf_counter() - started
-            for row, vector in zip(pending, vectors, strict=True):
-                row.vector = vector
-            report.chunks_embedded += len(pending)
-
-    def _ingest_batch(
-        self, paths: list[Path], report: IngestReport, keep_vanished: bool = False
-    ) -> None:
-        """Prepare, embed and commit a batch of files."""
-        changes = []
-        with self._lock:
-            records = self.store.records(str(p) for p in paths)
-        for path in paths:
-            try:
-                change = self._prepare(path, records.get(str(path)), report, keep_vanished)
-            except Exception as exc:  # noqa: BLE001 - one bad file never stops the run
-                log.exception("unexpected error reading %s", path)
-                report.failed += 1
-                report.problems.append((str(path), "failed", f"unexpected error: {exc}"))
-                change = FileChange(str(path), "file", "", 0, 0.0, "failed",
-                                    f"unexpected error: {exc}")
-            if change is not None:
-                changes.append(change)
-        removals = [c.path for c in changes if c.state == "removed"]
-        changes = [c for c in changes if c.state != "removed"]
-        if changes or removals:
-            self._reuse_and_embed(changes, report)
-            with self._lock:
-                self._apply(changes, removals)
-
-    def ingest_jsonl(self, path: Path | str, progress: Progress | None = None) -> IngestReport:
-        """Index a benchmark corpus: one leaf per {"id","title","text"} record."""
-        path = Path(os.path.abspath(path))
-        report = IngestReport()
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise KBError(f"cannot read corpus {path}: {exc}") from exc
-        digest = file_hash(data)
-        with self._lock:
-            record = self.store.file(str(path))
-        if record and record.hash == digest:
-            report.unchanged += 1
-            return report
-        rows = read_records(path, data)
-        change = FileChange(str(path), "corpus", digest, len(data), path.stat().st_mtime,
-                            "indexed", "", rows)
-        with self._lock, self._bulk():
-            if record is None:
-                report.added += 1
-            else:
-                report.updated += 1
-            self._reuse_and_embed([change], report)
-            self._apply([change])
-        if progress:
-            progress(len(rows), len(rows), str(path))
-        return report
-
-    def ingest_corpora(
-        self, corpora: Iterable[Path], batches: int = 1, seed: int = 0
-    ) -> dict[str, float]:
-        """Index benchmark corpora: at once, or shuffled in sequential incremental batches."""
-        self.embed_seconds = self.tree_seconds = 0.0
-        if batches <= 1:
-            with self._lock, self._bulk():
-                for corpus in corpora:
-                    self.ingest_jsonl(corpus)
-        else:
-            rows = [row for corpus in corpora
-                    for row in read_records(Path(corpus), Path(corpus).read_bytes())]
-            order = np.random.default_rng(seed).permutation(len(rows))
-            for number, part in enumerate(np.array_split(order, batches)):
-                batch = [rows[i] for i in part]
-                for ordinal, row in enumerate(batch):
-                    row.ordinal = ordinal
-                change = FileChange(f"batch-{number:05d}", "corpus", f"batch-{number}",
-                                    0, 0.0, "indexed", "", batch)
-                with self._lock:
-                    self._reuse_and_embed([change], IngestReport())
-                    self._apply([change])
-        return {"embed_s": round(self.embed_seconds, 2),
-                "tree_build_s": round(self.tree_seconds, 2)}
-
-    def remove(self, paths: Iterable[Path | str]) -> int:
-        """Forget files (and everything below folders); returns how many were removed."""
-        targets: list[str] = []
-        with self._lock:
-            for raw in paths:
-                key = os.path.abspath(os.path.expanduser(raw))
-                targets.extend(r.path for r in self.store.files(key))
-            if targets:
-                self._apply([], targets)
-        return len(targets)
 
     # -- query ------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from daemon_helpers import api, wait_for
 
-import psirag_kb.kb as kb_module
+import psirag_kb.ingestion as ingestion
 from psirag_kb.config import Config
 from psirag_kb.daemon import Daemon
 
@@ -233,7 +233,7 @@ def test_file_created_and_deleted_at_once_leaves_nothing(start, docs):
 def test_file_deleted_between_event_and_read(start, docs, monkeypatch):
     """The file vanishes inside the reader: a retryable failure, then its delete event cleans up."""
     daemon = start(docs)
-    real = kb_module.read_document
+    real = ingestion.read_document
     vanished: list[Path] = []
 
     def vanish_then_read(path: Path, **kwargs: Any) -> Any:
@@ -242,7 +242,7 @@ def test_file_deleted_between_event_and_read(start, docs, monkeypatch):
             vanished.append(path)
         return real(path, **kwargs)
 
-    monkeypatch.setattr(kb_module, "read_document", vanish_then_read)
+    monkeypatch.setattr(ingestion, "read_document", vanish_then_read)
     gone = docs / "vanishing.md"
     gone.write_text("A note about a mayfly that will not be there.\n")
     ok = good(docs, "axolotl")
@@ -279,14 +279,14 @@ def test_unreadable_file_chmod_000(start, docs):
 def test_unreadable_file_simulated(start, docs, monkeypatch):
     """The same as chmod 000, by making the open fail (root can read anything)."""
     daemon = start(docs)
-    real = kb_module.path_hash
+    real = ingestion.path_hash
 
     def denied(path: Path) -> str:
         if Path(path).name == "locked.md":
             raise PermissionError(13, "Permission denied", str(path))
         return real(path)
 
-    monkeypatch.setattr(kb_module, "path_hash", denied)
+    monkeypatch.setattr(ingestion, "path_hash", denied)
     locked = docs / "locked.md"
     locked.write_text("A secret note about a dormouse.\n")
     ok = good(docs, "tapir")

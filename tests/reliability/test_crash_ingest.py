@@ -23,9 +23,9 @@ from crash_worker import HashEmbedder  # noqa: E402
 
 def worker(data_dir: str, folder: str) -> None:
     """Ingest a folder file by file in small batches (run in a subprocess)."""
-    import psirag_kb.kb as kb_module
+    import psirag_kb.ingestion as ingestion
 
-    kb_module.BATCH_FILES = 7
+    ingestion.BATCH_FILES = 7
     config = Config().with_data_dir(Path(data_dir))
     with KnowledgeBase(config, embedder=HashEmbedder()) as kb:
         print("ready", flush=True)

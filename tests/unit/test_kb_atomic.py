@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from psirag_kb.kb import IngestReport, KnowledgeBase
+from psirag_kb.ingestion import IngestReport
+from psirag_kb.kb import KnowledgeBase
 from psirag_kb.sparse import plain_query
 from psirag_kb.store import Store
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from psirag_kb.kb import IngestReport
+from psirag_kb.ingestion import IngestReport
 from psirag_kb.watcher import FolderWatcher
 
 QUIET = 0.3
