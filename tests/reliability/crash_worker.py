@@ -7,9 +7,7 @@ the OOM killer could strike. Without POINT it runs until SIGTERM.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import signal
 import sys
 import threading
@@ -24,28 +22,20 @@ from psirag_kb.abstraction import AbstractJob
 from psirag_kb.config import Config
 from psirag_kb.daemon import run_daemon
 from psirag_kb.dense import DenseIndex
-from psirag_kb.embedding import normalise
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.sparse import SparseIndex
 from psirag_kb.store import Store
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for conftest
+from conftest import FakeEmbedder  # noqa: E402
 
-class HashEmbedder:
-    """Bag-of-words vectors with a small per-text delay, so kills can land mid-batch."""
 
-    name = "crash-test-bow"
-    dim = 32
+class HashEmbedder(FakeEmbedder):
+    """The tests' bag-of-words embedder with a small per-text delay, so kills land mid-batch."""
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                out[row, int(hashlib.md5(word.encode()).hexdigest()[:6], 16) % self.dim] += 1
         time.sleep(0.001 * len(texts))
-        return normalise(out + 1e-3)
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.split())
+        return super().embed(texts)
 
 
 class Trigger:
