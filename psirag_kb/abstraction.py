@@ -50,7 +50,7 @@ class AbstractJob:
     def status(self) -> dict[str, Any]:
         """Dirty count, last run and errors, for `status`."""
         return {
-            "dirty": len(self.kb.tree_index.live.dirty),
+            "dirty": len(self.kb.tree_index.view.dirty),
             "kind": self.kb.config.tree.abstract_kind if self.llm else "keyword",
             "source": "ollama" if self.llm else "offline",
             "last_run": self.last_run,
@@ -82,12 +82,12 @@ class AbstractJob:
         started = time.perf_counter()
         kb = self.kb
         use_llm = self._llm_ready()
-        with kb._lock:
-            live = kb.tree_index.live
-            by_layer: dict[int, list[int]] = defaultdict(list)
-            for node in live.dirty:
-                if node in live.children:
-                    by_layer[live.level(node)].append(node)
+        view = kb.tree_index.view
+        by_layer: dict[int, list[int]] = defaultdict(list)
+        if view.tree is not None:
+            for node in view.dirty:
+                if node in view.row:
+                    by_layer[int(view.tree.layer[view.row[node]])].append(node)
         done = failed = 0
         for layer in sorted(by_layer):
             nodes = sorted(by_layer[layer])
@@ -112,29 +112,16 @@ class AbstractJob:
         return self.last_result
 
     def _batch(self, nodes: list[int], layer: int, use_llm: bool) -> tuple[int, int]:
-        """Abstract one batch of same-layer nodes and commit them."""
+        """Abstract one batch of same-layer nodes and commit them.
+
+        Reading the children and writing the abstracts are writer tasks; generating the text
+        (the LLM, or the offline extractor) happens outside, so writes go on meanwhile.
+        """
         kb = self.kb
-        with kb._lock:
-            live = kb.tree_index.live
-            nodes = [n for n in nodes if n in live.children and n in live.dirty]
-            shapes = {n: tuple(live.children[n]) for n in nodes}
-            if layer == 1:
-                leaf_ids = [-k for n in nodes for k in live.children[n]]
-                hits = kb.store.hits(leaf_ids)
-                groups = [[hits[-k].text for k in live.children[n] if -k in hits] for n in nodes]
-                vectors = [np.stack([live.vectors[k] for k in live.children[n]]) for n in nodes]
-            else:
-                groups = [[live.abstracts.get(k, "") for k in live.children[n]] for n in nodes]
-                groups = [[t for t in group if t] for group in groups]
-                vectors = None
-            keep_dirty = {n for n in nodes if self.llm is not None and not use_llm}
-            if keep_dirty:  # the LLM is down: offline keywords only where nothing exists yet
-                selected = [i for i, n in enumerate(nodes) if n not in live.abstracts]
-                nodes = [nodes[i] for i in selected]
-                groups = [groups[i] for i in selected]
-                vectors = None if vectors is None else [vectors[i] for i in selected]
-        if not nodes:
+        work = kb.writer.call(lambda: self._read(nodes, layer, use_llm))
+        if work is None:
             return 0, 0
+        nodes, groups, vectors, shapes, keep_dirty = work
         texts: list[str | None]
         errors = 0
         if use_llm and self.llm_abstractor is not None:
@@ -155,8 +142,40 @@ class AbstractJob:
             texts = list(self.keywords.abstract_many(groups, vectors))
         fresh = [t for t in texts if t]
         embedded = dict(zip(fresh, self.embedder.embed(fresh), strict=True)) if fresh else {}
+        made = kb.writer.call(lambda: self._write(nodes, texts, embedded, shapes, keep_dirty))
+        return made, errors
+
+    def _read(self, nodes: list[int], layer: int, use_llm: bool) -> tuple | None:
+        """The children's texts (or abstracts) of the nodes still dirty (on the writer)."""
+        kb = self.kb
+        live = kb.tree_index.live
+        nodes = [n for n in nodes if n in live.children and n in live.dirty]
+        shapes = {n: tuple(live.children[n]) for n in nodes}
+        if layer == 1:
+            leaf_ids = [-k for n in nodes for k in live.children[n]]
+            hits = kb.store.hits(leaf_ids)
+            groups = [[hits[-k].text for k in live.children[n] if -k in hits] for n in nodes]
+            vectors = [np.stack([live.vectors[k] for k in live.children[n]]) for n in nodes]
+        else:
+            groups = [[live.abstracts.get(k, "") for k in live.children[n]] for n in nodes]
+            groups = [[t for t in group if t] for group in groups]
+            vectors = None
+        keep_dirty = {n for n in nodes if self.llm is not None and not use_llm}
+        if keep_dirty:  # the LLM is down: offline keywords only where nothing exists yet
+            selected = [i for i, n in enumerate(nodes) if n not in live.abstracts]
+            nodes = [nodes[i] for i in selected]
+            groups = [groups[i] for i in selected]
+            vectors = None if vectors is None else [vectors[i] for i in selected]
+        if not nodes:
+            return None
+        return nodes, groups, vectors, shapes, keep_dirty
+
+    def _write(self, nodes: list[int], texts: list[str | None], embedded: dict[str, Any],
+               shapes: dict[int, tuple[int, ...]], keep_dirty: set[int]) -> int:
+        """Store the abstracts of nodes whose children did not change meanwhile (on the writer)."""
+        kb = self.kb
         made = 0
-        with kb._lock:
+        with kb._tree_edit():
             live = kb.tree_index.live
             for node, text in zip(nodes, texts, strict=True):
                 if text is None or node not in live.children:
@@ -169,4 +188,4 @@ class AbstractJob:
                 made += 1
             with kb.store.transaction():
                 kb.store.write_tree(live)
-        return made, errors
+        return made

@@ -6,8 +6,8 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
-from contextlib import closing
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,17 +90,21 @@ def _config(args: argparse.Namespace) -> Config:
     return config
 
 
-def _open(config: Config):
-    from .client import daemon_info
-    from .kb import KnowledgeBase
+@contextmanager
+def _open(config: Config) -> Iterator[Any]:
+    """The knowledge base in-process, holding the data directory until the command ends."""
+    from .client import daemon_info, open_local
 
-    info = daemon_info(config.data_dir)
-    if info is not None:
+    local = open_local(config)
+    if local is None:
+        info = daemon_info(config.data_dir) or {}
+        pid = info.get("pid", "?")
         raise KBError(
-            f"the daemon (pid {info['pid']}, {info['url']}) owns {config.data_dir}; stop it "
-            f"with `kill {info['pid']}` first"
+            f"the daemon (pid {pid}, {info.get('url', 'starting')}) owns {config.data_dir}; "
+            f"stop it with `kill {pid}` first"
         )
-    return KnowledgeBase(config)
+    with local:
+        yield local.kb
 
 
 def _client(config: Config):

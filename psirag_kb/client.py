@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -11,12 +13,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .config import Config, api_token
+from .datadir import COMMAND, DAEMON, LOCK_FILE, DataDirLock, holder
 from .errors import KBError, NodeNotFound
+
+__all__ = ["DAEMON_FILE", "LOCK_FILE", "HTTPClient", "LocalClient", "connect", "open_local",
+           "running_daemon"]
 
 DAEMON_FILE = "daemon.json"
 """In the data directory while a daemon runs: {"pid", "url", "data_dir", "started"}."""
-LOCK_FILE = "daemon.lock"
-"""In the data directory: holds the pid of the daemon that owns it."""
+DAEMON_START_WAIT_S = 300.0
+"""How long a command waits for a starting daemon's API (it may be opening a large KB)."""
 TIMEOUT_S = 30.0
 REINDEX_TIMEOUT_S = 3600.0
 HEALTH_TIMEOUT_S = 2.0
@@ -160,10 +166,11 @@ def _streamed_answer(response: Any, on_step: Callable[[dict[str, Any]], None],
 
 
 class LocalClient:
-    """The knowledge base opened in this process."""
+    """The knowledge base opened in this process (holding the data directory's lock)."""
 
-    def __init__(self, kb: Any) -> None:
+    def __init__(self, kb: Any, lock: DataDirLock | None = None) -> None:
         self.kb = kb
+        self._lock = lock
 
     def query(self, text: str, mode: str | None = None, k: int | None = None,
               summarize: bool = False) -> dict[str, Any]:
@@ -192,8 +199,12 @@ class LocalClient:
         return self.kb.ingest([path]).as_dict()
 
     def close(self) -> None:
-        """Close the stores."""
-        self.kb.close()
+        """Close the stores and free the data directory."""
+        try:
+            self.kb.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
 
     def __enter__(self) -> LocalClient:
         return self
@@ -202,29 +213,76 @@ class LocalClient:
         self.close()
 
 
-def running_daemon(config: Config) -> HTTPClient | None:
-    """A client for the daemon that owns the data directory, if one answers."""
-    info = daemon_info(config.data_dir)
-    if info is None:
-        return None
-    client = HTTPClient(info["url"], api_token(config))
+def running_daemon(config: Config, wait_s: float = DAEMON_START_WAIT_S) -> HTTPClient | None:
+    """A client for the daemon that owns the data directory, if one runs.
+
+    A daemon that holds the data directory but does not answer yet (it is starting) is waited
+    for, up to `wait_s`.
+    """
+    deadline = time.monotonic() + wait_s
+    told = False
+    while True:
+        info = daemon_info(config.data_dir)
+        owner = holder(config.data_dir)
+        starting = owner is not None and owner.role == DAEMON and pid_alive(owner.pid)
+        if info is None and not starting:
+            return None
+        error: KBError | None = None
+        if info is not None:
+            client = HTTPClient(info["url"], api_token(config))
+            try:
+                health = client.health()
+            except KBError as exc:
+                error = exc
+            else:
+                if int(health.get("pid", -1)) == int(info["pid"]):
+                    return client
+                if not starting:
+                    return None
+        if time.monotonic() >= deadline:
+            pid = info["pid"] if info is not None else owner.pid if owner else "?"
+            raise KBError(
+                f"a daemon (pid {pid}) owns {config.data_dir} but its API does not answer"
+                f"{f' ({error})' if error else ''}; wait for it to start, or stop it with "
+                f"`kill {pid}`"
+            ) from None
+        if not told:
+            print(f"waiting for the daemon that is starting on {config.data_dir}",
+                  file=sys.stderr)
+            told = True
+        time.sleep(0.2)
+
+
+def open_local(config: Config, embedder: Any = None) -> LocalClient | None:
+    """The knowledge base in-process, holding the data directory; None when a daemon owns it.
+
+    A command holding the data directory is waited for.
+    """
+    from .kb import KnowledgeBase
+
+    lock = DataDirLock(config.data_dir)
+    told = False
+    while (found := lock.try_acquire(COMMAND)) is not None:
+        if found.role == DAEMON:
+            return None
+        if not told:
+            print(f"waiting for psirag-kb (pid {found.pid}) to finish with {config.data_dir}",
+                  file=sys.stderr)
+            told = True
+        time.sleep(0.1)
     try:
-        health = client.health()
-    except KBError as exc:
-        raise KBError(
-            f"a daemon (pid {info['pid']}) owns {config.data_dir} but its API does not answer "
-            f"({exc}); wait for it to start, or stop it with `kill {info['pid']}`"
-        ) from None
-    if int(health.get("pid", -1)) != int(info["pid"]):
-        return None
-    return client
+        return LocalClient(KnowledgeBase(config, embedder), lock)
+    except BaseException:
+        lock.release()
+        raise
 
 
 def connect(config: Config, embedder: Any = None) -> KBClient:
     """The running daemon's API when one owns the data directory, else the KB in-process."""
-    client = running_daemon(config)
-    if client is not None:
-        return client
-    from .kb import KnowledgeBase
-
-    return LocalClient(KnowledgeBase(config, embedder))
+    while True:
+        client = running_daemon(config)
+        if client is not None:
+            return client
+        local = open_local(config, embedder)
+        if local is not None:
+            return local

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import logging.handlers
@@ -15,59 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from .api import APIServer
-from .client import DAEMON_FILE, LOCK_FILE
+from .client import DAEMON_FILE
 from .config import Config, api_token
+from .datadir import DAEMON, DaemonError, DataDirLock
 from .errors import KBError
+from .paths import inside
 from .scheduler import Jobs
 from .watcher import FolderWatcher, Stopping
 
 log = logging.getLogger(__name__)
 
+__all__ = ["Daemon", "DaemonError", "DataDirLock", "configure_logging", "run_daemon"]
+
 LOG_FILE = "daemon.log"
 LOG_BYTES = 5_000_000
 LOG_BACKUPS = 3
-
-
-class DaemonError(KBError):
-    """The daemon cannot start (data directory taken, port in use)."""
-
-
-class DataDirLock:
-    """An exclusive flock on `daemon.lock` holding our pid; a dead holder's lock is free."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.path = Path(data_dir) / LOCK_FILE
-        self._handle: Any = None
-
-    def acquire(self) -> None:
-        """Take the lock or raise a DaemonError naming the process that holds it."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held until release
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            handle.close()
-            raise DaemonError(
-                f"another daemon (pid {holder}) already owns {self.path.parent}; stop it with "
-                f"`kill {holder}` or use another --data-dir"
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        self._handle = handle
-
-    def release(self) -> None:
-        """Drop the lock and its file."""
-        if self._handle is None:
-            return
-        try:
-            self.path.unlink(missing_ok=True)
-        finally:
-            self._handle.close()
-            self._handle = None
 
 
 def configure_logging(data_dir: Path, verbose: bool = False) -> None:
@@ -107,7 +68,7 @@ class Daemon:
         """Own the data directory, open the KB, serve, watch, reconcile and schedule."""
         from .kb import KnowledgeBase
 
-        self._lock.acquire()
+        self._lock.acquire(DAEMON, wait_s=None)  # first of all; waits for a running command
         try:
             self.kb = KnowledgeBase(self.config, self.embedder)
             self.api = APIServer(self, self.config.api.host, self.config.api.port,
@@ -216,7 +177,8 @@ class Daemon:
         assert self.api is not None and self.watcher is not None and self.jobs is not None
         return {
             "pid": os.getpid(), "url": self.api.url, "started": self.started,
-            "queue": self.watcher.queue_size, "processed": self.watcher.processed,
+            "queue": self.watcher.queue_size + self.kb.writer.queued,
+            "processed": self.watcher.processed,
             "errors": list(self.watcher.errors)[-10:], "jobs": self.jobs.status(),
         }
 
@@ -259,11 +221,10 @@ class Daemon:
         if not os.path.isabs(raw) or ".." in Path(raw).parts:
             raise KBError(f"{raw!r} must be an absolute path without '..'")
         path = Path(os.path.abspath(raw))
-        real = Path(os.path.realpath(path))
-        for folder in self.folders:
-            real_folder = Path(os.path.realpath(folder))
-            if real == real_folder or real_folder in real.parents:
-                return path
+        if inside(path, self.data_dir):
+            raise KBError(f"{path} is inside the data directory, which is never indexed")
+        if any(inside(path, folder) for folder in self.folders):
+            return path
         if self._kb().is_indexed(path) and not path.is_dir():
             return path  # a file indexed before, never a folder around it (such as "/")
         raise KBError(f"{path} is neither inside a watched folder nor indexed; add its folder "

@@ -62,6 +62,7 @@ class SentenceTransformerEmbedder:
         self._config = config
         self._model = None
         self._lock = threading.Lock()
+        self._use = threading.Lock()  # a model's tokenizer must not be used by two threads at once
         self._dim: int | None = None
 
     def _load(self):
@@ -106,19 +107,83 @@ class SentenceTransformerEmbedder:
         model = self._load()
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = model.encode(
-            list(texts),
-            batch_size=self._config.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
+        with self._use:
+            vectors = model.encode(
+                list(texts),
+                batch_size=self._config.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
     def count_tokens(self, text: str) -> int:
         """Token count from the model's own tokenizer."""
         tokenizer = self._load().tokenizer
-        return len(tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
+        with self._use:
+            return len(tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
+
+
+class QueryEmbedder:
+    """Embeds questions for many threads at once: those that arrive together share one call.
+
+    One thread feeds the model, so a burst of concurrent questions costs one batched forward
+    pass instead of one pass each, and no question waits behind another thread's lock.
+    """
+
+    MAX_BATCH = 64
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self._waiting: list[_Question] = []
+        self._ready = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def embed_one(self, text: str) -> np.ndarray:
+        """The unit vector of one question."""
+        question = _Question(text)
+        with self._ready:
+            self._waiting.append(question)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="psirag-query-embed",
+                                                daemon=True)
+                self._thread.start()
+            self._ready.notify()
+        question.done.wait()
+        if question.error is not None:
+            raise question.error
+        assert question.vector is not None
+        return question.vector
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                if not self._ready.wait_for(lambda: self._waiting, timeout=60.0):
+                    self._thread = None
+                    return
+                batch = self._waiting[: self.MAX_BATCH]
+                del self._waiting[: self.MAX_BATCH]
+            try:
+                vectors = self.inner.embed([q.text for q in batch])
+                for question, vector in zip(batch, vectors, strict=True):
+                    question.vector = np.asarray(vector, dtype=np.float32)
+            except BaseException as exc:  # noqa: BLE001 - every waiting caller gets the error
+                for question in batch:
+                    question.error = exc
+            for question in batch:
+                question.done.set()
+
+
+class _Question:
+    """One question waiting for its vector."""
+
+    __slots__ = ("text", "vector", "error", "done")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.vector: np.ndarray | None = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
 
 
 class CachedEmbedder:

@@ -19,15 +19,16 @@ import numpy as np
 from .chunking import chunk_text, content_hash
 from .documents import is_supported, link_inside, read_document
 from .errors import FileReadError, KBError, SkippedFile
+from .paths import inside
 from .store import ChunkRow, FileChange, FileRecord
 
 if TYPE_CHECKING:
-    import threading
     from contextlib import AbstractContextManager
 
     from .config import Config
     from .embedding import Embedder
     from .store import Delta, Store
+    from .writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -103,13 +104,17 @@ def read_records(path: Path, data: bytes) -> list[ChunkRow]:
 
 
 class Ingestion:
-    """The ingest half of KnowledgeBase: files and corpora in, removals, renames."""
+    """The ingest half of KnowledgeBase: files and corpora in, removals, renames.
+
+    Every public method hands its work to the writer thread and waits for it; the same request
+    for the same paths, made again while the first is still queued, shares its result.
+    """
 
     config: Config
     data_dir: Path
     embedder: Embedder
     store: Store
-    _lock: threading.RLock
+    writer: Writer
     embed_seconds: float
     tree_seconds: float
     _apply: Callable[..., Delta]
@@ -133,10 +138,9 @@ class Ingestion:
     def _walk(self, folder: Path) -> Iterator[Path]:
         """Files below a folder (no symlinked folders, no links to files inside it, ignore
         patterns applied)."""
-        data_dir = str(self.data_dir.resolve())
         for root, dirs, files in os.walk(folder, followlinks=False):
             root_path = Path(root)
-            if str(root_path.resolve()).startswith(data_dir):
+            if inside(root_path, self.data_dir):
                 dirs[:] = []
                 continue
             dirs[:] = sorted(d for d in dirs if not self._ignored(Path(d)))
@@ -155,17 +159,22 @@ class Ingestion:
         `keep_vanished` (the watcher's choice: the delete or move event that follows decides,
         so a folder moved mid-ingest keeps its leaves).
         """
+        paths = [Path(os.path.abspath(os.path.expanduser(raw))) for raw in paths]
+        key = ("ingest", tuple(map(str, paths)), keep_vanished)
+        return self.writer.call(lambda: self._ingest(paths, progress, keep_vanished), key=key)
+
+    def _ingest(self, paths: list[Path], progress: Progress | None,
+                keep_vanished: bool) -> IngestReport:
+        """`ingest` on the writer thread."""
         report = IngestReport()
         files: list[Path] = []
         removals: list[str] = []
-        for raw in paths:
-            path = Path(os.path.abspath(os.path.expanduser(raw)))
+        for path in paths:
             if path.is_dir():
                 found = list(self._walk(path))
                 files.extend(found)
                 present = {str(p) for p in found}
-                with self._lock:
-                    known = self.store.files(str(path))
+                known = self.store.files(str(path))
                 removals.extend(
                     r.path for r in known if r.origin == "file" and r.path not in present
                 )
@@ -181,13 +190,13 @@ class Ingestion:
             report.problems.append((_printable(path), "failed",
                                     "file name is not valid UTF-8; rename the file to index it"))
         with self._bulk():
-            with self._lock:
-                removals = self._renames(files, removals, report)
-                if removals:
-                    self._apply([], removals)
-                    report.removed += len(removals)
+            removals = self._renames(files, removals, report)
+            if removals:
+                self._apply([], removals)
+                report.removed += len(removals)
             total = len(files)
             for start in range(0, total, BATCH_FILES):
+                self.writer.check_cancel()
                 batch = files[start:start + BATCH_FILES]
                 self._ingest_batch(batch, report, keep_vanished)
                 if progress:
@@ -219,13 +228,12 @@ class Ingestion:
 
     def is_indexed(self, path: Path | str) -> bool:
         """Whether a file, or anything below a folder, is known to the knowledge base."""
-        with self._lock:
-            return bool(self.store.files(os.path.abspath(path)))
+        return bool(self.store.files(os.path.abspath(path)))
 
     def rename(self, old: Path | str, new: Path | str) -> bool:
         """A file moved: its record and leaves stay, its path changes."""
-        with self._lock:
-            return self.store.rename(os.path.abspath(old), os.path.abspath(new))
+        old, new = os.path.abspath(old), os.path.abspath(new)
+        return self.writer.call(lambda: self.store.rename(old, new), key=("rename", old, new))
 
     def _prepare(
         self, path: Path, record: FileRecord | None, report: IngestReport,
@@ -288,12 +296,10 @@ class Ingestion:
     def _reuse_and_embed(self, changes: list[FileChange], report: IngestReport) -> None:
         """Keep chunks whose hash is unchanged; embed the others in one pass."""
         pending: list[ChunkRow] = []
-        with self._lock:
-            records = self.store.records(change.path for change in changes)
+        records = self.store.records(change.path for change in changes)
         for change in changes:
             record = records.get(change.path)
-            with self._lock:
-                known = self.store.chunk_hashes(record.id) if record else []
+            known = self.store.chunk_hashes(record.id) if record else []
             old: dict[str, list[int]] = defaultdict(list)
             if change.state == "indexed":
                 for chunk_id, chunk_hash in known:
@@ -319,8 +325,7 @@ class Ingestion:
     ) -> None:
         """Prepare, embed and commit a batch of files."""
         changes = []
-        with self._lock:
-            records = self.store.records(str(p) for p in paths)
+        records = self.store.records(str(p) for p in paths)
         for path in paths:
             try:
                 change = self._prepare(path, records.get(str(path)), report, keep_vanished)
@@ -336,27 +341,30 @@ class Ingestion:
         changes = [c for c in changes if c.state != "removed"]
         if changes or removals:
             self._reuse_and_embed(changes, report)
-            with self._lock:
-                self._apply(changes, removals)
+            self._apply(changes, removals)
 
     def ingest_jsonl(self, path: Path | str, progress: Progress | None = None) -> IngestReport:
         """Index a benchmark corpus: one leaf per {"id","title","text"} record."""
         path = Path(os.path.abspath(path))
+        return self.writer.call(lambda: self._ingest_jsonl(path, progress),
+                                key=("ingest-jsonl", str(path)))
+
+    def _ingest_jsonl(self, path: Path, progress: Progress | None) -> IngestReport:
+        """`ingest_jsonl` on the writer thread."""
         report = IngestReport()
         try:
             data = path.read_bytes()
         except OSError as exc:
             raise KBError(f"cannot read corpus {path}: {exc}") from exc
         digest = file_hash(data)
-        with self._lock:
-            record = self.store.file(str(path))
+        record = self.store.file(str(path))
         if record and record.hash == digest:
             report.unchanged += 1
             return report
         rows = read_records(path, data)
         change = FileChange(str(path), "corpus", digest, len(data), path.stat().st_mtime,
                             "indexed", "", rows)
-        with self._lock, self._bulk():
+        with self._bulk():
             if record is None:
                 report.added += 1
             else:
@@ -371,11 +379,16 @@ class Ingestion:
         self, corpora: Iterable[Path], batches: int = 1, seed: int = 0
     ) -> dict[str, float]:
         """Index benchmark corpora: at once, or shuffled in sequential incremental batches."""
+        corpora = [Path(os.path.abspath(c)) for c in corpora]
+        return self.writer.call(lambda: self._ingest_corpora(corpora, batches, seed))
+
+    def _ingest_corpora(self, corpora: list[Path], batches: int, seed: int) -> dict[str, float]:
+        """`ingest_corpora` on the writer thread."""
         self.embed_seconds = self.tree_seconds = 0.0
         if batches <= 1:
-            with self._lock, self._bulk():
+            with self._bulk():
                 for corpus in corpora:
-                    self.ingest_jsonl(corpus)
+                    self._ingest_jsonl(corpus, None)
         else:
             rows = [row for corpus in corpora
                     for row in read_records(Path(corpus), Path(corpus).read_bytes())]
@@ -386,19 +399,19 @@ class Ingestion:
                     row.ordinal = ordinal
                 change = FileChange(f"batch-{number:05d}", "corpus", f"batch-{number}",
                                     0, 0.0, "indexed", "", batch)
-                with self._lock:
-                    self._reuse_and_embed([change], IngestReport())
-                    self._apply([change])
+                self._reuse_and_embed([change], IngestReport())
+                self._apply([change])
         return {"embed_s": round(self.embed_seconds, 2),
                 "tree_build_s": round(self.tree_seconds, 2)}
 
     def remove(self, paths: Iterable[Path | str]) -> int:
         """Forget files (and everything below folders); returns how many were removed."""
-        targets: list[str] = []
-        with self._lock:
-            for raw in paths:
-                key = os.path.abspath(os.path.expanduser(raw))
-                targets.extend(r.path for r in self.store.files(key))
+        keys = tuple(os.path.abspath(os.path.expanduser(raw)) for raw in paths)
+
+        def run() -> int:
+            targets = [r.path for key in keys for r in self.store.files(key)]
             if targets:
                 self._apply([], targets)
-        return len(targets)
+            return len(targets)
+
+        return self.writer.call(run, key=("remove", keys))

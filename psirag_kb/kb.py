@@ -1,4 +1,9 @@
-"""The KnowledgeBase facade: stores, tree, query and status (ingest comes from ingestion.py)."""
+"""The KnowledgeBase facade: stores, tree, query and status (ingest comes from ingestion.py).
+
+Writes run on one writer thread (`writer.py`), in order; queries run on any thread against what
+the last commit published (DuckDB cursors, Tantivy's searcher, hnswlib, the tree's view) and take
+no lock a write holds.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import numpy as np
 from .abstraction import AbstractJob
 from .config import Config
 from .dense import DenseIndex
-from .embedding import Embedder, make_embedder
+from .embedding import Embedder, QueryEmbedder, make_embedder
 from .errors import KBError
 from .ingestion import Ingestion
 from .rerank import Reranker
@@ -26,6 +31,7 @@ from .tree.drift import repair
 from .tree.live import LiveTree
 from .treeindex import TreeIndex
 from .treeview import node_view, path_view
+from .writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,8 @@ DRIFT_TOLERANCE = 0.02
 DRIFT_MAX_LEAVES = 4000
 """Largest subtree rebuilt in one piece."""
 SUMMARY_LEAVES = 18
+REPAIR_BACKOFF_S = (5.0, 600.0)
+"""First and longest wait between attempts to rebuild a stale derived index."""
 
 
 class KnowledgeBase(Ingestion):
@@ -45,13 +53,16 @@ class KnowledgeBase(Ingestion):
         self.data_dir = config.data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.embedder = embedder or make_embedder(config.embedding)
-        self._lock = threading.RLock()
+        # questions get a model instance of their own, so they never wait for a file's batch
+        self.query_embedder = QueryEmbedder(embedder or make_embedder(config.embedding))
         self.store = Store(
             self.data_dir / "kb.duckdb", self.embedder.name, lambda: self.embedder.dim
         )
         self.dim = self.store.dim
         self.sparse = SparseIndex(self.data_dir / "bm25")
         self.dense = DenseIndex(self.data_dir / "dense", self.dim)
+        self.stale: dict[str, dict[str, Any]] = {}
+        """Derived indexes ("bm25", "dense") that missed a change and wait for a rebuild."""
         self.embed_seconds = 0.0
         self.tree_seconds = 0.0
         self._defer_tree = False
@@ -61,18 +72,22 @@ class KnowledgeBase(Ingestion):
         self.reranker = Reranker(reranker, config.embedding.device) if reranker else None
         self._sync_derived()
         self._load_tree()
+        self.writer = Writer()
+        self.writer.before_task = self._repair_derived
+        self.store.owner = self.writer.thread
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Save what is only in memory and release the stores."""
-        with self._lock:
-            try:
-                self.checkpoint()
-            except Exception:  # noqa: BLE001 - a failed save is redone from DuckDB at start-up
-                log.exception("could not save the dense index; it will be rebuilt at start-up")
-            self.sparse.close()
-            self.store.close()
+        """Finish the running write, drop queued ones, save what is only in memory, close."""
+        self.writer.close()
+        self.store.owner = threading.current_thread()
+        try:
+            self._checkpoint()
+        except Exception:  # noqa: BLE001 - a failed save is redone from DuckDB at start-up
+            log.exception("could not save the dense index; it will be rebuilt at start-up")
+        self.sparse.close()
+        self.store.close()
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -81,17 +96,60 @@ class KnowledgeBase(Ingestion):
         self.close()
 
     def _sync_derived(self) -> None:
-        """Rebuild Tantivy or hnswlib when their generation differs from DuckDB's."""
-        generation = self.store.generation
-        if self.sparse.generation != generation:
-            log.info("BM25 index at generation %s, database at %s: rebuilding",
-                     self.sparse.generation, generation)
+        """Rebuild Tantivy or hnswlib when their generation or size differs from DuckDB's."""
+        generation, count = self.store.generation, self.store.chunk_count()
+        if self.sparse.generation != generation or self.sparse.count() != count:
+            log.info("BM25 index at generation %s, database at %s: rebuilding (it holds %d "
+                     "chunks, the database %d)", self.sparse.generation, generation,
+                     self.sparse.count(), count)
             self.sparse.rebuild(generation, self.store.all_texts())
-        if self.dense.generation != generation:
-            log.info("dense index at generation %s, database at %s: rebuilding",
-                     self.dense.generation, generation)
+        if self.dense.generation != generation or self.dense.count != count:
+            log.info("dense index at generation %s, database at %s: rebuilding (it holds %d "
+                     "chunks, the database %d)", self.dense.generation, generation,
+                     self.dense.count, count)
             ids, vectors = self.store.all_vectors()
             self.dense.rebuild(generation, ids, vectors)
+
+    def _mark_stale(self, name: str, exc: BaseException) -> None:
+        """A derived index missed a change: stop using it and rebuild it in the background."""
+        log.error("the %s index could not apply a change (%s): it is stale and will be rebuilt "
+                  "from the database", name, exc)
+        if name == "bm25":
+            self.sparse.mark_stale()
+        else:
+            self.dense.memory_generation = -1
+        entry = self.stale.setdefault(name, {"since": time.time(), "attempts": 0,
+                                             "retry_at": 0.0})
+        entry["reason"] = f"{type(exc).__name__}: {exc}"
+        try:
+            self.writer.submit(self._repair_derived, key="repair-derived")
+        except KBError:  # closing: start-up rebuilds it
+            pass
+
+    def _repair_derived(self) -> None:
+        """Rebuild stale derived indexes from DuckDB (on the writer thread, with backoff)."""
+        for name in list(self.stale):
+            entry = self.stale[name]
+            if time.time() < entry["retry_at"]:
+                continue
+            generation = self.store.generation
+            try:
+                if name == "bm25":
+                    self.sparse.rebuild(generation, self.store.all_texts())
+                else:
+                    ids, vectors = self.store.all_vectors()
+                    self.dense.rebuild(generation, ids, vectors)
+            except Exception as exc:  # noqa: BLE001 - retried later; queries go on without it
+                entry["attempts"] += 1
+                first, longest = REPAIR_BACKOFF_S
+                entry["retry_at"] = time.time() + min(longest, first * 2 ** entry["attempts"])
+                entry["reason"] = f"rebuild failed: {type(exc).__name__}: {exc}"
+                log.warning("rebuilding the %s index failed: %s", name, exc)
+                if name == "bm25":
+                    self.sparse.mark_stale()
+                continue
+            log.info("the %s index was rebuilt from the database", name)
+            del self.stale[name]
 
     def _load_tree(self) -> None:
         """Load the stored tree, or rebuild it when it does not match the chunks."""
@@ -122,8 +180,20 @@ class KnowledgeBase(Ingestion):
 
     def rebuild_tree(self) -> None:
         """Rebuild the whole tree from the stored chunks."""
-        with self._lock:
-            self._build_tree(*self.store.all_vectors())
+        self.writer.call(lambda: self._build_tree(*self.store.all_vectors()), key="rebuild-tree")
+
+    @contextmanager
+    def _tree_edit(self) -> Iterator[None]:
+        """Tree edits that are committed with the enclosed transaction or dropped with it."""
+        try:
+            yield
+        except BaseException:
+            self._load_tree()  # the transaction rolled back: back to the tree DuckDB holds
+            raise
+        live = self.tree_index.live
+        if live.touched or live.dropped:
+            live.clear_changes()
+            self.tree_index.publish()
 
     def _nearest(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Most similar existing leaf (chunk id, cosine) per vector, from the dense index."""
@@ -149,25 +219,38 @@ class KnowledgeBase(Ingestion):
 
     def _apply(self, changes: list[FileChange], removals: Iterable[str] = ()) -> Delta:
         """Commit chunks and tree to DuckDB, then bring the derived indexes to the generation."""
-        try:
+        with self._tree_edit():
             delta = self.store.apply(changes, removals, self._update_tree)
-        except BaseException:
-            self._load_tree()  # the transaction rolled back: drop in-memory tree edits too
-            raise
-        self.sparse.apply(
-            delta.generation, zip(delta.added_ids.tolist(), delta.added_texts, strict=True),
-            delta.removed_ids.tolist(),
-        )
-        self.dense.apply(delta.generation, delta.added_ids, delta.added_vectors, delta.removed_ids,
-                         save=False)
+        self._update_derived(delta)
         return delta
+
+    def _update_derived(self, delta: Delta) -> None:
+        """Apply a committed change to Tantivy and hnswlib; one that fails is marked stale."""
+        if "bm25" not in self.stale:
+            try:
+                self.sparse.apply(
+                    delta.generation,
+                    zip(delta.added_ids.tolist(), delta.added_texts, strict=True),
+                    delta.removed_ids.tolist(),
+                )
+            except Exception as exc:  # noqa: BLE001 - DuckDB has the change: rebuild from it
+                self._mark_stale("bm25", exc)
+        if "dense" not in self.stale:
+            try:
+                self.dense.apply(delta.generation, delta.added_ids, delta.added_vectors,
+                                 delta.removed_ids, save=False)
+            except Exception as exc:  # noqa: BLE001 - DuckDB has the change: rebuild from it
+                self._mark_stale("dense", exc)
 
     def checkpoint(self) -> None:
         """Persist the hnswlib index and checkpoint DuckDB (cheap to redo; done on close)."""
-        with self._lock:
-            if self.dense.generation != self.store.generation:
-                self.dense.save(self.store.generation)
-            self.store.db.execute("CHECKPOINT")
+        self.writer.call(self._checkpoint, key="checkpoint")
+
+    def _checkpoint(self) -> None:
+        generation = self.store.generation
+        if self.dense.generation != generation and self.dense.memory_generation == generation:
+            self.dense.save(generation)
+        self.store.db.execute("CHECKPOINT")
 
     @contextmanager
     def _bulk(self) -> Iterator[None]:
@@ -179,44 +262,41 @@ class KnowledgeBase(Ingestion):
         try:
             yield
         finally:
-            with self._lock:
-                self._defer_tree = False
-                self._build_tree(*self.store.all_vectors())
+            self._defer_tree = False
+            self._build_tree(*self.store.all_vectors())
 
     # -- query ------------------------------------------------------------------------------
 
     def embed_query(self, text: str) -> np.ndarray:
         """The query's unit vector (float32)."""
-        return np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
+        return self.query_embedder.embed_one(text)
 
     def rank(self, text: str, mode: str, k: int) -> Ranking:
-        """Chunk ids for a query in one mode, best first."""
+        """Chunk ids for a query in one mode, best first (a stale index is left out)."""
         if mode not in EVAL_MODES:
             raise KBError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        with self._lock:
-            return self._rank(text, mode, k)
-
-    def _rank(self, text: str, mode: str, k: int) -> Ranking:
-        """`rank` with the lock held."""
         retrieval = self.config.retrieval
         per = max(k, retrieval.k_per_retriever)
-        if mode == "sparse":
+        sparse_ok, dense_ok = "bm25" not in self.stale, "dense" not in self.stale
+        if mode == "sparse" and sparse_ok:
             return Ranking(*self.sparse.search(text, k))
         if mode == "agent":  # retrieval of agent mode without an LLM
             from .multiround import multi_round
 
             return multi_round(self, text, k).ranking
         query = self.embed_query(text)
-        if mode == "dense":
-            return Ranking(*self.dense.search(query, k))
+        if mode in ("dense", "sparse"):  # sparse lands here only while BM25 is rebuilt
+            if dense_ok:
+                return Ranking(*self.dense.search(query, k))
+            return self._tree_search(query, k)
         if mode == "tree":
             return self._tree_search(query, k)
-        rankings = [
-            Ranking(*self.sparse.search(text, per)), Ranking(*self.dense.search(query, per))
-        ]
-        if mode == "hybrid":
-            if not retrieval.fuse_dense:
-                rankings.pop()
+        rankings = []
+        if sparse_ok:
+            rankings.append(Ranking(*self.sparse.search(text, per)))
+        if dense_ok and (mode != "hybrid" or retrieval.fuse_dense):
+            rankings.append(Ranking(*self.dense.search(query, per)))
+        if mode == "hybrid" or not rankings:
             rankings.insert(0, self._tree_search(query, per))
         if retrieval.fusion == "rerank" and self.reranker is not None:
             candidates = rrf(rankings, retrieval.rrf_k).ids
@@ -236,8 +316,7 @@ class KnowledgeBase(Ingestion):
 
     def sources(self, ids: np.ndarray) -> list[str]:
         """The source (path or corpus id) of each chunk id, in order."""
-        with self._lock:
-            hits = self.store.hits(ids.tolist())
+        hits = self.store.hits(ids.tolist())
         return [hits[i].source for i in ids.tolist() if i in hits]
 
     def query(
@@ -253,13 +332,12 @@ class KnowledgeBase(Ingestion):
         mode = "summarize" if summarize else (mode or self.config.retrieval.default_mode)
         if mode == "agent":
             return self.answer(text, k)
-        with self._lock:
-            if summarize:
-                ranking = self._tree_search(self.embed_query(text), k or SUMMARY_LEAVES)
-            else:
-                k = k or self.config.retrieval.k
-                ranking = self.rank(text, mode, k)
-            hits = self.store.hits(ranking.ids.tolist())
+        if summarize:
+            ranking = self._tree_search(self.embed_query(text), k or SUMMARY_LEAVES)
+        else:
+            k = k or self.config.retrieval.k
+            ranking = self.rank(text, mode, k)
+        hits = self.store.hits(ranking.ids.tolist())
         if summarize:
             position = {i: (hits[i].path, hits[i].ordinal) for i in hits}
             order = sorted(range(len(ranking.ids)),
@@ -280,7 +358,9 @@ class KnowledgeBase(Ingestion):
                 "chunk_id": chunk_id,
                 "path": hit.path,
             })
-        result = {"query": text, "mode": mode, "results": results}
+        result: dict[str, Any] = {"query": text, "mode": mode, "results": results}
+        if self.stale:
+            result["degraded"] = sorted(self.stale)
         if summarize:
             from .summary import add_summary
 
@@ -300,13 +380,18 @@ class KnowledgeBase(Ingestion):
                      max_leaves: int = DRIFT_MAX_LEAVES) -> dict[str, Any]:
         """Rebuild subtrees whose neighbour cost exceeds a local rebuild's by `tolerance`."""
         started = time.perf_counter()
-        with self._lock:
+
+        def run() -> dict[str, Any]:
             live = self.tree_index.live
-            report = repair(live, self.config.tree.max_children, self.config.tree.pair_mode,
-                            tolerance, max_leaves)
-            if report["rebuilt"]:
-                with self.store.transaction():
-                    self.store.write_tree(live)
+            with self._tree_edit():
+                report = repair(live, self.config.tree.max_children,
+                                self.config.tree.pair_mode, tolerance, max_leaves)
+                if report["rebuilt"]:
+                    with self.store.transaction():
+                        self.store.write_tree(live)
+            return report
+
+        report = self.writer.call(run, key="repair-drift")
         return report | {"seconds": round(time.perf_counter() - started, 3)}
 
     def regenerate_abstracts(self, max_nodes: int | None = None) -> dict[str, Any]:
@@ -322,44 +407,58 @@ class KnowledgeBase(Ingestion):
 
     def node(self, node_id: int | None = None) -> dict[str, Any]:
         """One abstract node (the root by default): its abstract and its children."""
-        with self._lock:
-            return node_view(self.tree_index.live, node_id, self.store.hits)
+        return node_view(self.tree_index.view, node_id, self.store.hits)
 
     def path_of(self, chunk_id: int) -> list[dict[str, Any]]:
         """The abstract nodes above a chunk's leaf, root first: id, layer, abstract, dirty."""
-        with self._lock:
-            return path_view(self.tree_index.live, chunk_id)
+        return path_view(self.tree_index.view, chunk_id)
 
     def tree_status(self) -> dict[str, Any]:
         """Shape of the tree."""
-        with self._lock:
-            return self.tree_index.status()
+        return self.tree_index.status()
+
+    def index_status(self) -> dict[str, Any]:
+        """Each derived index: "ok", or "stale" with the reason and since when."""
+        out: dict[str, Any] = {}
+        for name in ("bm25", "dense"):
+            entry = self.stale.get(name)
+            out[name] = {"state": "ok"} if entry is None else {
+                "state": "stale", "reason": entry.get("reason", ""), "since": entry["since"]}
+        return out
 
     def status(self) -> dict[str, Any]:
         """Counts, model and store sizes."""
-        with self._lock:
-            counts = self.store.state_counts()
-            problems = [
-                {"path": r.path, "state": r.state, "reason": r.reason}
-                for r in self.store.problems()
-            ]
-            return {
-                "data_dir": str(self.data_dir),
-                "tree": self.tree_status(),
-                "abstracts": self.abstract_job.status(),
-                "files": counts,
-                "chunks": self.store.chunk_count(),
-                "model": self.embedder.name,
-                "dim": self.dim,
-                "generation": self.store.generation,
-                "stores": {
-                    "duckdb_bytes": _size(self.store.path)
-                    + _size(self.store.path.with_name(self.store.path.name + ".wal")),
-                    "bm25_bytes": _size(self.sparse.folder),
-                    "dense_bytes": _size(self.dense.folder),
-                },
-                "problems": problems,
-            }
+        counts = self.store.state_counts()
+        problems = [
+            {"path": r.path, "state": r.state, "reason": r.reason}
+            for r in self.store.problems()
+        ]
+        return {
+            "data_dir": str(self.data_dir),
+            "tree": self.tree_status(),
+            "abstracts": self.abstract_job.status(),
+            "files": counts,
+            "chunks": self.store.chunk_count(),
+            "model": self.embedder.name,
+            "dim": self.dim,
+            "generation": self.store.generation,
+            "indexes": self.index_status(),
+            "writer": {"queued": self.writer.queued, "running": _label(self.writer.running)},
+            "stores": {
+                "duckdb_bytes": _size(self.store.path)
+                + _size(self.store.path.with_name(self.store.path.name + ".wal")),
+                "bm25_bytes": _size(self.sparse.folder),
+                "dense_bytes": _size(self.dense.folder),
+            },
+            "problems": problems,
+        }
+
+
+def _label(key: Any) -> str | None:
+    """A writer task's key as text for status."""
+    if key is None or isinstance(key, str):
+        return key
+    return str(key[0]) if isinstance(key, tuple) and key else str(key)
 
 
 def _size(path: Path) -> int:

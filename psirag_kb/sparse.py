@@ -34,12 +34,16 @@ def _schema() -> tantivy.Schema:
 
 
 class SparseIndex:
-    """A BM25 index whose generation file says which DuckDB generation it reflects."""
+    """A BM25 index whose generation file says which DuckDB generation it reflects.
+
+    The writer thread changes it; any thread searches the searcher of the last commit.
+    """
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         self._generation_file = self.folder / "GENERATION"
         self._open()
+        self._generation = self._read_generation()
 
     def _open(self, retry: bool = True) -> None:
         """Open (or create) the index and take its single writer; a damaged one starts empty."""
@@ -49,6 +53,7 @@ class SparseIndex:
             # a search opens every segment's postings: a missing .pos file fails only here
             self.index.searcher().search(self.index.parse_query("probe", ["text"]), 1)
             self.writer = self.index.writer(heap_size=50_000_000, num_threads=1)
+            self.searcher = self.index.searcher()
         except (ValueError, OSError) as exc:
             if "LockBusy" in str(exc):  # not "lock": meta.json holds "docstore_blocksize"
                 raise StoreError(
@@ -61,40 +66,68 @@ class SparseIndex:
             self.destroy(self.folder)
             self._open(retry=False)
 
-    @property
-    def generation(self) -> int:
-        """The DuckDB generation this index was last synchronised to (-1 if unknown)."""
+    def _read_generation(self) -> int:
         try:
             return int(self._generation_file.read_text().strip())
         except (OSError, ValueError):
             return -1
 
+    @property
+    def generation(self) -> int:
+        """The DuckDB generation this index was last synchronised to (-1 if unknown or stale)."""
+        return self._generation
+
     def _set_generation(self, generation: int) -> None:
         tmp = self._generation_file.with_suffix(".tmp")
         tmp.write_text(str(generation))
         tmp.replace(self._generation_file)
+        self._generation = generation
+
+    def mark_stale(self) -> None:
+        """Drop uncommitted changes and record that the index must be rebuilt."""
+        self._generation = -1
+        try:
+            self.writer.rollback()
+        except (ValueError, OSError, AttributeError):
+            pass
+        try:
+            self._set_generation(-1)
+        except OSError:  # the disk may be full: memory says stale, and start-up compares counts
+            log.warning("could not mark the BM25 index stale on disk", exc_info=True)
+
+    def _publish(self) -> None:
+        """Make the last commit visible to searches."""
+        self.index.reload()
+        self.searcher = self.index.searcher()
 
     def apply(
         self, generation: int, added: Iterable[tuple[int, str]], removed: Iterable[int]
     ) -> None:
-        """Delete and add documents, commit, and record the generation."""
+        """Delete and add documents (the change that made `generation`), commit, record it.
+
+        Raises ValueError when the index is not at the generation before: it missed a change.
+        """
+        if self._generation != generation - 1:
+            raise ValueError(f"the BM25 index is at generation {self._generation}, the change "
+                             f"makes {generation}: it missed a change")
         for chunk_id in removed:
             self.writer.delete_documents_by_term("id", int(chunk_id))
         for chunk_id, text in added:
             self.writer.add_document(tantivy.Document(id=int(chunk_id), text=text))
         self.writer.commit()
-        self.index.reload()
+        self._publish()
         self._set_generation(generation)
 
     def rebuild(self, generation: int, batches: Iterable[list[tuple[int, str]]]) -> None:
-        """Drop everything and index all chunks again."""
+        """Drop everything and index all chunks again (searches see the old index until done)."""
+        self._set_generation(-1)
         self.writer.delete_all_documents()
         self.writer.commit()
         for batch in batches:
             for chunk_id, text in batch:
                 self.writer.add_document(tantivy.Document(id=int(chunk_id), text=text))
         self.writer.commit()
-        self.index.reload()
+        self._publish()
         self._set_generation(generation)
 
     def search(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -103,7 +136,7 @@ class SparseIndex:
         if not words:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         query, _errors = self.index.parse_query_lenient(words, ["text"])
-        searcher = self.index.searcher()
+        searcher = self.searcher
         hits = searcher.search(query, k).hits
         ids = np.array([searcher.doc(addr)["id"][0] for _, addr in hits], dtype=np.int64)
         scores = np.array([score for score, _ in hits], dtype=np.float32)
@@ -111,7 +144,7 @@ class SparseIndex:
 
     def count(self) -> int:
         """Number of documents."""
-        return int(self.index.searcher().num_docs)
+        return int(self.searcher.num_docs)
 
     def close(self) -> None:
         """Release the writer lock."""

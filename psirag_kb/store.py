@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -104,11 +105,17 @@ class Hit:
 
 
 class Store:
-    """The knowledge base's DuckDB database (one writer process)."""
+    """The knowledge base's DuckDB database (one writer process, one writer thread).
+
+    The owner thread writes through `db`; every other thread reads through a cursor of its own,
+    which sees the last committed state and never waits for a write transaction.
+    """
 
     def __init__(self, path: Path, model: str, dim: Callable[[], int]) -> None:
         """Open or create the database; `dim` is asked only when the database is new."""
         self.path = Path(path)
+        self.owner: threading.Thread = threading.current_thread()
+        self._local = threading.local()
         try:
             self.db = duckdb.connect(str(self.path))
         except duckdb.IOException as exc:
@@ -205,10 +212,19 @@ class Store:
         """Close the connection."""
         self.db.close()
 
+    def _read(self) -> duckdb.DuckDBPyConnection:
+        """The connection for reads: `db` on the owner thread, else this thread's cursor."""
+        if threading.current_thread() is self.owner:
+            return self.db
+        cursor = getattr(self._local, "cursor", None)
+        if cursor is None:
+            cursor = self._local.cursor = self.db.cursor()
+        return cursor
+
     # -- meta -------------------------------------------------------------------------------
 
     def _meta(self, key: str) -> str:
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        row = self._read().execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
         return row[0] if row else ""
 
     def _set_meta(self, key: str, value: str) -> None:
@@ -240,7 +256,7 @@ class Store:
 
     def file(self, path: str) -> FileRecord | None:
         """The record of one path, if known."""
-        row = self.db.execute(
+        row = self._read().execute(
             "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
             "WHERE path = ?",
             [path],
@@ -252,7 +268,7 @@ class Store:
         paths = list(paths)
         if not paths:
             return {}
-        rows = self.db.execute(
+        rows = self._read().execute(
             "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
             "WHERE path IN (SELECT unnest(?::VARCHAR[]))",
             [paths],
@@ -266,12 +282,12 @@ class Store:
         if under is not None:
             sql += " WHERE path = ? OR starts_with(path, ?)"
             params = [under, under.rstrip("/") + "/"]
-        rows = self.db.execute(sql + " ORDER BY path", params).fetchall()
+        rows = self._read().execute(sql + " ORDER BY path", params).fetchall()
         return [FileRecord(*row) for row in rows]
 
     def chunk_hashes(self, file_id: int) -> list[tuple[int, str]]:
         """(chunk id, hash) of a file's chunks, in order."""
-        return self.db.execute(
+        return self._read().execute(
             "SELECT id, hash FROM chunks WHERE file_id = ? ORDER BY ordinal", [file_id]
         ).fetchall()
 
@@ -324,6 +340,11 @@ class Store:
                     )
                 old_ids = {i for i, _ in self.chunk_hashes(file_id)} if record else set()
                 keep = {c.id for c in change.chunks if c.id is not None}
+                if keep - old_ids:  # the chunk to reuse is gone: never point at a missing row
+                    raise StoreError(
+                        f"{change.path}: chunk(s) {sorted(keep - old_ids)[:5]} to keep are no "
+                        "longer the file's; the change was prepared against an older state"
+                    )
                 stale = sorted(old_ids - keep)
                 if stale:
                     db.execute(
@@ -437,7 +458,7 @@ class Store:
 
     def chunk_count(self) -> int:
         """Number of chunks (leaves)."""
-        return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        return int(self._read().execute("SELECT count(*) FROM chunks").fetchone()[0])
 
     def rename(self, old: str, new: str) -> bool:
         """Give a file (and its chunks' source) a new path; its leaves stay where they are."""
@@ -469,7 +490,7 @@ class Store:
         ids = [int(i) for i in ids]
         if not ids:
             return {}
-        rows = self.db.execute(
+        rows = self._read().execute(
             """SELECT c.id, f.path, f.origin, c.source, c.ordinal, c.line_first, c.line_last,
                       c.text FROM chunks c JOIN files f ON f.id = c.file_id
                WHERE list_contains(?, c.id)""",
@@ -480,7 +501,7 @@ class Store:
     def state_counts(self) -> dict[str, int]:
         """Number of files per state."""
         counts = {"indexed": 0, "skipped": 0, "failed": 0}
-        for state, count in self.db.execute(
+        for state, count in self._read().execute(
             "SELECT state, count(*) FROM files GROUP BY state"
         ).fetchall():
             counts[state] = int(count)
@@ -488,7 +509,7 @@ class Store:
 
     def problems(self, limit: int = 1000) -> list[FileRecord]:
         """Skipped and failed files with their reasons."""
-        rows = self.db.execute(
+        rows = self._read().execute(
             "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
             "WHERE state <> 'indexed' ORDER BY state, path LIMIT ?",
             [limit],
@@ -497,14 +518,17 @@ class Store:
 
     def meta(self) -> dict[str, str]:
         """The meta table."""
-        return dict(self.db.execute("SELECT key, value FROM meta").fetchall())
+        return dict(self._read().execute("SELECT key, value FROM meta").fetchall())
 
     # -- tree -------------------------------------------------------------------------------
 
     def write_tree(self, live: LiveTree, full: bool = False) -> None:
-        """Write the tree's changed rows (all rows when `full`); call inside a transaction."""
+        """Write the tree's changed rows (all rows when `full`); call inside a transaction.
+
+        The tree keeps its list of changes: the caller clears it once the transaction commits.
+        """
         db = self.db
-        touched, dropped = live.take_changes()
+        touched, dropped = live.changes()
         if full:
             db.execute("DELETE FROM nodes")
             db.execute("DELETE FROM leaves")
@@ -565,6 +589,7 @@ class Store:
         """Replace the whole stored tree in one transaction."""
         with self.transaction():
             self.write_tree(live, full=True)
+        live.clear_changes()
 
     def load_tree(
         self, max_children: int, leaf_vectors: dict[int, np.ndarray]

@@ -1,4 +1,4 @@
-"""The knowledge base's Ψ-RAG tree: a live tree kept current, searched through a snapshot."""
+"""The knowledge base's Ψ-RAG tree: a live tree the writer edits, searched through its view."""
 
 from __future__ import annotations
 
@@ -10,16 +10,18 @@ from .config import TreeConfig
 from .retrieval import Ranking
 from .tree import build_tree, tree_search
 from .tree.live import LiveTree, Nearest
+from .treeview import TreeView
 
 
 class TreeIndex:
-    """A live tree over the chunks, with the settings it is built and updated with."""
+    """A live tree over the chunks (writer only) and the view of its last commit (anyone)."""
 
     def __init__(self, live: LiveTree, config: TreeConfig) -> None:
         self.live = live
         self.config = config
         self.build_s = 0.0
-        self._guided: tuple[np.ndarray, np.ndarray] | None = None
+        self.view = TreeView.empty(live.dim)
+        self.publish()
 
     @classmethod
     def build(
@@ -35,6 +37,10 @@ class TreeIndex:
         index.build_s = time.perf_counter() - started
         return index
 
+    def publish(self) -> None:
+        """Swap in a view of the live tree as it is now (after a commit)."""
+        self.view = TreeView.of(self.live, self.config.node_vectors == "abstract")
+
     def update(self, added: np.ndarray, vectors: np.ndarray, removed: np.ndarray,
                nearest: Nearest) -> None:
         """Remove and insert leaves incrementally."""
@@ -46,41 +52,27 @@ class TreeIndex:
 
     @property
     def empty(self) -> bool:
-        """Whether the tree has no leaves."""
+        """Whether the live tree has no leaves."""
         return self.live.root is None
 
     def search(self, query: np.ndarray, beam: int, k: int) -> Ranking:
         """Top-down search (Algorithm 2): chunk ids of the best k leaves."""
-        if self.empty:
+        view = self.view
+        if view.tree is None:
             return Ranking.empty()
-        tree, chunk_ids, vectors, _ = self.live.snapshot()
-        if self.config.node_vectors == "abstract":
-            vectors = self._abstract_guided()
-        leaves, scores = tree_search(tree, vectors, query, k=beam, k_leaves=k)
-        return Ranking(chunk_ids[leaves], scores.astype(np.float32))
-
-    def _abstract_guided(self) -> np.ndarray:
-        """Snapshot vectors with each abstract node's abstract embedding where it has one."""
-        tree, _, vectors, keys = self.live.snapshot()
-        if self._guided is None or self._guided[0] is not vectors:
-            guided = vectors.copy()
-            found = self.live.abstract_vectors
-            for row in range(tree.n_leaves, tree.n_nodes):
-                vector = found.get(int(keys[row]))
-                if vector is not None:
-                    guided[row] = vector
-            self._guided = (vectors, guided)
-        return self._guided[1]
+        vectors = view.guided if view.guided is not None else view.vectors
+        leaves, scores = tree_search(view.tree, vectors, query, k=beam, k_leaves=k)
+        return Ranking(view.chunk_ids[leaves], scores.astype(np.float32))
 
     def search_collapsed(
         self, query: np.ndarray, parent_weight: float, k: int, abstracts: bool = False
     ) -> Ranking:
         """Leaves and their parents searched together: cos(q, leaf) + w * cos(q, parent)."""
-        if self.empty:
+        view = self.view
+        tree = view.tree
+        if tree is None:
             return Ranking.empty()
-        tree, chunk_ids, vectors, _ = self.live.snapshot()
-        if abstracts:
-            vectors = self._abstract_guided()
+        vectors = view.guided if abstracts and view.guided is not None else view.vectors
         n = tree.n_leaves
         query = np.asarray(query, dtype=np.float32)
         scores = vectors[:n] @ query
@@ -90,23 +82,24 @@ class TreeIndex:
         k = min(k, n)
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
-        return Ranking(chunk_ids[top], scores[top].astype(np.float32))
+        return Ranking(view.chunk_ids[top], scores[top].astype(np.float32))
 
     def chunk_ids(self) -> np.ndarray:
-        """Chunk ids of all leaves, ascending."""
+        """Chunk ids of all leaves of the live tree, ascending."""
         return np.sort(-np.fromiter((k for k in self.live.vectors if k < 0), np.int64))
 
     def problems(self) -> list[str]:
-        """Broken invariants (empty when the tree is valid)."""
+        """Broken invariants of the live tree (empty when it is valid)."""
         if self.empty:
             return []
         return self.live.snapshot()[0].problems(self.config.max_children)
 
     def status(self) -> dict:
-        """The `tree` object of `status --json`."""
-        if self.empty:
+        """The `tree` object of `status --json`, from the last published view."""
+        view = self.view
+        tree = view.tree
+        if tree is None:
             return empty_status(self.config.max_children)
-        tree = self.live.snapshot()[0]
         return {
             "depth": tree.depth,
             "leaves": tree.n_leaves,
@@ -114,7 +107,7 @@ class TreeIndex:
             "nodes_per_layer": tree.nodes_per_layer(),
             "max_children": self.config.max_children,
             "equi_depth": tree.is_equi_depth(),
-            "dirty": len(self.live.dirty),
+            "dirty": len(view.dirty),
         }
 
 

@@ -16,6 +16,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from .documents import is_supported, link_inside
+from .paths import inside
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ class FolderWatcher:
 
     def relevant(self, path: Path) -> bool:
         """Whether a path is inside a watched folder and not ignored or in the data directory."""
-        if path == self.data_dir or self.data_dir in path.parents:
+        if inside(path, self.data_dir):
             return False
         for folder in self.folders:
             if path == folder:

@@ -402,12 +402,13 @@ class LiveTree:
 
     # -- persistence bookkeeping ------------------------------------------------------------
 
-    def take_changes(self) -> tuple[set[int], set[int]]:
-        """(touched, dropped) since the last call, then forget them."""
-        touched = {n for n in self.touched if n in self.vectors}
-        dropped = set(self.dropped)
+    def changes(self) -> tuple[set[int], set[int]]:
+        """(touched, dropped) since the last `clear_changes`."""
+        return {n for n in self.touched if n in self.vectors}, set(self.dropped)
+
+    def clear_changes(self) -> None:
+        """Forget the changes: they are committed."""
         self.touched, self.dropped = set(), set()
-        return touched, dropped
 
     def set_abstract(self, node: int, text: str, vector: np.ndarray | None) -> None:
         """Store a freshly generated abstract (and its embedding); the node is clean again."""

@@ -113,16 +113,16 @@ def install(trigger: Trigger) -> None:
 
     Store.write_tree = write_tree_hook  # type: ignore[method-assign]
 
-    batch = AbstractJob._batch
+    write = AbstractJob._write
 
-    def batch_hook(self: AbstractJob, *args: Any) -> Any:
-        _in_abstracts.active = True
+    def write_hook(self: AbstractJob, *args: Any) -> Any:
+        _in_abstracts.active = True  # on the writer thread, where the abstracts are stored
         try:
-            return batch(self, *args)
+            return write(self, *args)
         finally:
             _in_abstracts.active = False
 
-    AbstractJob._batch = batch_hook  # type: ignore[method-assign]
+    AbstractJob._write = write_hook  # type: ignore[method-assign]
 
     sparse_apply = SparseIndex.apply
 

@@ -54,11 +54,14 @@ def free_port() -> int:
 
 
 def tree(daemon: Daemon) -> tuple[set[int], dict[int, str], set[int]]:
-    """(abstract nodes, their abstracts, dirty nodes), read under the KB's lock."""
+    """(abstract nodes, their abstracts, dirty nodes), read on the KB's writer thread."""
     kb = daemon.kb
-    with kb._lock:
+
+    def read() -> tuple[set[int], dict[int, str], set[int]]:
         live = kb.tree_index.live
         return set(live.children), dict(live.abstracts), set(live.dirty)
+
+    return kb.writer.call(read)
 
 
 def assert_no_junk(daemon: Daemon, *replies: str) -> None:

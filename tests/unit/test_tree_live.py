@@ -125,13 +125,16 @@ def test_changes_are_reported_for_persistence():
     rng = np.random.default_rng(4)
     model = Model()
     model.insert(unit(rng, 10))
-    touched, dropped = model.live.take_changes()
+    touched, dropped = model.live.changes()
     assert len(touched) == len(model.live.vectors) and not dropped
+    assert model.live.changes()[0] == touched  # kept until the commit clears them
+    model.live.clear_changes()
     [new] = model.insert(unit(rng, 1))
-    touched, _ = model.live.take_changes()
+    touched, _ = model.live.changes()
     assert -new in touched and model.live.parent[-new] in touched
+    model.live.clear_changes()
     model.remove([new])
-    _, dropped = model.live.take_changes()
+    _, dropped = model.live.changes()
     assert -new in dropped
 
 
