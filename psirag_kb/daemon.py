@@ -211,7 +211,11 @@ class Daemon:
         path = self.allowed_path(raw)
         kb = self._kb()
         if path.exists():
-            return kb.ingest([path]).as_dict()
+            try:
+                return kb.ingest([path]).as_dict()
+            except KBError:
+                if path.exists():
+                    raise  # otherwise it vanished meanwhile: bring that up to date instead
         return {"removed": kb.remove([path])}
 
     def allowed_path(self, raw: str) -> Path:

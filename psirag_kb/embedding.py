@@ -95,6 +95,10 @@ class SentenceTransformerEmbedder:
                 self._dim = int(get_dim())
         return self._model
 
+    def for_queries(self) -> SentenceTransformerEmbedder:
+        """Another instance of the same model, so questions never wait for a file's batch."""
+        return SentenceTransformerEmbedder(self._config)
+
     @property
     def dim(self) -> int:  # type: ignore[override]
         """Vector dimension (loads the model)."""
@@ -206,6 +210,10 @@ class CachedEmbedder:
         """Delegate token counting."""
         return self.inner.count_tokens(text)
 
+    def for_queries(self) -> Embedder:
+        """Questions skip the cache (they would grow it with one-off texts)."""
+        return for_queries(self.inner)
+
     def _open(self) -> None:
         """Load the cache files (keys.txt and vectors.npy) if present."""
         if self._keys is not None:
@@ -249,6 +257,13 @@ class CachedEmbedder:
         tmp_keys.write_text("\n".join(self._keys))
         os.replace(tmp_vec, self._dir / "vectors.npy")
         os.replace(tmp_keys, self._dir / "keys.txt")
+
+
+def for_queries(embedder: Embedder) -> Embedder:
+    """The embedder questions should use: a separate model instance where the embedder offers
+    one, else the embedder itself."""
+    make = getattr(embedder, "for_queries", None)
+    return make() if make is not None else embedder
 
 
 def make_embedder(config: EmbeddingConfig) -> Embedder:

@@ -20,7 +20,7 @@ import numpy as np
 from .abstraction import AbstractJob
 from .config import Config
 from .dense import DenseIndex
-from .embedding import Embedder, QueryEmbedder, make_embedder
+from .embedding import Embedder, QueryEmbedder, for_queries, make_embedder
 from .errors import KBError
 from .ingestion import Ingestion
 from .rerank import Reranker
@@ -41,7 +41,7 @@ DRIFT_TOLERANCE = 0.02
 DRIFT_MAX_LEAVES = 4000
 """Largest subtree rebuilt in one piece."""
 SUMMARY_LEAVES = 18
-REPAIR_BACKOFF_S = (5.0, 600.0)
+REPAIR_BACKOFF_S = (2.0, 600.0)
 """First and longest wait between attempts to rebuild a stale derived index."""
 
 
@@ -54,7 +54,7 @@ class KnowledgeBase(Ingestion):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.embedder = embedder or make_embedder(config.embedding)
         # questions get a model instance of their own, so they never wait for a file's batch
-        self.query_embedder = QueryEmbedder(embedder or make_embedder(config.embedding))
+        self.query_embedder = QueryEmbedder(for_queries(self.embedder))
         self.store = Store(
             self.data_dir / "kb.duckdb", self.embedder.name, lambda: self.embedder.dim
         )
@@ -121,10 +121,22 @@ class KnowledgeBase(Ingestion):
         entry = self.stale.setdefault(name, {"since": time.time(), "attempts": 0,
                                              "retry_at": 0.0})
         entry["reason"] = f"{type(exc).__name__}: {exc}"
-        try:
-            self.writer.submit(self._repair_derived, key="repair-derived")
-        except KBError:  # closing: start-up rebuilds it
-            pass
+        self._schedule_repair(0.0)
+
+    def _schedule_repair(self, delay: float) -> None:
+        """Queue a rebuild of the stale indexes on the writer, now or after `delay` seconds."""
+        def submit() -> None:
+            try:
+                self.writer.submit(self._repair_derived, key="repair-derived")
+            except KBError:  # closing: start-up rebuilds it
+                pass
+
+        if delay <= 0:
+            submit()
+            return
+        timer = threading.Timer(delay, submit)
+        timer.daemon = True
+        timer.start()
 
     def _repair_derived(self) -> None:
         """Rebuild stale derived indexes from DuckDB (on the writer thread, with backoff)."""
@@ -140,13 +152,16 @@ class KnowledgeBase(Ingestion):
                     ids, vectors = self.store.all_vectors()
                     self.dense.rebuild(generation, ids, vectors)
             except Exception as exc:  # noqa: BLE001 - retried later; queries go on without it
-                entry["attempts"] += 1
                 first, longest = REPAIR_BACKOFF_S
-                entry["retry_at"] = time.time() + min(longest, first * 2 ** entry["attempts"])
+                wait = min(longest, first * 2 ** entry["attempts"])
+                entry["attempts"] += 1
+                entry["retry_at"] = time.time() + wait
                 entry["reason"] = f"rebuild failed: {type(exc).__name__}: {exc}"
-                log.warning("rebuilding the %s index failed: %s", name, exc)
+                log.warning("rebuilding the %s index failed (%s); next try in %.0f s",
+                            name, exc, wait)
                 if name == "bm25":
                     self.sparse.mark_stale()
+                self._schedule_repair(wait)
                 continue
             log.info("the %s index was rebuilt from the database", name)
             del self.stale[name]

@@ -243,7 +243,10 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """Run a block in one transaction, rolled back on any error."""
+        """Run a block in one transaction, rolled back on any error (owner thread only)."""
+        if threading.current_thread() is not self.owner:
+            raise StoreError("a write outside the knowledge base's writer thread; hand it to "
+                             "KnowledgeBase.writer")
         self.db.execute("BEGIN")
         try:
             yield self.db

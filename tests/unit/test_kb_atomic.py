@@ -22,7 +22,7 @@ def test_failed_commit_keeps_the_old_version(config, fake_embedder, tmp_path, mo
 
         monkeypatch.setattr(Store, "_insert_chunks", boom)
         with pytest.raises(RuntimeError):
-            kb._ingest_batch([doc], IngestReport())
+            kb.writer.call(lambda: kb._ingest_batch([doc], IngestReport()))
         monkeypatch.undo()
         texts = [r["text"] for r in kb.query("lighthouses submarines", mode="sparse")["results"]]
         assert texts == ["Original text about lighthouses and their keepers."]
