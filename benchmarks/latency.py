@@ -80,17 +80,19 @@ def wait_found(url: str, text: str, path: Path, timeout: float = 120.0,
 
 
 def wait_all_found(url: str, probes: dict[Path, str], deadline: float,
-                   pause: float = 0.25) -> tuple[float | None, list[Path]]:
+                   pause: float = 0.25, per_pass: int = 10) -> tuple[float | None, list[Path]]:
     """Poll in passes until a hybrid query has returned every file (path -> its query text).
 
-    Each pass sends one query per file not yet found, in the order given, then sleeps `pause`.
-    Returns the time the query that found the last file returned (None when the deadline came
-    first) and the files never found. A failed request counts as not found.
+    Each pass queries the first `per_pass` files not yet found, in the order given (the order
+    they were written, which is the order the daemon takes them), then sleeps `pause`; so the
+    poller costs the daemon a few queries per pass however large the burst. Returns the time the
+    query that found the last file returned (None when the deadline came first) and the files
+    never found. A failed request counts as not found.
     """
     pending = dict(probes)
     last = None
     while pending and time.perf_counter() < deadline:
-        for path, text in list(pending.items()):
+        for path, text in list(pending.items())[:per_pass]:
             try:
                 found = returns(url, text, path)
             except (OSError, ValueError, KeyError):  # HTTP error, timeout, bad body

@@ -279,6 +279,8 @@ class APIServer(ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128
+    """Connections the kernel holds while the accept loop is busy (5 reset clients under load)."""
 
     def __init__(self, app: App, host: str, port: int, token: str,
                  max_body_bytes: int = 1_000_000) -> None:

@@ -24,6 +24,7 @@ class Reranker:
         self.device = device
         self._model = None
         self._lock = threading.Lock()
+        self._use = threading.Lock()  # its tokenizer must not be used by two threads at once
 
     def _load(self):
         with self._lock:
@@ -46,6 +47,8 @@ class Reranker:
         """Score (query, passage) pairs and keep the best k."""
         if len(ids) == 0:
             return Ranking.empty()
-        scores = np.asarray(self._load().predict([(query, t) for t in texts]), dtype=np.float32)
+        model = self._load()
+        with self._use:
+            scores = np.asarray(model.predict([(query, t) for t in texts]), dtype=np.float32)
         order = np.argsort(-scores, kind="stable")[:k]
         return Ranking(np.asarray(ids)[order], scores[order])

@@ -108,6 +108,7 @@ def test_eval_cli_json(tmp_path, capsys):
 
 
 def test_reranker_orders_fused_candidates(config, minilm, tmp_path):
+    """The results are the fused candidates the cross-encoder scores highest, with its scores."""
     from sentence_transformers import CrossEncoder
 
     from psirag_kb.embedding import resolve_model_path
@@ -117,11 +118,18 @@ def test_reranker_orders_fused_candidates(config, minilm, tmp_path):
     config = config.replace("retrieval", fusion="rerank", reranker=str(folder))
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("\n".join((FIXTURES / "corpus.jsonl").read_text().splitlines()[:40]))
+    question = "If Gallu is a demon Lilu is what?"
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(corpus)
-        result = kb.query("If Gallu is a demon Lilu is what?", mode="hybrid", k=5)["results"]
-        scores = [r["score"] for r in result]
-        assert len(result) == 5 and scores == sorted(scores, reverse=True)
-        pool = set(kb.rank("If Gallu is a demon Lilu is what?", "flat_hybrid", 40).ids.tolist())
-        assert {r["chunk_id"] for r in result} <= pool | set(
-            kb._tree_search(kb.embed_query("If Gallu is a demon Lilu is what?"), 10).ids.tolist())
+        result = kb.query(question, mode="hybrid", k=5)["results"]
+        per = max(5, config.retrieval.k_per_retriever)
+        pool = {i for mode in ("tree", "sparse", "dense")
+                for i in kb.rank(question, mode, per).ids.tolist()}
+        texts = {i: hit.text for i, hit in kb.store.hits(sorted(pool)).items()}
+    judge = CrossEncoder(str(folder))
+    scores = dict(zip(texts, judge.predict([(question, t) for t in texts.values()]), strict=True))
+    assert len(result) == 5 and {r["chunk_id"] for r in result} <= pool
+    for row in result:  # each score is the cross-encoder's, not a fusion score
+        assert abs(row["score"] - float(scores[row["chunk_id"]])) < 1e-4
+    best = sorted(scores, key=lambda i: -scores[i])[:5]
+    assert [r["chunk_id"] for r in result] == best

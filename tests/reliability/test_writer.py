@@ -462,3 +462,49 @@ def test_the_model_embeds_and_counts_tokens_from_many_threads(minilm) -> None:
     for thread in threads:
         thread.join()
     assert not errors, errors[:3]
+
+
+# -- tree edits are committed with their transaction or dropped with it --------------------------
+
+
+@pytest.mark.parametrize("write", ["drift repair", "abstract batch"])
+def test_tree_edits_rolled_back_with_their_transaction_leave_no_rebuild_behind(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        write: str) -> None:
+    from psirag_kb.store import Store
+
+    folder = tmp_path / "notes"
+    config = Config().with_data_dir(tmp_path / "data")
+    _notes(folder, 0, 60)
+    kb = KnowledgeBase(config, embedder=WideEmbedder())
+    try:
+        kb.ingest([folder])
+        before = kb.node()
+        assert kb.tree_status()["depth"] >= 2
+        original = Store.write_tree
+
+        def write_then_fail(self: Store, live: Any, full: bool = False) -> None:
+            original(self, live, full)
+            raise OSError(28, "No space left on device")  # the transaction rolls back
+
+        with monkeypatch.context() as patch:
+            patch.setattr(Store, "write_tree", write_then_fail)
+            with pytest.raises(OSError):
+                if write == "drift repair":
+                    kb.repair_drift(tolerance=-1.0)  # rebuild every subtree it can
+                else:
+                    kb.regenerate_abstracts()
+        assert kb.node() == before  # the view is the tree DuckDB holds
+        status = kb.tree_status()
+        assert status["dirty"] == status["abstract_nodes"]  # nothing regenerated was kept
+        _notes(folder, 60, 5)  # later writes build on the same tree as DuckDB's
+        kb.ingest([folder])
+    finally:
+        kb.close()
+    with caplog.at_level("WARNING", logger="psirag_kb"), \
+            KnowledgeBase(config, embedder=WideEmbedder()) as reopened:
+        assert "rebuilding" not in caplog.text
+        assert reopened.tree_index.problems() == []
+        assert np.array_equal(reopened.tree_index.chunk_ids(), reopened.store.all_vectors()[0])
+        assert reopened.tree_status()["leaves"] == 65
+
