@@ -15,13 +15,14 @@ daemon's resident memory sampled from /proc, and when the burst became queryable
 
 Queryable means what a user sees: a HYBRID query returned the new file. After the last write one
 poller thread sends, in passes 0.25 s apart, one hybrid query (k=10) for each of the first 10
-burst files (in write order, the order the daemon takes them) not yet found; the query is the file's first line, its title and its unique `loadmarkerNNNN` (the marker
-alone is not enough in hybrid mode: the tree and dense rankings of a nonsense word outvote the
-BM25 hit). A file is found when its path is a result's `source`; `queryable_after_last_write_s`
-runs from the last write until the query that found the last file returned (so it can lag by up
-to one pass). `indexed_after_last_write_s` is when /api/status first counted every burst file as
-indexed: DuckDB commits before BM25, hnswlib and the tree view are updated, so it can be earlier.
-The poller's queries load the daemon too but are not counted in `requests` or the latencies; the
+burst files (in write order, the order the daemon takes them) not yet found; the query is the
+file's first line, its title and its unique `loadmarkerNNNN` (the marker alone is not enough in
+hybrid mode: the tree and dense rankings of a nonsense word outvote the BM25 hit). A file is
+found when its path is a result's `source`; `queryable_after_last_write_s` runs from the last
+write until the query that found the last file returned (so it can lag by up to one pass).
+`indexed_after_last_write_s` is when /api/status first counted every burst file as indexed:
+DuckDB commits before BM25, hnswlib and the tree view are updated, so it can be earlier. The
+poller's queries load the daemon too but are not counted in `requests` or the latencies; the
 closing spot check asks the same hybrid queries for 20 burst files. Prints one JSON object.
 """
 
