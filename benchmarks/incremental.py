@@ -68,9 +68,9 @@ def main() -> None:
         change = FileChange("base-corpus", "corpus", "base", 0, 0.0, "indexed", "", rows)
 
         def base() -> None:
-            with kb._bulk():
-                kb._reuse_and_embed([change], IngestReport())
-                kb._apply([change])
+            with kb.stores.bulk():
+                kb.ingestion._reuse_and_embed([change], IngestReport())
+                kb.stores.apply([change])
 
         kb.writer.call(base)  # store writes belong to the writer thread
         started = time.perf_counter()
@@ -93,7 +93,7 @@ def main() -> None:
                 for i in range(10)) + "\n")
             probe = (f"Round {round_} paragraph 3: the lighthouse keeper logged storm number 3 "
                      "with wind speeds and tide heights")
-            kb.embed_seconds = 0.0
+            kb.ingestion.embed_seconds = 0.0
             if profile and writer_profile:
                 kb.writer.call(writer_profile.enable)
                 profile.enable()
@@ -105,8 +105,8 @@ def main() -> None:
                 profile.disable()
                 kb.writer.call(writer_profile.disable)
             assert report.chunks_embedded >= 1
-            embed.append(kb.embed_seconds)
-            add.append(total - kb.embed_seconds)
+            embed.append(kb.ingestion.embed_seconds)
+            add.append(total - kb.ingestion.embed_seconds)
             started = time.perf_counter()
             kb.remove([doc])
             extra_queries += settle(kb, probe, doc, present=False) - 1

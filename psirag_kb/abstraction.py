@@ -13,7 +13,9 @@ from .abstracts import KeywordAbstractor, LLMAbstractor
 from .errors import LLMError, LLMUnavailable
 
 if TYPE_CHECKING:
-    from .kb import KnowledgeBase
+    from .config import Config
+    from .embedding import Embedder
+    from .stores import Stores
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +28,11 @@ BACKOFF_S = (30.0, 3600.0)
 class AbstractJob:
     """Regenerates the abstracts of dirty nodes, lowest layer first, committing per batch."""
 
-    def __init__(self, kb: KnowledgeBase) -> None:
-        self.kb = kb
-        config = kb.config
+    def __init__(self, config: Config, embedder: Embedder, stores: Stores) -> None:
+        self.config = config
+        self.stores = stores
         # phrases and abstracts are not worth an evaluation cache: embed them directly
-        self.embedder = getattr(kb.embedder, "inner", kb.embedder)
+        self.embedder = getattr(embedder, "inner", embedder)
         self.keywords = KeywordAbstractor(self.embedder)
         self.llm_abstractor: LLMAbstractor | None = None
         self.llm = None
@@ -50,8 +52,8 @@ class AbstractJob:
     def status(self) -> dict[str, Any]:
         """Dirty count, last run and errors, for `status`."""
         return {
-            "dirty": len(self.kb.tree_index.view.dirty),
-            "kind": self.kb.config.tree.abstract_kind if self.llm else "keyword",
+            "dirty": len(self.stores.tree_index.view.dirty),
+            "kind": self.config.tree.abstract_kind if self.llm else "keyword",
             "source": "ollama" if self.llm else "offline",
             "last_run": self.last_run,
             "last_result": self.last_result,
@@ -63,7 +65,7 @@ class AbstractJob:
         if self.llm is None or time.time() < self._retry_at:
             return False
         try:
-            self.llm.check(self.kb.config.llm.abstract_model)
+            self.llm.check(self.config.llm.abstract_model)
         except LLMError as exc:
             self._fail(exc)
             return False
@@ -80,9 +82,8 @@ class AbstractJob:
     def run(self, max_nodes: int | None = None) -> dict[str, Any]:
         """Regenerate dirty abstracts bottom-up; returns counts and seconds."""
         started = time.perf_counter()
-        kb = self.kb
         use_llm = self._llm_ready()
-        view = kb.tree_index.view
+        view = self.stores.tree_index.view
         by_layer: dict[int, list[int]] = defaultdict(list)
         if view.tree is not None:
             for node in view.dirty:
@@ -117,8 +118,8 @@ class AbstractJob:
         Reading the children and writing the abstracts are writer tasks; generating the text
         (the LLM, or the offline extractor) happens outside, so writes go on meanwhile.
         """
-        kb = self.kb
-        work = kb.writer.call(lambda: self._read(nodes, layer, use_llm))
+        writer = self.stores.writer
+        work = writer.call(lambda: self._read(nodes, layer, use_llm))
         if work is None:
             return 0, 0
         nodes, groups, vectors, shapes, keep_dirty = work
@@ -142,18 +143,17 @@ class AbstractJob:
             texts = list(self.keywords.abstract_many(groups, vectors))
         fresh = [t for t in texts if t]
         embedded = dict(zip(fresh, self.embedder.embed(fresh), strict=True)) if fresh else {}
-        made = kb.writer.call(lambda: self._write(nodes, texts, embedded, shapes, keep_dirty))
+        made = writer.call(lambda: self._write(nodes, texts, embedded, shapes, keep_dirty))
         return made, errors
 
     def _read(self, nodes: list[int], layer: int, use_llm: bool) -> tuple | None:
         """The children's texts (or abstracts) of the nodes still dirty (on the writer)."""
-        kb = self.kb
-        live = kb.tree_index.live
+        live = self.stores.tree_index.live
         nodes = [n for n in nodes if n in live.children and n in live.dirty]
         shapes = {n: tuple(live.children[n]) for n in nodes}
         if layer == 1:
             leaf_ids = [-k for n in nodes for k in live.children[n]]
-            hits = kb.store.hits(leaf_ids)
+            hits = self.stores.store.hits(leaf_ids)
             groups = [[hits[-k].text for k in live.children[n] if -k in hits] for n in nodes]
             vectors = [np.stack([live.vectors[k] for k in live.children[n]]) for n in nodes]
         else:
@@ -173,10 +173,10 @@ class AbstractJob:
     def _write(self, nodes: list[int], texts: list[str | None], embedded: dict[str, Any],
                shapes: dict[int, tuple[int, ...]], keep_dirty: set[int]) -> int:
         """Store the abstracts of nodes whose children did not change meanwhile (on the writer)."""
-        kb = self.kb
+        stores = self.stores
         made = 0
-        with kb._tree_edit():
-            live = kb.tree_index.live
+        with stores.tree_edit():
+            live = stores.tree_index.live
             for node, text in zip(nodes, texts, strict=True):
                 if text is None or node not in live.children:
                     continue
@@ -186,6 +186,6 @@ class AbstractJob:
                 if node in keep_dirty:
                     live.dirty.add(node)
                 made += 1
-            with kb.store.transaction():
-                kb.store.write_tree(live)
+            with stores.store.transaction():
+                stores.store.write_tree(live)
         return made

@@ -23,11 +23,10 @@ from .paths import inside
 from .store import ChunkRow, FileChange, FileRecord
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
     from .config import Config
     from .embedding import Embedder
-    from .store import Delta, Store
+    from .store import Store
+    from .stores import Stores
     from .writer import Writer
 
 log = logging.getLogger(__name__)
@@ -104,21 +103,28 @@ def read_records(path: Path, data: bytes) -> list[ChunkRow]:
 
 
 class Ingestion:
-    """The ingest half of KnowledgeBase: files and corpora in, removals, renames.
+    """Files and corpora in, removals and renames, written through the stores' writer.
 
     Every public method hands its work to the writer thread and waits for it; the same request
     for the same paths, made again while the first is still queued, shares its result.
     """
 
-    config: Config
-    data_dir: Path
-    embedder: Embedder
-    store: Store
-    writer: Writer
-    embed_seconds: float
-    tree_seconds: float
-    _apply: Callable[..., Delta]
-    _bulk: Callable[[], AbstractContextManager[None]]
+    def __init__(self, config: Config, embedder: Embedder, stores: Stores) -> None:
+        self.config = config
+        self.data_dir = config.data_dir
+        self.embedder = embedder
+        self.stores = stores
+        self.embed_seconds = 0.0
+
+    @property
+    def store(self) -> Store:
+        """The DuckDB store."""
+        return self.stores.store
+
+    @property
+    def writer(self) -> Writer:
+        """The stores' writer thread."""
+        return self.stores.writer
 
     def _ignored(self, path: Path) -> bool:
         """Whether a path component matches an ignore pattern or is hidden."""
@@ -189,10 +195,10 @@ class Ingestion:
             report.failed += 1
             report.problems.append((_printable(path), "failed",
                                     "file name is not valid UTF-8; rename the file to index it"))
-        with self._bulk():
+        with self.stores.bulk():
             removals = self._renames(files, removals, report)
             if removals:
-                self._apply([], removals)
+                self.stores.apply([], removals)
                 report.removed += len(removals)
             total = len(files)
             for start in range(0, total, BATCH_FILES):
@@ -341,7 +347,7 @@ class Ingestion:
         changes = [c for c in changes if c.state != "removed"]
         if changes or removals:
             self._reuse_and_embed(changes, report)
-            self._apply(changes, removals)
+            self.stores.apply(changes, removals)
 
     def ingest_jsonl(self, path: Path | str, progress: Progress | None = None) -> IngestReport:
         """Index a benchmark corpus: one leaf per {"id","title","text"} record."""
@@ -364,13 +370,13 @@ class Ingestion:
         rows = read_records(path, data)
         change = FileChange(str(path), "corpus", digest, len(data), path.stat().st_mtime,
                             "indexed", "", rows)
-        with self._bulk():
+        with self.stores.bulk():
             if record is None:
                 report.added += 1
             else:
                 report.updated += 1
             self._reuse_and_embed([change], report)
-            self._apply([change])
+            self.stores.apply([change])
         if progress:
             progress(len(rows), len(rows), str(path))
         return report
@@ -384,9 +390,9 @@ class Ingestion:
 
     def _ingest_corpora(self, corpora: list[Path], batches: int, seed: int) -> dict[str, float]:
         """`ingest_corpora` on the writer thread."""
-        self.embed_seconds = self.tree_seconds = 0.0
+        self.embed_seconds = self.stores.tree_seconds = 0.0
         if batches <= 1:
-            with self._bulk():
+            with self.stores.bulk():
                 for corpus in corpora:
                     self._ingest_jsonl(corpus, None)
         else:
@@ -400,9 +406,9 @@ class Ingestion:
                 change = FileChange(f"batch-{number:05d}", "corpus", f"batch-{number}",
                                     0, 0.0, "indexed", "", batch)
                 self._reuse_and_embed([change], IngestReport())
-                self._apply([change])
+                self.stores.apply([change])
         return {"embed_s": round(self.embed_seconds, 2),
-                "tree_build_s": round(self.tree_seconds, 2)}
+                "tree_build_s": round(self.stores.tree_seconds, 2)}
 
     def remove(self, paths: Iterable[Path | str]) -> int:
         """Forget files (and everything below folders); returns how many were removed."""
@@ -411,7 +417,7 @@ class Ingestion:
         def run() -> int:
             targets = [r.path for key in keys for r in self.store.files(key)]
             if targets:
-                self._apply([], targets)
+                self.stores.apply([], targets)
             return len(targets)
 
         return self.writer.call(run, key=("remove", keys))

@@ -1,17 +1,14 @@
-"""The KnowledgeBase facade: stores, tree, query and status (ingest comes from ingestion.py).
+"""The KnowledgeBase facade: ingest, query, tree and status over one data directory.
 
-Writes run on one writer thread (`writer.py`), in order; queries run on any thread against what
-the last commit published (DuckDB cursors, Tantivy's searcher, hnswlib, the tree's view) and take
-no lock a write holds.
+Writes run on the stores' one writer thread (`stores.py`), in order; queries run on any thread
+against what the last commit published (DuckDB cursors, Tantivy's searcher, hnswlib, the tree's
+view) and take no lock a write holds.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,30 +19,25 @@ from .config import Config
 from .dense import DenseIndex
 from .embedding import Embedder, QueryEmbedder, for_queries, make_embedder
 from .errors import KBError
-from .ingestion import Ingestion
+from .ingestion import Ingestion, IngestReport, Progress
 from .rerank import Reranker
 from .retrieval import EVAL_MODES, MODES, Ranking, rrf
 from .sparse import SparseIndex
-from .store import Delta, FileChange, Store
+from .store import Store
+from .stores import Stores
 from .tree.drift import repair
-from .tree.live import LiveTree
 from .treeindex import TreeIndex
 from .treeview import node_view, path_view
 from .writer import Writer
-
-log = logging.getLogger(__name__)
-
 
 DRIFT_TOLERANCE = 0.02
 """A subtree is rebuilt when its cost exceeds a local rebuild's by more than this fraction."""
 DRIFT_MAX_LEAVES = 4000
 """Largest subtree rebuilt in one piece."""
 SUMMARY_LEAVES = 18
-REPAIR_BACKOFF_S = (2.0, 600.0)
-"""First and longest wait between attempts to rebuild a stale derived index."""
 
 
-class KnowledgeBase(Ingestion):
+class KnowledgeBase:
     """One knowledge base in a data directory; the only object the CLI, API and TUI use."""
 
     def __init__(self, config: Config, embedder: Embedder | None = None) -> None:
@@ -55,39 +47,50 @@ class KnowledgeBase(Ingestion):
         self.embedder = embedder or make_embedder(config.embedding)
         # questions get a model instance of their own, so they never wait for a file's batch
         self.query_embedder = QueryEmbedder(for_queries(self.embedder))
-        self.store = Store(
-            self.data_dir / "kb.duckdb", self.embedder.name, lambda: self.embedder.dim
-        )
-        self.dim = self.store.dim
-        self.sparse = SparseIndex(self.data_dir / "bm25")
-        self.dense = DenseIndex(self.data_dir / "dense", self.dim)
-        self.stale: dict[str, dict[str, Any]] = {}
-        """Derived indexes ("bm25", "dense") that missed a change and wait for a rebuild."""
-        self.embed_seconds = 0.0
-        self.tree_seconds = 0.0
-        self._defer_tree = False
-        self.tree_index: TreeIndex
-        self.abstract_job = AbstractJob(self)
+        self.stores = Stores(config, self.embedder.name, lambda: self.embedder.dim)
+        self.dim = self.stores.dim
+        self.ingestion = Ingestion(config, self.embedder, self.stores)
+        self.abstract_job = AbstractJob(config, self.embedder, self.stores)
         reranker = config.retrieval.reranker
         self.reranker = Reranker(reranker, config.embedding.device) if reranker else None
-        self._sync_derived()
-        self._load_tree()
-        self.writer = Writer()
-        self.writer.before_task = self._repair_derived
-        self.store.owner = self.writer.thread
+
+    # -- the stores, for readers (and tests) ------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        """The DuckDB store (reads from any thread; writes only on the writer)."""
+        return self.stores.store
+
+    @property
+    def sparse(self) -> SparseIndex:
+        """The BM25 index."""
+        return self.stores.sparse
+
+    @property
+    def dense(self) -> DenseIndex:
+        """The hnswlib index."""
+        return self.stores.dense
+
+    @property
+    def tree_index(self) -> TreeIndex:
+        """The tree: its live form (writer only) and its published view."""
+        return self.stores.tree_index
+
+    @property
+    def writer(self) -> Writer:
+        """The one thread that writes the stores."""
+        return self.stores.writer
+
+    @property
+    def stale(self) -> dict[str, dict[str, Any]]:
+        """Derived indexes waiting for a rebuild."""
+        return self.stores.stale
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
         """Finish the running write, drop queued ones, save what is only in memory, close."""
-        self.writer.close()
-        self.store.owner = threading.current_thread()
-        try:
-            self._checkpoint()
-        except Exception:  # noqa: BLE001 - a failed save is redone from DuckDB at start-up
-            log.exception("could not save the dense index; it will be rebuilt at start-up")
-        self.sparse.close()
-        self.store.close()
+        self.stores.close()
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -95,190 +98,47 @@ class KnowledgeBase(Ingestion):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _sync_derived(self) -> None:
-        """Rebuild Tantivy or hnswlib when their generation or size differs from DuckDB's."""
-        generation, count = self.store.generation, self.store.chunk_count()
-        if self.sparse.generation != generation or self.sparse.count() != count:
-            log.info("BM25 index at generation %s, database at %s: rebuilding (it holds %d "
-                     "chunks, the database %d)", self.sparse.generation, generation,
-                     self.sparse.count(), count)
-            self.sparse.rebuild(generation, self.store.all_texts())
-        if self.dense.generation != generation or self.dense.count != count:
-            log.info("dense index at generation %s, database at %s: rebuilding (it holds %d "
-                     "chunks, the database %d)", self.dense.generation, generation,
-                     self.dense.count, count)
-            ids, vectors = self.store.all_vectors()
-            self.dense.rebuild(generation, ids, vectors)
+    # -- writes (each one a task for the writer thread) -------------------------------------
 
-    def _mark_stale(self, name: str, exc: BaseException) -> None:
-        """A derived index missed a change: stop using it and rebuild it in the background."""
-        log.error("the %s index could not apply a change (%s): it is stale and will be rebuilt "
-                  "from the database", name, exc)
-        if name == "bm25":
-            self.sparse.mark_stale()
-        else:
-            self.dense.memory_generation = -1
-        entry = self.stale.setdefault(name, {"since": time.time(), "attempts": 0,
-                                             "retry_at": 0.0})
-        entry["reason"] = f"{type(exc).__name__}: {exc}"
-        self._schedule_repair(0.0)
+    def ingest(self, paths: Iterable[Path | str], progress: Progress | None = None,
+               keep_vanished: bool = False) -> IngestReport:
+        """Index files and folders; unchanged files are skipped, missing ones removed."""
+        return self.ingestion.ingest(paths, progress, keep_vanished)
 
-    def _schedule_repair(self, delay: float) -> None:
-        """Queue a rebuild of the stale indexes on the writer, now or after `delay` seconds."""
-        def submit() -> None:
-            try:
-                self.writer.submit(self._repair_derived, key="repair-derived")
-            except KBError:  # closing: start-up rebuilds it
-                pass
+    def ingest_jsonl(self, path: Path | str, progress: Progress | None = None) -> IngestReport:
+        """Index a benchmark corpus: one leaf per {"id","title","text"} record."""
+        return self.ingestion.ingest_jsonl(path, progress)
 
-        if delay <= 0:
-            submit()
-            return
-        timer = threading.Timer(delay, submit)
-        timer.daemon = True
-        timer.start()
+    def ingest_corpora(self, corpora: Iterable[Path], batches: int = 1,
+                       seed: int = 0) -> dict[str, float]:
+        """Index benchmark corpora: at once, or shuffled in sequential incremental batches."""
+        return self.ingestion.ingest_corpora(corpora, batches, seed)
 
-    def _repair_derived(self) -> None:
-        """Rebuild stale derived indexes from DuckDB (on the writer thread, with backoff)."""
-        for name in list(self.stale):
-            entry = self.stale[name]
-            if time.time() < entry["retry_at"]:
-                continue
-            generation = self.store.generation
-            try:
-                if name == "bm25":
-                    self.sparse.rebuild(generation, self.store.all_texts())
-                else:
-                    ids, vectors = self.store.all_vectors()
-                    self.dense.rebuild(generation, ids, vectors)
-            except Exception as exc:  # noqa: BLE001 - retried later; queries go on without it
-                first, longest = REPAIR_BACKOFF_S
-                wait = min(longest, first * 2 ** entry["attempts"])
-                entry["attempts"] += 1
-                entry["retry_at"] = time.time() + wait
-                entry["reason"] = f"rebuild failed: {type(exc).__name__}: {exc}"
-                log.warning("rebuilding the %s index failed (%s); next try in %.0f s",
-                            name, exc, wait)
-                if name == "bm25":
-                    self.sparse.mark_stale()
-                self._schedule_repair(wait)
-                continue
-            log.info("the %s index was rebuilt from the database", name)
-            del self.stale[name]
+    def remove(self, paths: Iterable[Path | str]) -> int:
+        """Forget files (and everything below folders); returns how many were removed."""
+        return self.ingestion.remove(paths)
 
-    def _load_tree(self) -> None:
-        """Load the stored tree, or rebuild it when it does not match the chunks."""
-        ids, vectors = self.store.all_vectors()
-        by_id = dict(zip(ids.tolist(), vectors, strict=True))
-        live = self.store.load_tree(self.config.tree.max_children, by_id)
-        if live is not None:
-            index = TreeIndex(live, self.config.tree)
-            if np.array_equal(index.chunk_ids(), ids) and not index.problems():
-                self.tree_index = index
-                return
-        if len(ids):
-            log.warning("stored tree does not match the chunks: rebuilding it")
-        self._build_tree(ids, vectors)
+    def rename(self, old: Path | str, new: Path | str) -> bool:
+        """A file moved: its record and leaves stay, its path changes."""
+        return self.ingestion.rename(old, new)
 
-    def _build_tree(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        """Build the whole tree over the given chunks at once and store it."""
-        next_id = int(self.store.meta().get("next_node_id", "1"))
-        if len(ids) == 0:
-            self.tree_index = TreeIndex(
-                LiveTree(self.config.tree.max_children, self.dim, next_id), self.config.tree
-            )
-        else:
-            self.tree_index = TreeIndex.build(ids, vectors, self.config.tree, next_id)
-            self.tree_seconds += self.tree_index.build_s
-            log.info("built tree over %d leaves in %.2f s", len(ids), self.tree_index.build_s)
-        self.store.save_tree(self.tree_index.live)
+    def is_indexed(self, path: Path | str) -> bool:
+        """Whether a file, or anything below a folder, is known to the knowledge base."""
+        return self.ingestion.is_indexed(path)
+
+    def ignored(self, path: Path) -> bool:
+        """Whether a path (relative to a watched or ingested folder) is never indexed."""
+        return self.ingestion.ignored(path)
 
     def rebuild_tree(self) -> None:
         """Rebuild the whole tree from the stored chunks."""
-        self.writer.call(lambda: self._build_tree(*self.store.all_vectors()), key="rebuild-tree")
-
-    @contextmanager
-    def _tree_edit(self) -> Iterator[None]:
-        """Tree edits that are committed with the enclosed transaction or dropped with it."""
-        try:
-            yield
-        except BaseException:
-            self._load_tree()  # the transaction rolled back: back to the tree DuckDB holds
-            raise
-        live = self.tree_index.live
-        if live.touched or live.dropped:
-            live.clear_changes()
-            self.tree_index.publish()
-
-    def _nearest(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Most similar existing leaf (chunk id, cosine) per vector, from the dense index."""
-        live = self.tree_index.live.vectors
-        labels, scores = self.dense.search_many(vectors, 8)
-        best = np.full(len(vectors), -1, dtype=np.int64)
-        similarity = np.full(len(vectors), -1.0, dtype=np.float32)
-        for row in range(len(vectors)):
-            for label, score in zip(labels[row].tolist(), scores[row].tolist(), strict=True):
-                if -label in live:
-                    best[row], similarity[row] = label, score
-                    break
-        return best, similarity
-
-    def _update_tree(self, added: np.ndarray, vectors: np.ndarray, removed: np.ndarray):
-        """Incremental tree update run inside the DuckDB transaction of a change."""
-        if self._defer_tree:
-            return None
-        started = time.perf_counter()
-        self.tree_index.update(added, vectors, removed, self._nearest)
-        self.tree_seconds += time.perf_counter() - started
-        return self.tree_index.live
-
-    def _apply(self, changes: list[FileChange], removals: Iterable[str] = ()) -> Delta:
-        """Commit chunks and tree to DuckDB, then bring the derived indexes to the generation."""
-        with self._tree_edit():
-            delta = self.store.apply(changes, removals, self._update_tree)
-        self._update_derived(delta)
-        return delta
-
-    def _update_derived(self, delta: Delta) -> None:
-        """Apply a committed change to Tantivy and hnswlib; one that fails is marked stale."""
-        if "bm25" not in self.stale:
-            try:
-                self.sparse.apply(
-                    delta.generation,
-                    zip(delta.added_ids.tolist(), delta.added_texts, strict=True),
-                    delta.removed_ids.tolist(),
-                )
-            except Exception as exc:  # noqa: BLE001 - DuckDB has the change: rebuild from it
-                self._mark_stale("bm25", exc)
-        if "dense" not in self.stale:
-            try:
-                self.dense.apply(delta.generation, delta.added_ids, delta.added_vectors,
-                                 delta.removed_ids, save=False)
-            except Exception as exc:  # noqa: BLE001 - DuckDB has the change: rebuild from it
-                self._mark_stale("dense", exc)
+        stores = self.stores
+        self.writer.call(lambda: stores.build_tree(*stores.store.all_vectors()),
+                         key="rebuild-tree")
 
     def checkpoint(self) -> None:
         """Persist the hnswlib index and checkpoint DuckDB (cheap to redo; done on close)."""
-        self.writer.call(self._checkpoint, key="checkpoint")
-
-    def _checkpoint(self) -> None:
-        generation = self.store.generation
-        if self.dense.generation != generation and self.dense.memory_generation == generation:
-            self.dense.save(generation)
-        self.store.db.execute("CHECKPOINT")
-
-    @contextmanager
-    def _bulk(self) -> Iterator[None]:
-        """Defer tree updates when the tree is empty, then build it once at the end."""
-        if not self.tree_index.empty or self._defer_tree:
-            yield
-            return
-        self._defer_tree = True
-        try:
-            yield
-        finally:
-            self._defer_tree = False
-            self._build_tree(*self.store.all_vectors())
+        self.writer.call(self.stores.checkpoint_now, key="checkpoint")
 
     # -- query ------------------------------------------------------------------------------
 
@@ -398,7 +258,7 @@ class KnowledgeBase(Ingestion):
 
         def run() -> dict[str, Any]:
             live = self.tree_index.live
-            with self._tree_edit():
+            with self.stores.tree_edit():
                 report = repair(live, self.config.tree.max_children,
                                 self.config.tree.pair_mode, tolerance, max_leaves)
                 if report["rebuilt"]:
@@ -432,15 +292,6 @@ class KnowledgeBase(Ingestion):
         """Shape of the tree."""
         return self.tree_index.status()
 
-    def index_status(self) -> dict[str, Any]:
-        """Each derived index: "ok", or "stale" with the reason and since when."""
-        out: dict[str, Any] = {}
-        for name in ("bm25", "dense"):
-            entry = self.stale.get(name)
-            out[name] = {"state": "ok"} if entry is None else {
-                "state": "stale", "reason": entry.get("reason", ""), "since": entry["since"]}
-        return out
-
     def status(self) -> dict[str, Any]:
         """Counts, model and store sizes."""
         counts = self.store.state_counts()
@@ -457,14 +308,9 @@ class KnowledgeBase(Ingestion):
             "model": self.embedder.name,
             "dim": self.dim,
             "generation": self.store.generation,
-            "indexes": self.index_status(),
+            "indexes": self.stores.index_status(),
             "writer": {"queued": self.writer.queued, "running": _label(self.writer.running)},
-            "stores": {
-                "duckdb_bytes": _size(self.store.path)
-                + _size(self.store.path.with_name(self.store.path.name + ".wal")),
-                "bm25_bytes": _size(self.sparse.folder),
-                "dense_bytes": _size(self.dense.folder),
-            },
+            "stores": self.stores.sizes(),
             "problems": problems,
         }
 
@@ -474,12 +320,3 @@ def _label(key: Any) -> str | None:
     if key is None or isinstance(key, str):
         return key
     return str(key[0]) if isinstance(key, tuple) and key else str(key)
-
-
-def _size(path: Path) -> int:
-    """Bytes used by a file or folder."""
-    if path.is_file():
-        return path.stat().st_size
-    if not path.exists():
-        return 0
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

@@ -22,9 +22,9 @@ from psirag_kb.abstraction import AbstractJob
 from psirag_kb.config import Config
 from psirag_kb.daemon import run_daemon
 from psirag_kb.dense import DenseIndex
-from psirag_kb.kb import KnowledgeBase
 from psirag_kb.sparse import SparseIndex
 from psirag_kb.store import Store
+from psirag_kb.stores import Stores
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for conftest
 from conftest import FakeEmbedder  # noqa: E402
@@ -86,15 +86,15 @@ def install(trigger: Trigger) -> None:
 
     Store.transaction = transaction  # type: ignore[method-assign]
 
-    update_tree = KnowledgeBase._update_tree
+    update_tree = Stores.update_tree
 
-    def update_tree_hook(self: KnowledgeBase, *args: Any) -> Any:
+    def update_tree_hook(self: Stores, *args: Any) -> Any:
         result = update_tree(self, *args)
         if result is not None:
             at("tree-update")  # the in-memory tree changed, its rows not yet written
         return result
 
-    KnowledgeBase._update_tree = update_tree_hook  # type: ignore[method-assign]
+    Stores.update_tree = update_tree_hook  # type: ignore[method-assign]
 
     save_tree = Store.save_tree
 

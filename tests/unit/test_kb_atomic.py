@@ -22,7 +22,7 @@ def test_failed_commit_keeps_the_old_version(config, fake_embedder, tmp_path, mo
 
         monkeypatch.setattr(Store, "_insert_chunks", boom)
         with pytest.raises(RuntimeError):
-            kb.writer.call(lambda: kb._ingest_batch([doc], IngestReport()))
+            kb.writer.call(lambda: kb.ingestion._ingest_batch([doc], IngestReport()))
         monkeypatch.undo()
         texts = [r["text"] for r in kb.query("lighthouses submarines", mode="sparse")["results"]]
         assert texts == ["Original text about lighthouses and their keepers."]
@@ -39,14 +39,14 @@ def test_vanished_file_is_removed_not_failed(config, fake_embedder, tmp_path, mo
     (folder / "a.txt").write_text("Alpha document.\n")
     with KnowledgeBase(config, embedder=fake_embedder) as kb:
         kb.ingest([folder])
-        original = kb._walk
+        original = kb.ingestion._walk
 
         def walk_then_delete(path):
             found = list(original(path))
             (folder / "a.txt").unlink()
             return iter(found)
 
-        monkeypatch.setattr(kb, "_walk", walk_then_delete)
+        monkeypatch.setattr(kb.ingestion, "_walk", walk_then_delete)
         report = kb.ingest([folder])
         assert report.removed == 1 and report.failed == 0
         assert kb.store.chunk_count() == 0 and kb.sparse.count() == 0
@@ -87,14 +87,14 @@ def test_watcher_ingest_keeps_a_file_that_vanishes_mid_read(config, fake_embedde
     (folder / "a.txt").write_text("Alpha document.\n")
     with KnowledgeBase(config, embedder=fake_embedder) as kb:
         kb.ingest([folder])
-        original = kb._walk
+        original = kb.ingestion._walk
 
         def walk_then_move(path):
             found = list(original(path))
             (folder / "a.txt").rename(tmp_path / "a.txt")  # a move event will follow
             return iter(found)
 
-        monkeypatch.setattr(kb, "_walk", walk_then_move)
+        monkeypatch.setattr(kb.ingestion, "_walk", walk_then_move)
         report = kb.ingest([folder], keep_vanished=True)
         assert report.removed == 0 and kb.store.chunk_count() == 1
         assert kb.rename(folder / "a.txt", tmp_path / "a.txt")

@@ -1,0 +1,277 @@
+"""The stores of one data directory and the thread that alone writes them.
+
+DuckDB is the source of truth; Tantivy, hnswlib and the live tree are derived from it. Every
+change runs on the writer thread (`writer.py`): DuckDB commits first, then the derived indexes
+follow the commit, and the tree's view for readers is swapped in. An index that cannot follow is
+marked stale and rebuilt from DuckDB in the background.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import Config
+from .dense import DenseIndex
+from .errors import KBError
+from .sparse import SparseIndex
+from .store import Delta, FileChange, Store
+from .tree.live import LiveTree
+from .treeindex import TreeIndex
+from .writer import Writer
+
+log = logging.getLogger(__name__)
+
+REPAIR_BACKOFF_S = (2.0, 600.0)
+"""First and longest wait between attempts to rebuild a stale derived index."""
+
+
+class Stores:
+    """DuckDB, BM25, hnswlib and the live tree of a data directory, written by one thread."""
+
+    def __init__(self, config: Config, model: str, dim: Any) -> None:
+        """Open (or create) the stores; `dim()` is asked only for a new database."""
+        self.config = config
+        self.store = Store(config.data_dir / "kb.duckdb", model, dim)
+        self.dim = self.store.dim
+        self.sparse = SparseIndex(config.data_dir / "bm25")
+        self.dense = DenseIndex(config.data_dir / "dense", self.dim)
+        self.stale: dict[str, dict[str, Any]] = {}
+        """Derived indexes ("bm25", "dense") that missed a change and wait for a rebuild."""
+        self.tree_seconds = 0.0
+        self.defer_tree = False
+        self.tree_index: TreeIndex
+        self.sync_derived()
+        self.load_tree()
+        self.writer = Writer()
+        self.writer.before_task = self.repair_derived
+        self.store.owner = self.writer.thread
+
+    def close(self) -> None:
+        """Finish the running write, drop queued ones, save what is only in memory, close."""
+        self.writer.close()
+        self.store.owner = threading.current_thread()
+        try:
+            self.checkpoint_now()
+        except Exception:  # noqa: BLE001 - a failed save is redone from DuckDB at start-up
+            log.exception("could not save the dense index; it will be rebuilt at start-up")
+        self.sparse.close()
+        self.store.close()
+
+    # -- derived indexes --------------------------------------------------------------------
+
+    def sync_derived(self) -> None:
+        """Rebuild Tantivy or hnswlib when their generation or size differs from DuckDB's."""
+        generation, count = self.store.generation, self.store.chunk_count()
+        if self.sparse.generation != generation or self.sparse.count() != count:
+            log.info("BM25 index at generation %s, database at %s: rebuilding (it holds %d "
+                     "chunks, the database %d)", self.sparse.generation, generation,
+                     self.sparse.count(), count)
+            self.sparse.rebuild(generation, self.store.all_texts())
+        if self.dense.generation != generation or self.dense.count != count:
+            log.info("dense index at generation %s, database at %s: rebuilding (it holds %d "
+                     "chunks, the database %d)", self.dense.generation, generation,
+                     self.dense.count, count)
+            ids, vectors = self.store.all_vectors()
+            self.dense.rebuild(generation, ids, vectors)
+
+    def update_derived(self, delta: Delta) -> None:
+        """Apply a committed change to Tantivy and hnswlib; one that fails is marked stale."""
+        if "bm25" not in self.stale:
+            try:
+                self.sparse.apply(
+                    delta.generation,
+                    zip(delta.added_ids.tolist(), delta.added_texts, strict=True),
+                    delta.removed_ids.tolist(),
+                )
+            except Exception as exc:  # noqa: BLE001 - DuckDB has the change: rebuild from it
+                self.mark_stale("bm25", exc)
+        if "dense" not in self.stale:
+            try:
+                self.dense.apply(delta.generation, delta.added_ids, delta.added_vectors,
+                                 delta.removed_ids, save=False)
+            except Exception as exc:  # noqa: BLE001 - DuckDB has the change: rebuild from it
+                self.mark_stale("dense", exc)
+
+    def mark_stale(self, name: str, exc: BaseException) -> None:
+        """A derived index missed a change: stop using it and rebuild it in the background."""
+        log.error("the %s index could not apply a change (%s): it is stale and will be rebuilt "
+                  "from the database", name, exc)
+        if name == "bm25":
+            self.sparse.mark_stale()
+        else:
+            self.dense.memory_generation = -1
+        entry = self.stale.setdefault(name, {"since": time.time(), "attempts": 0,
+                                             "retry_at": 0.0})
+        entry["reason"] = f"{type(exc).__name__}: {exc}"
+        self._schedule_repair(0.0)
+
+    def _schedule_repair(self, delay: float) -> None:
+        """Queue a rebuild of the stale indexes on the writer, now or after `delay` seconds."""
+        def submit() -> None:
+            try:
+                self.writer.submit(self.repair_derived, key="repair-derived")
+            except KBError:  # closing: start-up rebuilds it
+                pass
+
+        if delay <= 0:
+            submit()
+            return
+        timer = threading.Timer(delay, submit)
+        timer.daemon = True
+        timer.start()
+
+    def repair_derived(self) -> None:
+        """Rebuild stale derived indexes from DuckDB (on the writer thread, with backoff)."""
+        for name in list(self.stale):
+            entry = self.stale[name]
+            if time.time() < entry["retry_at"]:
+                continue
+            generation = self.store.generation
+            try:
+                if name == "bm25":
+                    self.sparse.rebuild(generation, self.store.all_texts())
+                else:
+                    ids, vectors = self.store.all_vectors()
+                    self.dense.rebuild(generation, ids, vectors)
+            except Exception as exc:  # noqa: BLE001 - retried later; queries go on without it
+                first, longest = REPAIR_BACKOFF_S
+                wait = min(longest, first * 2 ** entry["attempts"])
+                entry["attempts"] += 1
+                entry["retry_at"] = time.time() + wait
+                entry["reason"] = f"rebuild failed: {type(exc).__name__}: {exc}"
+                log.warning("rebuilding the %s index failed (%s); next try in %.0f s",
+                            name, exc, wait)
+                if name == "bm25":
+                    self.sparse.mark_stale()
+                self._schedule_repair(wait)
+                continue
+            log.info("the %s index was rebuilt from the database", name)
+            del self.stale[name]
+
+    def index_status(self) -> dict[str, Any]:
+        """Each derived index: "ok", or "stale" with the reason and since when."""
+        out: dict[str, Any] = {}
+        for name in ("bm25", "dense"):
+            entry = self.stale.get(name)
+            out[name] = {"state": "ok"} if entry is None else {
+                "state": "stale", "reason": entry.get("reason", ""), "since": entry["since"]}
+        return out
+
+    # -- the tree ---------------------------------------------------------------------------
+
+    def load_tree(self) -> None:
+        """Load the stored tree, or rebuild it when it does not match the chunks."""
+        ids, vectors = self.store.all_vectors()
+        by_id = dict(zip(ids.tolist(), vectors, strict=True))
+        live = self.store.load_tree(self.config.tree.max_children, by_id)
+        if live is not None:
+            index = TreeIndex(live, self.config.tree)
+            if np.array_equal(index.chunk_ids(), ids) and not index.problems():
+                self.tree_index = index
+                return
+        if len(ids):
+            log.warning("stored tree does not match the chunks: rebuilding it")
+        self.build_tree(ids, vectors)
+
+    def build_tree(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Build the whole tree over the given chunks at once and store it."""
+        next_id = int(self.store.meta().get("next_node_id", "1"))
+        if len(ids) == 0:
+            self.tree_index = TreeIndex(
+                LiveTree(self.config.tree.max_children, self.dim, next_id), self.config.tree
+            )
+        else:
+            self.tree_index = TreeIndex.build(ids, vectors, self.config.tree, next_id)
+            self.tree_seconds += self.tree_index.build_s
+            log.info("built tree over %d leaves in %.2f s", len(ids), self.tree_index.build_s)
+        self.store.save_tree(self.tree_index.live)
+
+    @contextmanager
+    def tree_edit(self) -> Iterator[None]:
+        """Tree edits that are committed with the enclosed transaction or dropped with it."""
+        try:
+            yield
+        except BaseException:
+            self.load_tree()  # the transaction rolled back: back to the tree DuckDB holds
+            raise
+        live = self.tree_index.live
+        if live.touched or live.dropped:
+            live.clear_changes()
+            self.tree_index.publish()
+
+    def nearest(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Most similar existing leaf (chunk id, cosine) per vector, from the dense index."""
+        live = self.tree_index.live.vectors
+        labels, scores = self.dense.search_many(vectors, 8)
+        best = np.full(len(vectors), -1, dtype=np.int64)
+        similarity = np.full(len(vectors), -1.0, dtype=np.float32)
+        for row in range(len(vectors)):
+            for label, score in zip(labels[row].tolist(), scores[row].tolist(), strict=True):
+                if -label in live:
+                    best[row], similarity[row] = label, score
+                    break
+        return best, similarity
+
+    def update_tree(self, added: np.ndarray, vectors: np.ndarray, removed: np.ndarray):
+        """Incremental tree update run inside the DuckDB transaction of a change."""
+        if self.defer_tree:
+            return None
+        started = time.perf_counter()
+        self.tree_index.update(added, vectors, removed, self.nearest)
+        self.tree_seconds += time.perf_counter() - started
+        return self.tree_index.live
+
+    @contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Defer tree updates when the tree is empty, then build it once at the end."""
+        if not self.tree_index.empty or self.defer_tree:
+            yield
+            return
+        self.defer_tree = True
+        try:
+            yield
+        finally:
+            self.defer_tree = False
+            self.build_tree(*self.store.all_vectors())
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def apply(self, changes: list[FileChange], removals: Iterable[str] = ()) -> Delta:
+        """Commit chunks and tree to DuckDB, then bring the derived indexes to the generation."""
+        with self.tree_edit():
+            delta = self.store.apply(changes, removals, self.update_tree)
+        self.update_derived(delta)
+        return delta
+
+    def checkpoint_now(self) -> None:
+        """Persist the hnswlib index and checkpoint DuckDB (on the writer thread)."""
+        generation = self.store.generation
+        if self.dense.generation != generation and self.dense.memory_generation == generation:
+            self.dense.save(generation)
+        self.store.db.execute("CHECKPOINT")
+
+    def sizes(self) -> dict[str, int]:
+        """Bytes on disk of each store."""
+        return {
+            "duckdb_bytes": _size(self.store.path)
+            + _size(self.store.path.with_name(self.store.path.name + ".wal")),
+            "bm25_bytes": _size(self.sparse.folder),
+            "dense_bytes": _size(self.dense.folder),
+        }
+
+
+def _size(path: Path) -> int:
+    """Bytes used by a file or folder."""
+    if path.is_file():
+        return path.stat().st_size
+    if not path.exists():
+        return 0
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
