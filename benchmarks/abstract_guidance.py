@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from psirag_kb.config import Config
-from psirag_kb.embedding import CachedEmbedder, make_embedder
 from psirag_kb.evaluation import load_questions, recall_at
+from psirag_kb.ingest.embedding import CachedEmbedder, make_embedder
 from psirag_kb.kb import KnowledgeBase
 
 

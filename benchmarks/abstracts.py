@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from psirag_kb.abstracts import KeywordAbstractor
+from psirag_kb.abstracts.writers import KeywordAbstractor
 from psirag_kb.config import EmbeddingConfig
-from psirag_kb.embedding import CachedEmbedder, SentenceTransformerEmbedder
+from psirag_kb.ingest.embedding import CachedEmbedder, SentenceTransformerEmbedder
 from psirag_kb.tree import build_tree
 
 

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 from psirag_kb.config import Config
-from psirag_kb.embedding import CachedEmbedder, make_embedder
 from psirag_kb.evaluation import load_questions, recall_at
+from psirag_kb.ingest.embedding import CachedEmbedder, make_embedder
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.multiround import FANOUT, multi_round, predict_hops
+from psirag_kb.search.multiround import FANOUT, multi_round, predict_hops
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from psirag_kb.config import EmbeddingConfig
-from psirag_kb.embedding import SentenceTransformerEmbedder
+from psirag_kb.ingest.embedding import SentenceTransformerEmbedder
 
 
 def main() -> None:

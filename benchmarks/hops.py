@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 
+from psirag_kb.answer.hops import HopDiscriminator, load_labelled, question_features
 from psirag_kb.config import EmbeddingConfig
-from psirag_kb.embedding import SentenceTransformerEmbedder
-from psirag_kb.hops import HopDiscriminator, load_labelled, question_features
+from psirag_kb.ingest.embedding import SentenceTransformerEmbedder
 
 
 def per_call_us(call, repeat: int) -> float:

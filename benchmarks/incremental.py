@@ -28,10 +28,10 @@ import time
 from pathlib import Path
 
 from psirag_kb.config import Config
-from psirag_kb.embedding import CachedEmbedder, make_embedder
-from psirag_kb.ingestion import IngestReport, read_records
+from psirag_kb.ingest.embedding import CachedEmbedder, make_embedder
+from psirag_kb.ingest.ingestion import IngestReport, read_records
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.store import FileChange
+from psirag_kb.storage.store import FileChange
 
 PROBE_K = 10
 TIMEOUT_S = 60.0

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from psirag_kb.config import Config
-from psirag_kb.daemon import Daemon
-from psirag_kb.embedding import CachedEmbedder, make_embedder
+from psirag_kb.ingest.embedding import CachedEmbedder, make_embedder
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.service.daemon import Daemon
 
 
 def records(corpus: Path, leaves: int) -> list[dict[str, str]]:

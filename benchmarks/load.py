@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from latency import percentile, records, returns, wait_burst  # noqa: E402
 
 from psirag_kb.config import Config  # noqa: E402
-from psirag_kb.embedding import CachedEmbedder, make_embedder  # noqa: E402
+from psirag_kb.ingest.embedding import CachedEmbedder, make_embedder  # noqa: E402
 from psirag_kb.kb import KnowledgeBase  # noqa: E402
 
 

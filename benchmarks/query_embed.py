@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from psirag_kb.config import Config
-from psirag_kb.embedding import make_embedder
+from psirag_kb.ingest.embedding import make_embedder
 
 
 def run(embedder: object, questions: list[str], threads: int, seconds: float,

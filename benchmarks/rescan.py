@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from psirag_kb.config import Config
-from psirag_kb.embedding import normalise
+from psirag_kb.ingest.embedding import normalise
 from psirag_kb.kb import KnowledgeBase
 
 WORDS = ("river castle engine violin glacier pepper orbit harbour lantern meadow copper falcon "

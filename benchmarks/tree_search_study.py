@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 
 from psirag_kb.config import Config
-from psirag_kb.embedding import CachedEmbedder, make_embedder
 from psirag_kb.evaluation import load_questions, recall_at
+from psirag_kb.ingest.embedding import CachedEmbedder, make_embedder
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.retrieval import Ranking, rrf
+from psirag_kb.search.retrieval import Ranking, rrf
 
 
 def main() -> None:

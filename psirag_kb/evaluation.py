@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import Config
-from .embedding import CachedEmbedder, Embedder, make_embedder
-from .errors import KBError
+from psirag_kb.config import Config
+from psirag_kb.errors import KBError
+from psirag_kb.ingest.embedding import CachedEmbedder, Embedder, make_embedder
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def evaluate(
     embedder: Embedder | None = None,
 ) -> dict[str, Any]:
     """Build a fresh KB from the corpora, then score every question in every mode."""
-    from .kb import KnowledgeBase
+    from psirag_kb.kb import KnowledgeBase
 
     questions = load_questions(questions_file)
     if embedder is None:

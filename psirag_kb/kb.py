@@ -14,21 +14,21 @@ from typing import Any
 
 import numpy as np
 
-from .abstraction import AbstractJob
-from .config import Config
-from .dense import DenseIndex
-from .embedding import Embedder, QueryEmbedder, for_queries, make_embedder
-from .errors import KBError
-from .ingestion import Ingestion, IngestReport, Progress
-from .rerank import Reranker
-from .retrieval import EVAL_MODES, MODES, Ranking, rrf
-from .sparse import SparseIndex
-from .store import Store
-from .stores import Stores
-from .tree.drift import repair
-from .treeindex import TreeIndex
-from .treeview import node_view, path_view
-from .writer import Writer
+from psirag_kb.abstracts.job import AbstractJob
+from psirag_kb.config import Config
+from psirag_kb.errors import KBError
+from psirag_kb.ingest.embedding import Embedder, QueryEmbedder, for_queries, make_embedder
+from psirag_kb.ingest.ingestion import Ingestion, IngestReport, Progress
+from psirag_kb.search.rerank import Reranker
+from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
+from psirag_kb.search.treeindex import TreeIndex
+from psirag_kb.search.treeview import node_view, path_view
+from psirag_kb.storage.dense import DenseIndex
+from psirag_kb.storage.sparse import SparseIndex
+from psirag_kb.storage.store import Store
+from psirag_kb.storage.stores import Stores
+from psirag_kb.storage.writer import Writer
+from psirag_kb.tree.drift import repair
 
 DRIFT_TOLERANCE = 0.02
 """A subtree is rebuilt when its cost exceeds a local rebuild's by more than this fraction."""
@@ -156,7 +156,7 @@ class KnowledgeBase:
         if mode == "sparse" and sparse_ok:
             return Ranking(*self.sparse.search(text, k))
         if mode == "agent":  # retrieval of agent mode without an LLM
-            from .multiround import multi_round
+            from psirag_kb.search.multiround import multi_round
 
             return multi_round(self, text, k).ranking
         query = self.embed_query(text)
@@ -237,7 +237,7 @@ class KnowledgeBase:
         if self.stale:
             result["degraded"] = sorted(self.stale)
         if summarize:
-            from .summary import add_summary
+            from psirag_kb.search.summary import add_summary
 
             return add_summary(self, result)
         return result
@@ -245,7 +245,7 @@ class KnowledgeBase:
     def answer(self, text: str, k: int | None = None,
                on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Agent mode: an LLM answer with citations and steps, or multi-round retrieval."""
-        from .agent import answer_question
+        from psirag_kb.answer.agent import answer_question
 
         return answer_question(self, text, k, on_step).as_dict()
 

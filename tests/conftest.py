@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from psirag_kb.config import Config, EmbeddingConfig
-from psirag_kb.embedding import SentenceTransformerEmbedder, normalise
+from psirag_kb.ingest.embedding import SentenceTransformerEmbedder, normalise
 
 pytest_plugins = ["fake_ollama"]  # tests/fake_ollama.py: the `fake_ollama` fixture
 

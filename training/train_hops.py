@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from psirag_kb.answer.hops import HopDiscriminator, load_labelled, metrics, question_features
 from psirag_kb.config import EmbeddingConfig
-from psirag_kb.embedding import CachedEmbedder, SentenceTransformerEmbedder
-from psirag_kb.hops import HopDiscriminator, load_labelled, metrics, question_features
+from psirag_kb.ingest.embedding import CachedEmbedder, SentenceTransformerEmbedder
 
 
 def file_digest(path: Path) -> tuple[str, int]:

@@ -124,7 +124,7 @@ def test_regeneration_resumes_after_an_interruption(config, minilm, small_corpus
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
         total = len(kb.tree_index.live.children)
-        import psirag_kb.abstraction as abstraction
+        import psirag_kb.abstracts.job as abstraction
 
         abstraction.BATCH_NODES, old = 3, abstraction.BATCH_NODES
         try:

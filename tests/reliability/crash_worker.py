@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from psirag_kb.abstraction import AbstractJob
+from psirag_kb.abstracts.job import AbstractJob
 from psirag_kb.config import Config
-from psirag_kb.daemon import run_daemon
-from psirag_kb.dense import DenseIndex
-from psirag_kb.sparse import SparseIndex
-from psirag_kb.store import Store
-from psirag_kb.stores import Stores
+from psirag_kb.service.daemon import run_daemon
+from psirag_kb.storage.dense import DenseIndex
+from psirag_kb.storage.sparse import SparseIndex
+from psirag_kb.storage.store import Store
+from psirag_kb.storage.stores import Stores
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for conftest
 from conftest import FakeEmbedder  # noqa: E402

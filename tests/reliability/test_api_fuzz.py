@@ -20,9 +20,9 @@ import pytest
 from conftest import FakeEmbedder
 from daemon_helpers import wait_for
 
-from psirag_kb import api as api_module
 from psirag_kb.config import Config
-from psirag_kb.daemon import Daemon
+from psirag_kb.service import api as api_module
+from psirag_kb.service.daemon import Daemon
 
 MAX_BODY = 100_000
 HANDLER_TIMEOUT_S = 1.0

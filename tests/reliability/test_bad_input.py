@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from daemon_helpers import api, wait_for
 
-import psirag_kb.ingestion as ingestion
+import psirag_kb.ingest.ingestion as ingestion
 from psirag_kb.config import Config
-from psirag_kb.daemon import Daemon
+from psirag_kb.service.daemon import Daemon
 
 QUIET = 0.2
 SAMPLE_PDF = Path(__file__).parent.parent / "fixtures" / "sample.pdf"

@@ -17,11 +17,11 @@ from conftest import FakeEmbedder
 
 import psirag_kb.kb as kb_module
 from psirag_kb.cli import main
-from psirag_kb.client import DAEMON_FILE, LOCK_FILE
 from psirag_kb.config import Config
-from psirag_kb.daemon import Daemon, DataDirLock
 from psirag_kb.errors import StoreError
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.service.client import DAEMON_FILE, LOCK_FILE
+from psirag_kb.service.daemon import Daemon, DataDirLock
 
 QUERIES = ["harbour boat number 7", "boat number 11", "note about w5x2", "harbour 9"]  # no ties
 MODES = ["sparse", "dense", "hybrid"]

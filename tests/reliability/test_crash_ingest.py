@@ -23,7 +23,7 @@ from crash_worker import HashEmbedder  # noqa: E402
 
 def worker(data_dir: str, folder: str) -> None:
     """Ingest a folder file by file in small batches (run in a subprocess)."""
-    import psirag_kb.ingestion as ingestion
+    import psirag_kb.ingest.ingestion as ingestion
 
     ingestion.BATCH_FILES = 7
     config = Config().with_data_dir(Path(data_dir))

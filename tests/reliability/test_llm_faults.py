@@ -20,10 +20,10 @@ import pytest
 from daemon_helpers import api, wait_for
 from fake_ollama import JUNK, FakeOllama
 
-import psirag_kb.abstraction as abstraction
-from psirag_kb.abstracts import looks_like_junk
+import psirag_kb.abstracts.job as abstraction
+from psirag_kb.abstracts.writers import looks_like_junk
 from psirag_kb.config import Config
-from psirag_kb.daemon import Daemon
+from psirag_kb.service.daemon import Daemon
 
 TIMEOUT_S = 0.5
 """[llm] timeout_s for every daemon here: a slow server fails fast."""

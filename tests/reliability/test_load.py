@@ -20,7 +20,7 @@ import pytest
 from daemon_helpers import wait_for
 
 from psirag_kb.config import Config
-from psirag_kb.daemon import Daemon
+from psirag_kb.service.daemon import Daemon
 
 CLIENTS = 20
 SECONDS = 10.0

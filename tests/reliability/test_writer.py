@@ -18,10 +18,10 @@ from conftest import FakeEmbedder
 from daemon_helpers import api, wait_for
 
 from psirag_kb.config import Config
-from psirag_kb.daemon import Daemon
-from psirag_kb.dense import DenseIndex
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.sparse import SparseIndex
+from psirag_kb.service.daemon import Daemon
+from psirag_kb.storage.dense import DenseIndex
+from psirag_kb.storage.sparse import SparseIndex
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = Path(__file__).resolve().parents[1]
@@ -350,7 +350,7 @@ def test_queries_answer_while_a_long_write_is_in_progress(
         tmp_path: Path, write: str) -> None:
     kb, folder = kb_with_notes
     import psirag_kb.kb as kb_module
-    from psirag_kb.treeindex import TreeIndex
+    from psirag_kb.search.treeindex import TreeIndex
 
     if write == "drift repair":
         entered, release = _blocked(kb_module, "repair", monkeypatch)
@@ -386,11 +386,11 @@ from psirag_kb.config import load_config
 {body}
 """
 DAEMON_BODY = """
-from psirag_kb.daemon import run_daemon
+from psirag_kb.service.daemon import run_daemon
 sys.exit(run_daemon(load_config(Path(sys.argv[1])), embedder=FakeEmbedder()))
 """
 STATUS_BODY = """
-from psirag_kb.client import connect
+from psirag_kb.service.client import connect
 client = connect(load_config(Path(sys.argv[1])), embedder=FakeEmbedder())
 try:
     print(json.dumps({{"chunks": client.status()["chunks"], "via": type(client).__name__}}))
@@ -471,7 +471,7 @@ def test_the_model_embeds_and_counts_tokens_from_many_threads(minilm) -> None:
 def test_tree_edits_rolled_back_with_their_transaction_leave_no_rebuild_behind(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
         write: str) -> None:
-    from psirag_kb.store import Store
+    from psirag_kb.storage.store import Store
 
     folder = tmp_path / "notes"
     config = Config().with_data_dir(tmp_path / "data")

@@ -7,8 +7,8 @@ import sys
 
 
 def test_the_core_library_does_not_import_textual() -> None:
-    code = ("import sys, psirag_kb, psirag_kb.kb, psirag_kb.client, psirag_kb.cli, "
-            "psirag_kb.daemon; print('textual' in sys.modules)")
+    code = ("import sys, psirag_kb, psirag_kb.kb, psirag_kb.service.client, psirag_kb.cli, "
+            "psirag_kb.service.daemon; print('textual' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "False"

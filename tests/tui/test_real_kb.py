@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static
 
-from psirag_kb.client import LocalClient
 from psirag_kb.config import Config
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.service.client import LocalClient
 from tui.app import PsiragApp
 
 from .test_app import SIZE, ask, options, until

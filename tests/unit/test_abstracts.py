@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from psirag_kb.abstracts import (
+from psirag_kb.abstracts.writers import (
     STOP_WORDS,
     KeywordAbstractor,
     LLMAbstractor,
@@ -21,9 +21,9 @@ from psirag_kb.abstracts import (
     looks_like_junk,
     messages_tokens,
 )
+from psirag_kb.answer.llm import OllamaLLM
 from psirag_kb.config import LLMConfig
 from psirag_kb.errors import ConfigError, LLMError
-from psirag_kb.llm import OllamaLLM
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "hotpotqa_small" / "corpus.jsonl"
 BEER = [11, 13, 14]

@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from psirag_kb import agent_prompts as prompts
-from psirag_kb.agent import RetrieveAndAnswer, parse_reply, unanswerable
+from psirag_kb.answer import agent_prompts as prompts
+from psirag_kb.answer.agent import RetrieveAndAnswer, parse_reply, unanswerable
+from psirag_kb.answer.llm import OllamaLLM
 from psirag_kb.config import Config
-from psirag_kb.llm import OllamaLLM
-from psirag_kb.multiround import expand, max_score, salient_phrases
+from psirag_kb.search.multiround import expand, max_score, salient_phrases
 
 MODEL = "llama3.1:8b"
 QUESTION = "The Oberoi family is part of a hotel company that has a head office in what city?"

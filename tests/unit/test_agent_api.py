@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from psirag_kb.api import APIServer
-from psirag_kb.client import HTTPClient
 from psirag_kb.errors import KBError
+from psirag_kb.service.api import APIServer
+from psirag_kb.service.client import HTTPClient
 
 
 class AnsweringApp:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from psirag_kb.api import APIServer, is_loopback
 from psirag_kb.errors import KBError, NodeNotFound
+from psirag_kb.service.api import APIServer, is_loopback
 
 
 class FakeApp:

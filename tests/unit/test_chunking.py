@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from psirag_kb.chunking import Chunk, chunk_text, split_sentences, word_token_count
-from psirag_kb.documents import line_of
+from psirag_kb.ingest.chunking import Chunk, chunk_text, split_sentences, word_token_count
+from psirag_kb.ingest.documents import line_of
 
 WORDS = ("tree leaf node abstract query vector merge collapse depth root child layer index "
          "corpus passage token model keyword summary cosine").split()

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from psirag_kb import documents
-from psirag_kb.documents import (
+from psirag_kb.errors import FileReadError, SkippedFile
+from psirag_kb.ingest import documents
+from psirag_kb.ingest.documents import (
     SUPPORTED_SUFFIXES,
     LineIndex,
     html_visible_text,
@@ -17,7 +18,6 @@ from psirag_kb.documents import (
     line_of,
     read_document,
 )
-from psirag_kb.errors import FileReadError, SkippedFile
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from psirag_kb.ingestion import IngestReport
+from psirag_kb.ingest.ingestion import IngestReport
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.sparse import plain_query
-from psirag_kb.store import Store
+from psirag_kb.storage.sparse import plain_query
+from psirag_kb.storage.store import Store
 
 
 def test_failed_commit_keeps_the_old_version(config, fake_embedder, tmp_path, monkeypatch):

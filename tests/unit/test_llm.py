@@ -7,9 +7,9 @@ import time
 
 import pytest
 
+from psirag_kb.answer.llm import DEFAULT_HOST, OllamaLLM, ollama_host
 from psirag_kb.config import LLMConfig
 from psirag_kb.errors import LLMError
-from psirag_kb.llm import DEFAULT_HOST, OllamaLLM, ollama_host
 
 HELLO = [{"role": "user", "content": "hello"}]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from psirag_kb.retrieval import Ranking, rrf
+from psirag_kb.search.retrieval import Ranking, rrf
 
 
 def ranking(*ids: int) -> Ranking:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from psirag_kb.ingestion import IngestReport
-from psirag_kb.watcher import FolderWatcher
+from psirag_kb.ingest.ingestion import IngestReport
+from psirag_kb.service.watcher import FolderWatcher
 
 QUIET = 0.3
 

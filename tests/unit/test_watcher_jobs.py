@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from psirag_kb.scheduler import Jobs
+from psirag_kb.service.scheduler import Jobs
 
 
 def test_jobs_record_results_errors_and_do_not_overlap() -> None:

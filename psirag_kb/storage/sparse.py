@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import tantivy
 
-from .errors import StoreError
+from psirag_kb.errors import StoreError
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import KBError
+from psirag_kb.errors import KBError
 
 log = logging.getLogger(__name__)
 

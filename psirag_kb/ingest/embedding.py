@@ -10,9 +10,9 @@ from typing import Protocol
 
 import numpy as np
 
-from .chunking import content_hash
-from .config import DEFAULT_MODEL, EmbeddingConfig
-from .errors import ConfigError
+from psirag_kb.config import DEFAULT_MODEL, EmbeddingConfig
+from psirag_kb.errors import ConfigError
+from psirag_kb.ingest.chunking import content_hash
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-from .errors import KBError, NodeNotFound
+from psirag_kb.errors import KBError, NodeNotFound
 
 log = logging.getLogger(__name__)
 

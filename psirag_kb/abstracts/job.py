@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .abstracts import KeywordAbstractor, LLMAbstractor
-from .errors import LLMError, LLMUnavailable
+from psirag_kb.abstracts.writers import KeywordAbstractor, LLMAbstractor
+from psirag_kb.errors import LLMError, LLMUnavailable
 
 if TYPE_CHECKING:
-    from .config import Config
-    from .embedding import Embedder
-    from .stores import Stores
+    from psirag_kb.config import Config
+    from psirag_kb.ingest.embedding import Embedder
+    from psirag_kb.storage.stores import Stores
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class AbstractJob:
         self.llm_abstractor: LLMAbstractor | None = None
         self.llm = None
         if config.llm.enabled:
-            from .llm import OllamaLLM
+            from psirag_kb.answer.llm import OllamaLLM
 
             self.llm = OllamaLLM(config.llm)
             self.llm_abstractor = LLMAbstractor(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import KBError
+from psirag_kb.errors import KBError
 
 HOPS = (1, 2, 3, 4)
 FEATURE_VERSION = "q1"

@@ -9,10 +9,10 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from . import agent_prompts as prompts
-from .config import LLMConfig
-from .errors import LLMError
-from .multiround import multi_round, predict_hops
+from psirag_kb.answer import agent_prompts as prompts
+from psirag_kb.config import LLMConfig
+from psirag_kb.errors import LLMError
+from psirag_kb.search.multiround import multi_round, predict_hops
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class Answer:
 @lru_cache(maxsize=4)
 def _client(config: LLMConfig) -> Any:
     """One Ollama wrapper per LLM configuration, shared by answers and summaries."""
-    from .llm import OllamaLLM
+    from psirag_kb.answer.llm import OllamaLLM
 
     return OllamaLLM(config)
 

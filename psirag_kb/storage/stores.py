@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from .config import Config
-from .dense import DenseIndex
-from .errors import KBError
-from .sparse import SparseIndex
-from .store import Delta, FileChange, Store
-from .tree.live import LiveTree
-from .treeindex import TreeIndex
-from .writer import Writer
+from psirag_kb.config import Config
+from psirag_kb.errors import KBError
+from psirag_kb.search.treeindex import TreeIndex
+from psirag_kb.storage.dense import DenseIndex
+from psirag_kb.storage.sparse import SparseIndex
+from psirag_kb.storage.store import Delta, FileChange, Store
+from psirag_kb.storage.writer import Writer
+from psirag_kb.tree.live import LiveTree
 
 log = logging.getLogger(__name__)
 

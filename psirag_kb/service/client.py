@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from .config import Config, api_token
-from .datadir import COMMAND, DAEMON, LOCK_FILE, DataDirLock, holder
-from .errors import KBError, NodeNotFound
+from psirag_kb.config import Config, api_token
+from psirag_kb.errors import KBError, NodeNotFound
+from psirag_kb.storage.datadir import COMMAND, DAEMON, LOCK_FILE, DataDirLock, holder
 
 __all__ = ["DAEMON_FILE", "LOCK_FILE", "HTTPClient", "LocalClient", "connect", "open_local",
            "running_daemon"]
@@ -258,7 +258,7 @@ def open_local(config: Config, embedder: Any = None) -> LocalClient | None:
 
     A command holding the data directory is waited for.
     """
-    from .kb import KnowledgeBase
+    from psirag_kb.kb import KnowledgeBase
 
     lock = DataDirLock(config.data_dir)
     told = False

@@ -16,18 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .chunking import chunk_text, content_hash
-from .documents import is_supported, link_inside, read_document
-from .errors import FileReadError, KBError, SkippedFile
-from .paths import inside
-from .store import ChunkRow, FileChange, FileRecord
+from psirag_kb.errors import FileReadError, KBError, SkippedFile
+from psirag_kb.ingest.chunking import chunk_text, content_hash
+from psirag_kb.ingest.documents import is_supported, link_inside, read_document
+from psirag_kb.paths import inside
+from psirag_kb.storage.store import ChunkRow, FileChange, FileRecord
 
 if TYPE_CHECKING:
-    from .config import Config
-    from .embedding import Embedder
-    from .store import Store
-    from .stores import Stores
-    from .writer import Writer
+    from psirag_kb.config import Config
+    from psirag_kb.ingest.embedding import Embedder
+    from psirag_kb.storage.store import Store
+    from psirag_kb.storage.stores import Stores
+    from psirag_kb.storage.writer import Writer
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ import logging
 import re
 from typing import Any
 
-from . import agent_prompts as prompts
-from .agent import llm_for
-from .errors import KBError, LLMError
+from psirag_kb.answer import agent_prompts as prompts
+from psirag_kb.answer.agent import llm_for
+from psirag_kb.errors import KBError, LLMError
 
 log = logging.getLogger(__name__)
 

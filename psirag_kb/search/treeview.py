@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import KBError, NodeNotFound
-from .store import Hit
-from .tree.live import LiveTree
-from .tree.model import Tree
+from psirag_kb.errors import KBError, NodeNotFound
+from psirag_kb.storage.store import Hit
+from psirag_kb.tree.live import LiveTree
+from psirag_kb.tree.model import Tree
 
 
 @dataclass(frozen=True)

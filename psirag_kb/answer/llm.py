@@ -8,8 +8,8 @@ import threading
 import time
 from typing import Any
 
-from .config import LLMConfig
-from .errors import LLMError, LLMUnavailable
+from psirag_kb.config import LLMConfig
+from psirag_kb.errors import LLMError, LLMUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from .errors import ModelMismatchError, StoreError
-from .tree.live import LiveTree
+from psirag_kb.errors import ModelMismatchError, StoreError
+from psirag_kb.tree.live import LiveTree
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from .embedding import Embedder, normalise
-from .errors import ConfigError, LLMError
-from .llm import OllamaLLM
+from psirag_kb.answer.llm import OllamaLLM
+from psirag_kb.errors import ConfigError, LLMError
+from psirag_kb.ingest.embedding import Embedder, normalise
 
 log = logging.getLogger(__name__)
 

@@ -13,14 +13,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .api import APIServer
-from .client import DAEMON_FILE
-from .config import Config, api_token
-from .datadir import DAEMON, DaemonError, DataDirLock
-from .errors import KBError
-from .paths import inside
-from .scheduler import Jobs
-from .watcher import FolderWatcher, Stopping
+from psirag_kb.config import Config, api_token
+from psirag_kb.errors import KBError
+from psirag_kb.paths import inside
+from psirag_kb.service.api import APIServer
+from psirag_kb.service.client import DAEMON_FILE
+from psirag_kb.service.scheduler import Jobs
+from psirag_kb.service.watcher import FolderWatcher, Stopping
+from psirag_kb.storage.datadir import DAEMON, DaemonError, DataDirLock
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Daemon:
 
     def start(self) -> None:
         """Own the data directory, open the KB, serve, watch, reconcile and schedule."""
-        from .kb import KnowledgeBase
+        from psirag_kb.kb import KnowledgeBase
 
         self._lock.acquire(DAEMON, wait_s=None)  # first of all; waits for a running command
         try:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from .errors import KBError
+from psirag_kb.errors import KBError
 
 log = logging.getLogger(__name__)
 

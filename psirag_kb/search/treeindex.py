@@ -6,11 +6,11 @@ import time
 
 import numpy as np
 
-from .config import TreeConfig
-from .retrieval import Ranking
-from .tree import build_tree, tree_search
-from .tree.live import LiveTree, Nearest
-from .treeview import TreeView
+from psirag_kb.config import TreeConfig
+from psirag_kb.search.retrieval import Ranking
+from psirag_kb.search.treeview import TreeView
+from psirag_kb.tree import build_tree, tree_search
+from psirag_kb.tree.live import LiveTree, Nearest
 
 
 class TreeIndex:

@@ -15,8 +15,8 @@ from typing import Any
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from .documents import is_supported, link_inside
-from .paths import inside
+from psirag_kb.ingest.documents import is_supported, link_inside
+from psirag_kb.paths import inside
 
 log = logging.getLogger(__name__)
 

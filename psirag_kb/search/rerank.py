@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError
-from .retrieval import Ranking
+from psirag_kb.errors import ConfigError
+from psirag_kb.search.retrieval import Ranking
 
 log = logging.getLogger(__name__)
 

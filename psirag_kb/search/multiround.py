@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import KBError
-from .retrieval import Ranking
+from psirag_kb.errors import KBError
+from psirag_kb.search.retrieval import Ranking
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class MultiRound:
 @lru_cache(maxsize=1)
 def _hop_model() -> Any:
     """The shipped hop discriminator, loaded once per process."""
-    from .hops import HopDiscriminator
+    from psirag_kb.answer.hops import HopDiscriminator
 
     return HopDiscriminator.load()
 

@@ -1,0 +1,1 @@
+"""Answers: the LLM client, the agent and the hop discriminator."""

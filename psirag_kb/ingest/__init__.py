@@ -1,0 +1,1 @@
+"""Reading, chunking and embedding files, and ingesting them."""

@@ -1,0 +1,1 @@
+"""Retrieval over the stores: rankings, fusion, the tree's view, summaries."""

@@ -1,0 +1,1 @@
+"""The always-on service: daemon, watcher, jobs, HTTP API and its client."""

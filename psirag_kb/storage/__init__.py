@@ -1,0 +1,1 @@
+"""DuckDB, the derived indexes, and the one thread that writes them."""
