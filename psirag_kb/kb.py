@@ -17,7 +17,13 @@ import numpy as np
 from psirag_kb.abstracts.job import AbstractJob
 from psirag_kb.config import Config
 from psirag_kb.errors import KBError
-from psirag_kb.ingest.embedding import Embedder, QueryEmbedder, for_queries, make_embedder
+from psirag_kb.ingest.embedding import (
+    Embedder,
+    QueryEmbedder,
+    for_queries,
+    make_embedder,
+    yield_cores,
+)
 from psirag_kb.ingest.ingestion import Ingestion, IngestReport, Progress
 from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
@@ -47,6 +53,8 @@ class KnowledgeBase:
         self.embedder = embedder or make_embedder(config.embedding)
         # questions get a model instance of their own, so they never wait for a file's batch
         self.query_embedder = QueryEmbedder(for_queries(self.embedder))
+        # while questions come in, files are embedded on one core and questions get the other
+        yield_cores(self.embedder, self.query_embedder.busy)
         self.stores = Stores(config, self.embedder.name, lambda: self.embedder.dim)
         self.dim = self.stores.dim
         self.ingestion = Ingestion(config, self.embedder, self.stores)

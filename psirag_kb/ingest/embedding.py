@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -67,6 +69,9 @@ class SentenceTransformerEmbedder:
         self._lock = threading.Lock()
         self._use = threading.Lock()  # a model's tokenizer must not be used by two threads at once
         self._dim: int | None = None
+        self._full_threads = 1
+        self.yield_cores: Callable[[], bool] | None = None
+        """When set and true, batches run on one torch thread, leaving a core to questions."""
 
     def _load(self):
         """Import torch and load the model (a few seconds, done once)."""
@@ -78,8 +83,11 @@ class SentenceTransformerEmbedder:
                     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                import torch
                 from sentence_transformers import SentenceTransformer
                 from transformers.utils import logging as hf_logging
+
+                self._full_threads = torch.get_num_threads()
 
                 hf_logging.disable_progress_bar()
 
@@ -115,24 +123,40 @@ class SentenceTransformerEmbedder:
         return self._dim
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """Embed texts in batches; returns unit float32 vectors."""
+        """Embed texts in batches; returns unit float32 vectors.
+
+        With `yield_cores` set, the batches (longest texts first, as sentence-transformers
+        orders them) run on one torch thread whenever it says questions are being asked.
+        """
         model = self._load()
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        if self._threads and not getattr(self._local, "threads_set", False):
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        step = self._config.batch_size if self.yield_cores is not None else len(texts)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), step):
+            rows = order[start:start + step]
+            if self._threads is not None:
+                self._set_threads(self._threads)
+            elif self.yield_cores is not None:
+                self._set_threads(1 if self.yield_cores() else self._full_threads)
+            with self._use:
+                out[rows] = model.encode(
+                    [texts[i] for i in rows],
+                    batch_size=self._config.batch_size,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                    show_progress_bar=False,
+                )
+        return out
+
+    def _set_threads(self, count: int) -> None:
+        """Torch threads for this thread's calls (OpenMP keeps the setting per thread)."""
+        if getattr(self._local, "threads", None) != count:
             import torch
 
-            torch.set_num_threads(self._threads)  # with OpenMP: this thread's calls only
-            self._local.threads_set = True
-        with self._use:
-            vectors = model.encode(
-                list(texts),
-                batch_size=self._config.batch_size,
-                convert_to_numpy=True,
-                normalize_embeddings=True,
-                show_progress_bar=False,
-            )
-        return np.ascontiguousarray(vectors, dtype=np.float32)
+            torch.set_num_threads(count)
+            self._local.threads = count
 
     def count_tokens(self, text: str) -> int:
         """Token count from the model's own tokenizer."""
@@ -155,9 +179,15 @@ class QueryEmbedder:
         self._waiting: list[_Question] = []
         self._ready = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._last_asked = -1e9
+
+    def busy(self, within_s: float = 1.0) -> bool:
+        """Whether a question was asked in the last `within_s` seconds."""
+        return time.monotonic() - self._last_asked < within_s
 
     def embed_one(self, text: str) -> np.ndarray:
         """The unit vector of one question."""
+        self._last_asked = time.monotonic()
         question = _Question(text)
         with self._ready:
             self._waiting.append(question)
@@ -277,6 +307,13 @@ def for_queries(embedder: Embedder) -> Embedder:
     one, else the embedder itself."""
     make = getattr(embedder, "for_queries", None)
     return make() if make is not None else embedder
+
+
+def yield_cores(embedder: Embedder, busy: Callable[[], bool]) -> None:
+    """Let a model (or the model inside a cache) step down to one thread while `busy()`."""
+    target = getattr(embedder, "inner", embedder)
+    if isinstance(target, SentenceTransformerEmbedder):
+        target.yield_cores = busy
 
 
 def make_embedder(config: EmbeddingConfig) -> Embedder:
