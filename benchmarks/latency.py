@@ -109,8 +109,10 @@ def wait_burst(url: str, probes: dict[Path, str], indexed: Callable[[], bool], d
 
 
 def page_query(text: str, token: str) -> str:
-    """A query aimed at a page: its token and the first 25 words of its first passage."""
-    return f"{token} " + " ".join(text.split("\n\n")[1].split()[:25])
+    """A query aimed at a page's first chunk: its token and the 25 words after its heading line
+    (across passages: a first passage as short as "String of pearls may refer to:" alone is
+    outranked by the corpus passage it came from)."""
+    return f"{token} " + " ".join(text.split("\n\n", 1)[1].split()[:25])
 
 
 def page(passages: list[dict[str, str]], rng: random.Random, token: str) -> str:
