@@ -188,7 +188,7 @@ class Ingestion:
                 files.append(path)
             elif self.is_indexed(path):
                 removals.append(str(path))
-            else:
+            elif not keep_vanished:  # the watcher's paths may vanish before they are read
                 raise KBError(f"{path} does not exist")
         for path in [p for p in files if not _storable(p)]:
             files.remove(path)

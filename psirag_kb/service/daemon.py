@@ -68,7 +68,8 @@ class Daemon:
         """Own the data directory, open the KB, serve, watch, reconcile and schedule."""
         from psirag_kb.kb import KnowledgeBase
 
-        self._lock.acquire(DAEMON, wait_s=None)  # first of all; waits for a running command
+        # first of all; waits for a running command (a stop request ends the wait)
+        self._lock.acquire(DAEMON, wait_s=None, stop=self._stop)
         try:
             self.kb = KnowledgeBase(self.config, self.embedder)
             self.api = APIServer(self, self.config.api.host, self.config.api.port,
@@ -246,13 +247,19 @@ def run_daemon(config: Config, watch: Sequence[Path] = (), embedder: Any = None,
     config.data_dir.mkdir(parents=True, exist_ok=True)
     daemon = Daemon(config, watch, embedder)
     configure_logging(config.data_dir, verbose)
-    daemon.start()
 
     def on_signal(number: int, frame: Any) -> None:
         log.info("received %s", signal.Signals(number).name)
         daemon.request_stop()
 
+    # before start: a SIGTERM while starting still ends in a clean stop (no stale daemon.json)
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        daemon.start()
+    except BaseException:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        raise
     print(f"psirag-kb daemon {os.getpid()} serving {daemon.api.url if daemon.api else ''}; "
           "Ctrl-C stops it", flush=True)
     try:

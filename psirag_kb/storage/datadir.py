@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,15 +98,19 @@ class DataDirLock:
         self._handle = handle
         return None
 
-    def acquire(self, role: str = DAEMON, wait_s: float | None = 0.0) -> None:
+    def acquire(self, role: str = DAEMON, wait_s: float | None = 0.0,
+                stop: threading.Event | None = None) -> None:
         """Take the lock, waiting up to `wait_s` (None: for ever) while a command holds it.
 
-        Raises DaemonError naming the holder when a daemon holds it, or when the wait ends.
+        Raises DaemonError naming the holder when a daemon holds it, or when the wait ends
+        (its deadline, or `stop` set).
         """
         deadline = None if wait_s is None else time.monotonic() + wait_s
         said = 0.0
         while (found := self.try_acquire(role)) is not None:
-            if found.role == DAEMON or (deadline is not None and time.monotonic() >= deadline):
+            ended = (deadline is not None and time.monotonic() >= deadline) or (
+                stop is not None and stop.is_set())
+            if found.role == DAEMON or ended:
                 what = "another daemon" if found.role == DAEMON else "a psirag-kb command"
                 raise DaemonError(
                     f"{what} (pid {found.pid}) already owns {self.path.parent}; stop it with "
