@@ -110,8 +110,8 @@ class SentenceTransformerEmbedder:
         """Another instance of the same model, so questions never wait for a file's batch.
 
         It runs on one torch thread: beside a file's batch, two threads per question only
-        fight over the two cores (measured: 226 question batches/s on one thread, 176 on two,
-        the file embedding unchanged).
+        fight over the two cores (benchmarks/embed_threads.py: 232 questions/s on one thread,
+        192 on two, the file embedding unchanged).
         """
         return SentenceTransformerEmbedder(self._config, threads=1)
 
