@@ -272,6 +272,10 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     tree = status["tree"]
     print(f"tree: depth {tree['depth']}, {tree['abstract_nodes']} abstract nodes, "
           f"nodes per layer {tree['nodes_per_layer']}")
+    for name, index in status.get("indexes", {}).items():
+        if index["state"] == "stale":
+            print(f"index {name}: stale, being rebuilt from the database ({index['reason']}); "
+                  "queries leave it out meanwhile")
     stores = status["stores"]
     sizes = (f"{k.removesuffix('_bytes')} {_human(v)}" for k, v in stores.items())
     print("stores: " + ", ".join(sizes))

@@ -243,6 +243,10 @@ def status_markup(status: dict[str, Any], where_: str, now: float | None = None)
     files = status.get("files", {})
     out.append("[b]Files[/b] " + ", ".join(f"{v} {k}" for k, v in files.items())
                + f"; {status.get('chunks', 0)} chunks")
+    for name, index in (status.get("indexes") or {}).items():
+        if index.get("state") == "stale":  # queries go on without it until it is rebuilt
+            out.append(f"[b]Index[/b] {escape(str(name))} [red]stale[/], rebuilding from the "
+                       f"database: {escape(_brief(index.get('reason', ''), 50))}")
     for problem in status.get("problems", []):
         style = "red" if problem.get("state") == "failed" else "yellow"
         out.append(f"  [{style}]{escape(str(problem.get('state')))}[/] "

@@ -22,6 +22,7 @@ from psirag_kb.kb import KnowledgeBase
 from psirag_kb.service.daemon import Daemon
 from psirag_kb.storage.dense import DenseIndex
 from psirag_kb.storage.sparse import SparseIndex
+from tui.format import status_markup
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = Path(__file__).resolve().parents[1]
@@ -290,7 +291,9 @@ def test_index_that_fails_after_the_database_commit_is_rebuilt(
             report = kb.ingest([folder])  # committed to DuckDB: the call succeeds
             assert report.added == 20
             if repair == "at restart":
-                assert kb.status()["indexes"][name]["state"] == "stale"
+                status = kb.status()
+                assert status["indexes"][name]["state"] == "stale"
+                assert f"Index[/b] {name} [red]stale" in status_markup(status, "here")  # the TUI
                 # queries go on with the other retrievers, and say so
                 result = kb.query("marker033", mode="hybrid", k=5)
                 assert result["degraded"] == [name]
