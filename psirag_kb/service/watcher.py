@@ -17,6 +17,7 @@ from watchdog.observers import Observer
 
 from psirag_kb.ingest.documents import is_supported, link_inside
 from psirag_kb.paths import inside
+from psirag_kb.storage.writer import Cancelled
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +28,9 @@ ROOT_CHECK_S = 1.0
 EVENT_TYPES = frozenset({"created", "modified", "deleted", "moved"})
 
 
-class Stopping(Exception):
-    """Raised from an ingest progress callback to stop after the committed batch."""
+Stopping = Cancelled
+"""Raised from an ingest progress callback to stop after the committed batch: the same
+exception the writer raises when the knowledge base closes mid-ingest, so both end a run quietly."""
 
 
 @dataclass

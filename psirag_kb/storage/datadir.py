@@ -122,11 +122,6 @@ class DataDirLock:
                          found.pid, self.path.parent)
             time.sleep(0.1)
 
-    @property
-    def held(self) -> bool:
-        """Whether this object holds the lock."""
-        return self._handle is not None
-
     def release(self) -> None:
         """Drop the lock and its file."""
         if self._handle is None:

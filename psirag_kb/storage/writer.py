@@ -48,7 +48,6 @@ class Writer:
         self._cancel = threading.Event()
         self.running: Hashable | None = None
         """Key (or function name) of the task being run, for status."""
-        self.done = 0
         self.before_task: Callable[[], None] | None = None
         """Called on the writer thread before each task (repairs of stale derived indexes)."""
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -128,7 +127,6 @@ class Writer:
             finally:
                 with self._mutex:
                     self.running = None
-                    self.done += 1
 
     def close(self, timeout: float | None = None) -> None:
         """Refuse new writes, cancel the queued ones, let the running one finish its batch."""
