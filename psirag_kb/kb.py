@@ -283,6 +283,8 @@ class KnowledgeBase:
 
     def maintain(self) -> dict[str, Any]:
         """Periodic upkeep: repair drifted subtrees, then regenerate dirty abstracts."""
+        if self.stores.tree_missing and not self.stores.tree_state.get("thread"):
+            self.rebuild_tree()
         drift = self.repair_drift()
         abstracts = self.regenerate_abstracts()
         self.checkpoint()
@@ -297,8 +299,12 @@ class KnowledgeBase:
         return path_view(self.tree_index.view, chunk_id)
 
     def tree_status(self) -> dict[str, Any]:
-        """Shape of the tree."""
-        return self.tree_index.status()
+        """Shape of the tree, and whether it waits for a rebuild."""
+        state = self.stores.tree_state
+        shown = {"state": state["state"]} | (
+            {"reason": state.get("reason", ""), "since": state.get("since")}
+            if state["state"] != "ok" else {})
+        return self.tree_index.status() | shown
 
     def status(self) -> dict[str, Any]:
         """Counts, model and store sizes."""

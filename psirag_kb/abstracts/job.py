@@ -7,8 +7,6 @@ import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from psirag_kb.abstracts.writers import KeywordAbstractor, LLMAbstractor
 from psirag_kb.errors import LLMError, LLMUnavailable
 
@@ -52,7 +50,7 @@ class AbstractJob:
     def status(self) -> dict[str, Any]:
         """Dirty count, last run and errors, for `status`."""
         return {
-            "dirty": len(self.stores.tree_index.view.dirty),
+            "dirty": self.stores.tree_index.view.dirty,
             "kind": self.config.tree.abstract_kind if self.llm else "keyword",
             "source": "ollama" if self.llm else "offline",
             "last_run": self.last_run,
@@ -85,10 +83,9 @@ class AbstractJob:
         use_llm = self._llm_ready()
         view = self.stores.tree_index.view
         by_layer: dict[int, list[int]] = defaultdict(list)
-        if view.tree is not None:
-            for node in view.dirty:
-                if node in view.row:
-                    by_layer[int(view.tree.layer[view.row[node]])].append(node)
+        for node, info in view.nodes.items():
+            if info.dirty:
+                by_layer[info.layer].append(node)
         done = failed = 0
         for layer in sorted(by_layer):
             nodes = sorted(by_layer[layer])
@@ -155,7 +152,7 @@ class AbstractJob:
             leaf_ids = [-k for n in nodes for k in live.children[n]]
             hits = self.stores.store.hits(leaf_ids)
             groups = [[hits[-k].text for k in live.children[n] if -k in hits] for n in nodes]
-            vectors = [np.stack([live.vectors[k] for k in live.children[n]]) for n in nodes]
+            vectors = [live.vectors_of(live.children[n]) for n in nodes]
         else:
             groups = [[live.abstracts.get(k, "") for k in live.children[n]] for n in nodes]
             groups = [[t for t in group if t] for group in groups]

@@ -3,43 +3,58 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 from psirag_kb.config import TreeConfig
 from psirag_kb.search.retrieval import Ranking
 from psirag_kb.search.treeview import TreeView
-from psirag_kb.tree import build_tree, tree_search
-from psirag_kb.tree.live import LiveTree, Nearest
+from psirag_kb.tree import build_tree
+from psirag_kb.tree.live import LeafLookup, LiveTree, Nearest
+
+Neighbours = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
+"""neighbours(query, k) -> (chunk ids, cosines) of the most similar leaves (an ANN index)."""
+
+CANDIDATES = 100
+"""Leaves the ANN index proposes to collapsed tree search before the parent term is added."""
 
 
 class TreeIndex:
     """A live tree over the chunks (writer only) and the view of its last commit (anyone)."""
 
-    def __init__(self, live: LiveTree, config: TreeConfig) -> None:
+    def __init__(self, live: LiveTree, config: TreeConfig,
+                 neighbours: Neighbours | None = None) -> None:
         self.live = live
         self.config = config
+        self.neighbours = neighbours
         self.build_s = 0.0
-        self.view = TreeView.empty(live.dim)
-        self.publish()
+        self.build_mode = ""
+        self.view = TreeView.full(live)
 
     @classmethod
     def build(
-        cls, chunk_ids: np.ndarray, leaf_vectors: np.ndarray, config: TreeConfig, next_id: int = 1
+        cls, chunk_ids: np.ndarray, leaf_vectors: np.ndarray, config: TreeConfig,
+        next_id: int = 1, lookup: LeafLookup | None = None, neighbours: Neighbours | None = None,
     ) -> TreeIndex:
         """Build a tree over all leaves at once (Algorithm 1 and rebalancing)."""
         started = time.perf_counter()
+        timings: dict = {}
         tree = build_tree(
-            leaf_vectors, mode=config.pair_mode, max_children=config.max_children, knn=config.knn
+            leaf_vectors, mode=config.pair_mode, max_children=config.max_children, knn=config.knn,
+            exact_max=config.exact_max_leaves, timings=timings,
         )
-        live = LiveTree.from_tree(tree, chunk_ids, leaf_vectors, config.max_children, next_id)
-        index = cls(live, config)
+        live = LiveTree.from_tree(tree, chunk_ids, leaf_vectors, config.max_children, next_id,
+                                  lookup)
+        live.clear_changes()
+        index = cls(live, config, neighbours)
         index.build_s = time.perf_counter() - started
+        index.build_mode = str(timings.get("mode", config.pair_mode))
         return index
 
-    def publish(self) -> None:
-        """Swap in a view of the live tree as it is now (after a commit)."""
-        self.view = TreeView.of(self.live, self.config.node_vectors == "abstract")
+    def publish(self, touched: set[int], dropped: set[int]) -> None:
+        """Swap in the view after a commit that touched and dropped these keys."""
+        self.view = self.view.patched(self.live, touched, dropped)
 
     def update(self, added: np.ndarray, vectors: np.ndarray, removed: np.ndarray,
                nearest: Nearest) -> None:
@@ -48,7 +63,13 @@ class TreeIndex:
             self.live.remove(removed.tolist())
         if len(added):
             self.live.insert(added, vectors, nearest, self.config.insert_threshold,
-                             self.config.pair_mode)
+                             self.pair_mode(len(added)))
+
+    def pair_mode(self, n: int) -> str:
+        """The pair mode for a build over n leaves."""
+        from psirag_kb.tree.build import resolve_mode
+
+        return resolve_mode(self.config.pair_mode, n, self.config.exact_max_leaves)
 
     @property
     def empty(self) -> bool:
@@ -56,58 +77,77 @@ class TreeIndex:
         return self.live.root is None
 
     def search(self, query: np.ndarray, beam: int, k: int) -> Ranking:
-        """Top-down search (Algorithm 2): chunk ids of the best k leaves."""
+        """Top-down search (Algorithm 2): keep `beam` nodes per layer, then the best k leaves."""
         view = self.view
-        if view.tree is None:
+        if view.root is None:
             return Ranking.empty()
-        vectors = view.guided if view.guided is not None else view.vectors
-        leaves, scores = tree_search(view.tree, vectors, query, k=beam, k_leaves=k)
-        return Ranking(view.chunk_ids[leaves], scores.astype(np.float32))
+        query = np.asarray(query, dtype=np.float32)
+        if view.root < 0:
+            return Ranking(np.array([-view.root]), np.ones(1, np.float32))
+        layer, nodes = view.depth, [view.root]
+        while layer > 1 and len(nodes) < beam:  # start on the highest layer with `beam` nodes
+            nodes = [kid for node in nodes for kid in view.nodes[node].children]
+            layer -= 1
+        while layer >= 1:
+            scores = np.stack([view.nodes[n].vector for n in nodes]) @ query
+            keep = np.argsort(-scores, kind="stable")[:beam]
+            nodes = [kid for i in keep.tolist() for kid in view.nodes[nodes[i]].children]
+            layer -= 1
+        ids = -np.asarray(nodes, dtype=np.int64)
+        lookup = self.live.lookup
+        vectors = lookup(ids) if lookup else self.live.vectors_of(nodes)
+        scores = vectors @ query
+        top = np.argsort(-scores, kind="stable")[:k]
+        return Ranking(ids[top], scores[top].astype(np.float32))
 
     def search_collapsed(
         self, query: np.ndarray, parent_weight: float, k: int, abstracts: bool = False
     ) -> Ranking:
-        """Leaves and their parents searched together: cos(q, leaf) + w * cos(q, parent)."""
+        """Leaves and their parents together, cos(q, leaf) + w * cos(q, parent), over the
+        leaves an ANN index proposes (never every leaf)."""
         view = self.view
-        tree = view.tree
-        if tree is None:
+        if view.root is None or self.neighbours is None:
             return Ranking.empty()
-        vectors = view.guided if abstracts and view.guided is not None else view.vectors
-        n = tree.n_leaves
         query = np.asarray(query, dtype=np.float32)
-        scores = vectors[:n] @ query
-        if tree.depth > 0:
-            node_scores = vectors[n:] @ query
-            scores = scores + parent_weight * node_scores[tree.parent[:n] - n]
-        k = min(k, n)
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return Ranking(view.chunk_ids[top], scores[top].astype(np.float32))
+        ids, scores = self.neighbours(query, max(CANDIDATES, k))
+        parents = view.parents_of(ids)
+        inside = parents > 0
+        if view.root < 0:
+            inside |= ids == -view.root
+        ids, scores, parents = ids[inside], scores[inside], parents[inside]
+        if len(ids) == 0:
+            return Ranking.empty()
+        if view.depth > 0:
+            unique, rows = np.unique(parents, return_inverse=True)
+            matrix = np.stack([view.nodes[int(p)].guided if abstracts else view.nodes[int(p)].vector
+                               for p in unique.tolist()])
+            scores = scores + parent_weight * (matrix @ query)[rows]
+        top = np.argsort(-scores, kind="stable")[:k]
+        return Ranking(ids[top], scores[top].astype(np.float32))
 
     def chunk_ids(self) -> np.ndarray:
         """Chunk ids of all leaves of the live tree, ascending."""
-        return np.sort(-np.fromiter((k for k in self.live.vectors if k < 0), np.int64))
+        return np.sort(-np.asarray(self.live.leaf_keys(), dtype=np.int64))
 
     def problems(self) -> list[str]:
         """Broken invariants of the live tree (empty when it is valid)."""
         if self.empty:
             return []
-        return self.live.snapshot()[0].problems(self.config.max_children)
+        return self.live.to_tree()[0].problems(self.config.max_children)
 
     def status(self) -> dict:
         """The `tree` object of `status --json`, from the last published view."""
         view = self.view
-        tree = view.tree
-        if tree is None:
+        if view.root is None:
             return empty_status(self.config.max_children)
         return {
-            "depth": tree.depth,
-            "leaves": tree.n_leaves,
-            "abstract_nodes": tree.n_nodes - tree.n_leaves,
-            "nodes_per_layer": tree.nodes_per_layer(),
+            "depth": view.depth,
+            "leaves": view.n_leaves,
+            "abstract_nodes": len(view.nodes),
+            "nodes_per_layer": view.nodes_per_layer(),
             "max_children": self.config.max_children,
-            "equi_depth": tree.is_equi_depth(),
-            "dirty": len(view.dirty),
+            "equi_depth": view.is_equi_depth(),
+            "dirty": view.dirty,
         }
 
 

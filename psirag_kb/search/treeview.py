@@ -1,7 +1,8 @@
-"""An immutable view of the tree for readers, and what people see of it: nodes and paths."""
+"""An immutable view of the tree for readers, patched per commit, and what people see of it."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -11,94 +12,154 @@ import numpy as np
 from psirag_kb.errors import KBError, NodeNotFound
 from psirag_kb.storage.store import Hit
 from psirag_kb.tree.live import LiveTree
-from psirag_kb.tree.model import Tree
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One abstract node as readers see it."""
+
+    parent: int | None
+    layer: int
+    children: tuple[int, ...]
+    """Child keys in order (-chunk id for leaves)."""
+    vector: np.ndarray
+    """Mean of the children (the centroid)."""
+    guided: np.ndarray
+    """The abstract's embedding where the node has one, else the centroid."""
+    abstract: str
+    dirty: bool
+    leaves: int
 
 
 @dataclass(frozen=True)
 class TreeView:
-    """The tree as it was after one commit: arrays to search, abstracts and dirty flags to show.
+    """The tree as it was after one commit; readers never see a half edit.
 
-    Built by the writer after each commit and swapped in whole; readers never see a half edit.
+    The writer makes the next view from this one and the commit's changed nodes: a shallow copy
+    of the node table and of one integer array, so a commit costs what it changed, not the tree.
     """
 
-    tree: Tree | None
-    chunk_ids: np.ndarray
-    """Chunk id of each leaf row."""
-    vectors: np.ndarray
-    """Centroid vector of each row (leaves first)."""
-    guided: np.ndarray | None
-    """Vectors with abstract embeddings where nodes have them (when configured)."""
-    keys: np.ndarray
-    """Live-tree key of each row (-chunk id for leaves)."""
-    row: dict[int, int]
-    abstracts: dict[int, str]
-    dirty: frozenset[int]
-    leaf_counts: np.ndarray
+    root: int | None
+    nodes: dict[int, NodeInfo]
+    leaf_parent: np.ndarray
+    """Parent node of each chunk id that is a leaf (0 otherwise)."""
+    n_leaves: int
+    dirty: int
 
     @classmethod
-    def empty(cls, dim: int) -> TreeView:
+    def empty(cls) -> TreeView:
         """The view of a tree with no leaves."""
-        return cls(None, np.zeros(0, np.int64), np.zeros((0, dim), np.float32), None,
-                   np.zeros(0, np.int64), {}, {}, frozenset(), np.zeros(0, np.int64))
+        return cls(None, {}, np.zeros(0, np.int64), 0, 0)
 
     @classmethod
-    def of(cls, live: LiveTree, guided: bool = False) -> TreeView:
-        """A view of the live tree as it is now (call on the writer thread)."""
+    def full(cls, live: LiveTree) -> TreeView:
+        """A view of the whole live tree (after a build or a load; call on the writer)."""
         if live.root is None:
-            return cls.empty(live.dim)
-        tree, chunk_ids, vectors, keys = live.snapshot()
-        guided_vectors = None
-        if guided:
-            guided_vectors = vectors.copy()
-            found = live.abstract_vectors
-            for row in range(tree.n_leaves, tree.n_nodes):
-                vector = found.get(int(keys[row]))
-                if vector is not None:
-                    guided_vectors[row] = vector
-        counts = np.zeros(tree.n_nodes, np.int64)
-        counts[: tree.n_leaves] = 1
-        for layer in range(tree.depth):
-            rows = np.flatnonzero(tree.layer == layer)
-            rows = rows[tree.parent[rows] >= 0]
-            np.add.at(counts, tree.parent[rows], counts[rows])
-        return cls(tree, chunk_ids, vectors, guided_vectors, keys,
-                   {int(k): i for i, k in enumerate(keys.tolist())}, dict(live.abstracts),
-                   frozenset(live.dirty), counts)
+            return cls.empty()
+        nodes: dict[int, NodeInfo] = {}
+        for node in sorted(live.children, key=live.level):
+            nodes[node] = _info(live, node, nodes)
+        ids, parents = [], []
+        for node, kids in live.children.items():
+            if live.layer[node] == 1:
+                ids.extend(-k for k in kids)
+                parents.extend([node] * len(kids))
+        size = max(ids, default=0) + 1
+        if live.root < 0:
+            size = max(size, -live.root + 1)
+        leaf_parent = np.zeros(size, np.int64)
+        leaf_parent[np.asarray(ids, np.int64)] = np.asarray(parents, np.int64)
+        return cls(live.root, nodes, leaf_parent, live.n_leaves, len(live.dirty))
+
+    def patched(self, live: LiveTree, touched: set[int], dropped: set[int]) -> TreeView:
+        """The view after a commit that touched and dropped these keys (call on the writer)."""
+        if live.root is None:
+            return TreeView.empty()
+        nodes = dict(self.nodes)
+        for key in dropped:
+            if key > 0:
+                nodes.pop(key, None)
+        leaf_ids = [-k for k in touched | dropped if k < 0]
+        size = max(max(leaf_ids, default=0) + 1, len(self.leaf_parent))
+        leaf_parent = np.zeros(size + size // 4 if size > len(self.leaf_parent) else size,
+                               np.int64)
+        leaf_parent[: len(self.leaf_parent)] = self.leaf_parent
+        for chunk_id in leaf_ids:
+            leaf_parent[chunk_id] = live.parent.get(-chunk_id, 0)
+        for node in sorted((k for k in touched if k > 0 and k in live.children),
+                           key=live.level):
+            nodes[node] = _info(live, node, nodes)
+        return TreeView(live.root, nodes, leaf_parent, live.n_leaves, len(live.dirty))
 
     @property
     def is_empty(self) -> bool:
         """Whether the tree has no leaves."""
-        return self.tree is None
+        return self.root is None
 
-    def key(self, row: int) -> int:
-        """Live-tree key of a row."""
-        return int(self.keys[row])
+    @property
+    def depth(self) -> int:
+        """Layer of the root (0 for one leaf or none)."""
+        return 0 if self.root is None or self.root < 0 else self.nodes[self.root].layer
 
-    def parent_key(self, row: int) -> int | None:
-        """Key of a row's parent (None for the root)."""
-        assert self.tree is not None
-        up = int(self.tree.parent[row])
-        return None if up < 0 else self.key(up)
+    def parents_of(self, chunk_ids: np.ndarray) -> np.ndarray:
+        """Parent node of each chunk id (0 for none, or for a chunk that is not a leaf)."""
+        ids = np.asarray(chunk_ids, np.int64)
+        out = np.zeros(len(ids), np.int64)
+        inside = (ids > 0) & (ids < len(self.leaf_parent))
+        out[inside] = self.leaf_parent[ids[inside]]
+        return out
+
+    def has_leaf(self, chunk_id: int) -> bool:
+        """Whether a chunk is a leaf in this view."""
+        if self.root is not None and self.root == -chunk_id:
+            return True
+        return 0 < chunk_id < len(self.leaf_parent) and self.leaf_parent[chunk_id] > 0
+
+    def nodes_per_layer(self) -> list[int]:
+        """Node counts by layer, leaves first."""
+        if self.root is None:
+            return []
+        counts = Counter(info.layer for info in self.nodes.values())
+        return [self.n_leaves] + [counts[layer] for layer in range(1, self.depth + 1)]
+
+    def is_equi_depth(self) -> bool:
+        """Whether every node sits one layer below its parent and leaves hang from layer 1."""
+        for info in self.nodes.values():
+            if info.parent is not None and self.nodes[info.parent].layer != info.layer + 1:
+                return False
+            if (info.layer == 1) != (info.children[0] < 0):
+                return False
+        return True
+
+
+def _info(live: LiveTree, node: int, done: dict[int, NodeInfo]) -> NodeInfo:
+    """A node's entry; its abstract children's entries must already be in `done`."""
+    kids = tuple(live.children[node])
+    vector = live.vectors[node]
+    guided = live.abstract_vectors.get(node)
+    return NodeInfo(
+        parent=live.parent.get(node), layer=live.layer[node], children=kids, vector=vector,
+        guided=vector if guided is None else guided, abstract=live.abstracts.get(node, ""),
+        dirty=node in live.dirty,
+        leaves=sum(1 if kid < 0 else done[kid].leaves for kid in kids),
+    )
 
 
 def node_view(
     view: TreeView, node_id: int | None, hits: Callable[[Iterable[int]], dict[int, Hit]]
 ) -> dict[str, Any]:
     """One abstract node (the root by default): its abstract and its children."""
-    tree = view.tree
-    if tree is None:
+    if view.root is None:
         raise KBError("the tree is empty: ingest some documents first")
-    root = view.key(tree.root)
-    node = root if node_id is None else int(node_id)
+    node = view.root if node_id is None else int(node_id)
     lone = node_id is None and node < 0  # one chunk and no abstract node yet: show it as a child
-    if not lone and (node <= 0 or node not in view.row):
-        if node < 0 and node in view.row:
+    if not lone and (node <= 0 or node not in view.nodes):
+        if node < 0 and view.has_leaf(-node):
             raise NodeNotFound(f"{node_id} is a leaf, not an abstract node")
         raise NodeNotFound(
             f"no tree node {node_id}; `psirag-kb tree` shows the root and its children"
         )
-    row = view.row[node]
-    kids = [node] if lone else [view.key(c) for c in tree.children[row]]
+    kids = [node] if lone else list(view.nodes[node].children)
     leaf_ids = [-k for k in kids if k < 0]
     found = hits(leaf_ids) if leaf_ids else {}
     children = []
@@ -113,34 +174,35 @@ def node_view(
                 if hit and hit.line_first is not None else None,
             })
         else:
+            info = view.nodes[kid]
             children.append({
-                "id": kid, "kind": "node", "leaves": int(view.leaf_counts[view.row[kid]]),
-                "abstract": view.abstracts.get(kid, ""), "dirty": kid in view.dirty,
+                "id": kid, "kind": "node", "leaves": info.leaves,
+                "abstract": info.abstract, "dirty": info.dirty,
             })
     if lone:
         return {"id": 0, "layer": 1, "abstract": "", "dirty": False, "parent": None,
                 "leaves": 1, "children": children}
+    info = view.nodes[node]
     return {
         "id": node,
-        "layer": int(tree.layer[row]),
-        "abstract": view.abstracts.get(node, ""),
-        "dirty": node in view.dirty,
-        "parent": view.parent_key(row),
-        "leaves": int(view.leaf_counts[row]),
+        "layer": info.layer,
+        "abstract": info.abstract,
+        "dirty": info.dirty,
+        "parent": info.parent,
+        "leaves": info.leaves,
         "children": children,
     }
 
 
 def path_view(view: TreeView, chunk_id: int) -> list[dict[str, Any]]:
     """The abstract nodes above a chunk's leaf, root first: id, layer, abstract, dirty."""
-    key = -int(chunk_id)
-    if chunk_id <= 0 or view.tree is None or key not in view.row:
+    if chunk_id <= 0 or not view.has_leaf(chunk_id):
         raise NodeNotFound(f"chunk {chunk_id} is not in the tree; run the query again")
-    tree, out = view.tree, []
-    row = int(tree.parent[view.row[key]])
-    while row >= 0:
-        node = view.key(row)
-        out.append({"id": node, "layer": int(tree.layer[row]),
-                    "abstract": view.abstracts.get(node, ""), "dirty": node in view.dirty})
-        row = int(tree.parent[row])
+    out = []
+    node = int(view.parents_of(np.array([chunk_id]))[0]) or None
+    while node is not None:
+        info = view.nodes[node]
+        out.append({"id": node, "layer": info.layer, "abstract": info.abstract,
+                    "dirty": info.dirty})
+        node = info.parent
     return out[::-1]

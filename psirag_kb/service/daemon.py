@@ -82,6 +82,7 @@ class Daemon:
             self._lock.release()
             raise
         self.started = time.time()
+        self.kb.stores.start_tree_rebuild()  # a missing tree is rebuilt while queries go on
         self.api.start()
         self._write_info()
         self.watcher.start()

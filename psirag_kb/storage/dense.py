@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -163,6 +163,33 @@ class DenseIndex:
         if save:
             self.save(generation)
 
+    def catch_up(self, generation: int, ids: np.ndarray,
+                 vectors: Callable[[np.ndarray], np.ndarray]) -> tuple[int, int]:
+        """Bring a saved index that is behind to the chunk ids the database has now, by adding
+        the missing ones and deleting the gone ones (chunk ids are never reused), then save;
+        returns (added, deleted). ValueError when there is nothing saved to start from."""
+        if self._generation < 0:
+            raise ValueError("no saved dense index to catch up")
+        held = np.asarray(self.index.get_ids_list(), dtype=np.int64)
+        missing = np.setdiff1d(ids, held)
+        extra = np.setdiff1d(held, ids)
+        self.memory_generation = -1
+        with self._lock.exclusive():
+            for chunk_id in extra.tolist():
+                try:
+                    self.index.mark_deleted(chunk_id)
+                except RuntimeError:  # deleted before the save already
+                    pass
+            self._reserve(len(missing))
+        for start in range(0, len(missing), ADD_SLICE):
+            part = missing[start:start + ADD_SLICE]
+            with self._lock.exclusive():
+                self.index.add_items(vectors(part), part, replace_deleted=True)
+        self._live = len(ids)
+        self.memory_generation = generation
+        self.save(generation)
+        return len(missing), len(extra)
+
     def rebuild(self, generation: int, ids: np.ndarray, vectors: np.ndarray) -> None:
         """Build from scratch, then swap the new index in."""
         index = self._empty(max(1024, len(ids) + 1024))
@@ -185,8 +212,22 @@ class DenseIndex:
             if k <= 0:
                 n = len(queries)
                 return np.zeros((n, 0), np.int64), np.zeros((n, 0), np.float32)
-            labels, distances = self.index.knn_query(queries, k=k, num_threads=1)
+            while True:
+                try:
+                    labels, distances = self.index.knn_query(queries, k=k, num_threads=1)
+                    break
+                except RuntimeError:  # deleted elements left fewer than k reachable
+                    if k == 1:
+                        raise
+                    k //= 2
         return labels.astype(np.int64), (1.0 - distances).astype(np.float32)
+
+    def get(self, ids: np.ndarray) -> np.ndarray:
+        """Stored vectors of chunk ids (RuntimeError when one is not in the index)."""
+        if len(ids) == 0:
+            return np.zeros((0, self.dim), np.float32)
+        with self._lock.shared():
+            return np.asarray(self.index.get_items(np.asarray(ids, np.int64)), dtype=np.float32)
 
     @property
     def count(self) -> int:

@@ -15,11 +15,22 @@ import duckdb
 import numpy as np
 
 from psirag_kb.errors import ModelMismatchError, StoreError
-from psirag_kb.tree.live import LiveTree
+from psirag_kb.tree.live import LeafLookup, LiveTree
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+
+VECTOR_BATCH = 50_000
+"""Chunk vectors read per query when all of them are needed (a tree build)."""
+
+INDEXES = (("chunks_id", "chunks", "id"), ("chunks_file", "chunks", "file_id"),
+           ("files_path", "files", "path"), ("leaves_chunk", "leaves", "chunk_id"),
+           ("nodes_id", "nodes", "id"))
+"""(name, table, column) of each index: id lookups went from 10 to 1.5 ms at 1M chunks."""
+
+MEMORY_LIMIT = "1GB"
+"""DuckDB's buffer pool: it spills beyond this instead of growing with the database."""
 
 TreeUpdate = Callable[[np.ndarray, np.ndarray, np.ndarray], "LiveTree | None"]
 """tree_update(added chunk ids, their vectors, removed chunk ids) -> the tree to write."""
@@ -129,6 +140,7 @@ class Store:
         except duckdb.Error as exc:
             raise StoreError(self._corrupt_message(exc)) from exc
         try:
+            self.db.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
             self._migrate(model, dim)
         except duckdb.Error as exc:
             self.db.close()
@@ -195,10 +207,17 @@ class Store:
             ("next_node_id", "1"),
         ]
         db.executemany("INSERT INTO meta VALUES (?, ?)", rows)
+        self._index()
         db.execute("COMMIT")
+
+    def _index(self) -> None:
+        """The indexes lookups by id, file and path need (a scan costs O(n) at a million)."""
+        for name, table, column in INDEXES:
+            self.db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({column})")
 
     def _upgrade(self) -> None:
         """Add what databases written during development lack (idempotent)."""
+        self._index()
         self.db.execute(
             f"ALTER TABLE nodes ADD COLUMN IF NOT EXISTS abstract_vector FLOAT[{self.dim}]"
         )
@@ -351,7 +370,7 @@ class Store:
                 stale = sorted(old_ids - keep)
                 if stale:
                     db.execute(
-                        "DELETE FROM chunks WHERE list_contains(?, id)", [stale]
+                        "DELETE FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))", [stale]
                     )
                     removed.extend(stale)
                 for chunk in change.chunks:
@@ -474,13 +493,40 @@ class Store:
                 db.execute("UPDATE chunks SET source = ? WHERE file_id = ?", [new, record.id])
         return True
 
-    def all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, vectors) of every chunk, ordered by id."""
-        data = self.db.execute("SELECT id, vector FROM chunks ORDER BY id").fetchnumpy()
-        ids = np.asarray(data["id"], dtype=np.int64)
-        if len(ids) == 0:
-            return ids, np.zeros((0, self.dim), np.float32)
-        return ids, np.stack(list(data["vector"])).astype(np.float32)
+    def chunk_ids(self) -> np.ndarray:
+        """Ids of every chunk, ascending."""
+        data = self._read().execute("SELECT id FROM chunks ORDER BY id").fetchnumpy()
+        return np.asarray(data["id"], dtype=np.int64)
+
+    def all_vectors(self, batch: int = VECTOR_BATCH) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) of every chunk, ordered by id, filled in batches into one array."""
+        ids = self.chunk_ids()
+        out = np.empty((len(ids), self.dim), dtype=np.float32)
+        db = self._read()
+        for start in range(0, len(ids), batch):
+            part = ids[start:start + batch]
+            data = db.execute(
+                "SELECT vector FROM chunks WHERE id BETWEEN ? AND ? ORDER BY id",
+                [int(part[0]), int(part[-1])],
+            ).fetchnumpy()["vector"]
+            if len(data) != len(part):
+                raise StoreError("chunks changed while their vectors were read; try again")
+            out[start:start + len(part)] = np.stack(list(data))
+        return ids, out
+
+    def vectors(self, ids: np.ndarray) -> np.ndarray:
+        """Vectors of the given chunk ids, in that order (a missing id is an error)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        data = self._read().execute(
+            "SELECT id, vector FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))",
+            [ids.tolist()],
+        ).fetchnumpy()
+        found = dict(zip(np.asarray(data["id"]).tolist(), data["vector"], strict=True))
+        missing = [i for i in ids.tolist() if i not in found]
+        if missing:
+            raise StoreError(f"no vector for chunk(s) {missing[:5]}")
+        return np.stack([found[i] for i in ids.tolist()]).astype(np.float32, copy=False) \
+            if len(ids) else np.zeros((0, self.dim), np.float32)
 
     def all_texts(self, batch: int = 10_000) -> Iterator[list[tuple[int, str]]]:
         """(id, text) of every chunk, in batches."""
@@ -496,7 +542,7 @@ class Store:
         rows = self._read().execute(
             """SELECT c.id, f.path, f.origin, c.source, c.ordinal, c.line_first, c.line_last,
                       c.text FROM chunks c JOIN files f ON f.id = c.file_id
-               WHERE c.id IN (SELECT unnest(?::BIGINT[]))""",  # a semi-join: 2.5x list_contains
+               WHERE c.id IN (SELECT unnest(?::BIGINT[]))""",  # an index semi-join
             [ids],
         ).fetchall()
         return {row[0]: Hit(*row) for row in rows}
@@ -535,15 +581,19 @@ class Store:
         if full:
             db.execute("DELETE FROM nodes")
             db.execute("DELETE FROM leaves")
-            touched = set(live.vectors)
+            touched = set(live.children)
+            self._write_all_leaves(live)
         else:
             gone = sorted(touched | dropped)
             abstract_gone = [n for n in gone if n > 0]
             leaves_gone = [-n for n in gone if n < 0]
             if abstract_gone:
-                db.execute("DELETE FROM nodes WHERE list_contains(?, id)", [abstract_gone])
+                db.execute("DELETE FROM nodes WHERE id IN (SELECT unnest(?::BIGINT[]))",
+                           [abstract_gone])
             if leaves_gone:
-                db.execute("DELETE FROM leaves WHERE list_contains(?, chunk_id)", [leaves_gone])
+                db.execute(
+                    "DELETE FROM leaves WHERE chunk_id IN (SELECT unnest(?::BIGINT[]))",
+                    [leaves_gone])
         abstract = sorted(n for n in touched if n > 0)
         leaves = sorted(-n for n in touched if n < 0)
         if abstract:
@@ -571,7 +621,7 @@ class Store:
                 )
             finally:
                 db.unregister("tree_nodes")
-        if leaves:
+        if leaves and not full:
             keys = [-c for c in leaves]
             db.register("tree_leaves", {
                 "chunk_id": np.array(leaves, dtype=np.int64),
@@ -588,6 +638,34 @@ class Store:
                 db.unregister("tree_leaves")
         self._set_meta("next_node_id", str(live.next_id))
 
+    def _write_all_leaves(self, live: LiveTree) -> None:
+        """Insert every leaf row (the table is empty), built as arrays."""
+        ids: list[int] = []
+        parents: list[int] = []
+        order: list[int] = []
+        if live.root is not None and live.root < 0:
+            ids, parents, order = [live.root], [-1], [0]
+        for node, kids in live.children.items():
+            if live.layer[node] == 1:
+                ids.extend(kids)
+                parents.extend([node] * len(kids))
+                order.extend(range(len(kids)))
+        if not ids:
+            return
+        self.db.register("tree_leaves", {
+            "chunk_id": -np.asarray(ids, dtype=np.int64),
+            "parent": np.asarray(parents, dtype=np.int64),
+            "ord": np.asarray(order, dtype=np.int64),
+        })
+        try:
+            self.db.execute(
+                """INSERT INTO leaves SELECT chunk_id,
+                    CASE WHEN parent < 0 THEN NULL ELSE parent END, CAST(ord AS INTEGER)
+                    FROM tree_leaves"""
+            )
+        finally:
+            self.db.unregister("tree_leaves")
+
     def save_tree(self, live: LiveTree) -> None:
         """Replace the whole stored tree in one transaction."""
         with self.transaction():
@@ -595,44 +673,102 @@ class Store:
         live.clear_changes()
 
     def load_tree(
-        self, max_children: int, leaf_vectors: dict[int, np.ndarray]
-    ) -> LiveTree | None:
-        """The stored tree (leaf vectors by chunk id come from the caller); None if absent."""
-        live = LiveTree(max_children, self.dim, int(self._meta("next_node_id") or 1))
-        nodes = self.db.execute(
-            "SELECT id, coalesce(parent, -1), layer, ord, vector, abstract, dirty, abstract_vector "
-            "FROM nodes"
-        ).fetchall()
-        leaves = self.db.execute(
-            "SELECT chunk_id, coalesce(parent, -1), ord FROM leaves"
-        ).fetchall()
-        if not leaves:
-            return None
-        slots: list[tuple[int, int, int]] = []
-        for node, parent, layer, order, vector, abstract, dirty, abstract_vector in nodes:
-            live.children[node] = []
-            live.layer[node] = layer
+        self, max_children: int, lookup: LeafLookup | None = None
+    ) -> tuple[LiveTree | None, list[str]]:
+        """The stored tree and what is wrong with it: (None, []) when there is none, (None,
+        problems) when it does not fit the chunks. Checked with array operations only."""
+        db = self._read()
+        nodes = db.execute(
+            "SELECT id, coalesce(parent, -1) AS parent, layer, ord, abstract, dirty, vector, "
+            "abstract_vector FROM nodes"
+        ).fetchnumpy()
+        leaves = db.execute(
+            "SELECT chunk_id, coalesce(parent, -1) AS parent, ord FROM leaves"
+        ).fetchnumpy()
+        leaf_ids = np.asarray(leaves["chunk_id"], np.int64)
+        if len(leaf_ids) == 0:
+            return None, []
+        node_ids = np.asarray(nodes["id"], np.int64)
+        node_parent = np.asarray(nodes["parent"], np.int64)
+        node_layer = np.asarray(nodes["layer"], np.int64)
+        leaf_parent = np.asarray(leaves["parent"], np.int64)
+        problems = tree_problems(node_ids, node_parent, node_layer, leaf_ids, leaf_parent,
+                                 self.chunk_ids(), max_children)
+        if problems:
+            return None, problems
+        live = LiveTree(max_children, self.dim, int(self._meta("next_node_id") or 1), lookup)
+        keys = np.concatenate([-leaf_ids, node_ids])
+        parents = np.concatenate([leaf_parent, node_parent])
+        order_in = np.concatenate([np.asarray(leaves["ord"], np.int64),
+                                   np.asarray(nodes["ord"], np.int64)])
+        root = keys[parents < 0]
+        live.root = int(root[0])
+        child = parents >= 0
+        keys, parents, order_in = keys[child], parents[child], order_in[child]
+        live.parent = dict(zip(keys.tolist(), parents.tolist(), strict=True))
+        order = np.lexsort((order_in, parents))
+        keys, parents = keys[order], parents[order]
+        cuts = np.flatnonzero(np.diff(parents)) + 1
+        starts = np.r_[0, cuts]
+        live.children = {int(parents[start]): group.tolist()
+                         for start, group in zip(starts.tolist(), np.split(keys, cuts),
+                                                 strict=True)} if len(keys) else {}
+        live.layer = dict(zip(node_ids.tolist(), node_layer.tolist(), strict=True))
+        for node, vector in zip(node_ids.tolist(), nodes["vector"], strict=True):
             live.vectors[node] = np.asarray(vector, dtype=np.float32)
-            if abstract is not None:
-                live.abstracts[node] = abstract
-            if abstract_vector is not None:
-                live.abstract_vectors[node] = np.asarray(abstract_vector, dtype=np.float32)
-            if dirty:
-                live.dirty.add(node)
-            slots.append((parent, order, node))
-        for chunk_id, parent, order in leaves:
-            if chunk_id not in leaf_vectors:
-                return None
-            live.vectors[-chunk_id] = leaf_vectors[chunk_id]
-            slots.append((parent, order, -chunk_id))
-        roots = [key for parent, _, key in slots if parent < 0]
-        if len(roots) != 1:
+        for node, text in zip(node_ids.tolist(), nodes["abstract"], strict=True):
+            if isinstance(text, str):
+                live.abstracts[node] = text
+        for node, vector in zip(node_ids.tolist(), nodes["abstract_vector"], strict=True):
+            if vector is not None and not np.ma.is_masked(vector):
+                live.abstract_vectors[node] = np.asarray(vector, dtype=np.float32)
+        dirty = np.asarray(nodes["dirty"], dtype=object)
+        live.dirty = {n for n, d in zip(node_ids.tolist(), dirty.tolist(), strict=True) if d}
+        live._leaves = len(leaf_ids)
+        return live, []
+
+
+def tree_problems(node_ids: np.ndarray, node_parent: np.ndarray, node_layer: np.ndarray,
+                  leaf_ids: np.ndarray, leaf_parent: np.ndarray, chunk_ids: np.ndarray,
+                  max_children: int) -> list[str]:
+    """What makes stored tree rows unusable for these chunks (empty when they form a valid
+    equi-depth tree over exactly those chunks)."""
+    found: list[str] = []
+    if not np.array_equal(np.sort(leaf_ids), chunk_ids):
+        found.append(f"the tree has {len(leaf_ids)} leaves, the database {len(chunk_ids)} "
+                     "chunks, and they differ")
+        return found
+    if len(np.unique(node_ids)) != len(node_ids):
+        found.append("abstract node ids repeat")
+        return found
+    roots = int((node_parent < 0).sum() + (leaf_parent < 0).sum())
+    if roots != 1:
+        found.append(f"{roots} roots, expected 1")
+        return found
+    order = np.argsort(node_ids)
+    sorted_ids = node_ids[order]
+
+    def layer_of(parents: np.ndarray) -> np.ndarray | None:
+        at = np.clip(np.searchsorted(sorted_ids, parents), 0, max(len(sorted_ids) - 1, 0))
+        if len(sorted_ids) == 0 or not np.array_equal(sorted_ids[at], parents):
             return None
-        for parent, _, key in sorted(slots):
-            if parent >= 0:
-                if parent not in live.children:
-                    return None
-                live.children[parent].append(key)
-                live.parent[key] = parent
-        live.root = roots[0]
-        return live
+        return node_layer[order][at]
+
+    has_up = node_parent >= 0
+    up_layers = layer_of(node_parent[has_up])
+    leaf_up = leaf_parent[leaf_parent >= 0]
+    leaf_up_layers = layer_of(leaf_up)
+    if (up_layers is None and has_up.any()) or (leaf_up_layers is None and len(leaf_up)):
+        found.append("a node's parent is missing")
+        return found
+    if has_up.any() and np.any(up_layers != node_layer[has_up] + 1):
+        found.append("a node is not one layer below its parent")
+    if len(leaf_up) and np.any(leaf_up_layers != 1):
+        found.append("a leaf hangs from a node above layer 1")
+    if len(node_ids):
+        counts = np.bincount(np.searchsorted(sorted_ids, np.r_[node_parent[has_up], leaf_up]),
+                             minlength=len(sorted_ids))
+        if counts.min() < 2 or counts.max() > max_children:
+            found.append(f"a node has {int(counts.min())}..{int(counts.max())} children "
+                         f"(allowed 2..{max_children})")
+    return found

@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from psirag_kb.config import Config
-from psirag_kb.errors import KBError
+from psirag_kb.errors import KBError, StoreError
 from psirag_kb.search.treeindex import TreeIndex
+from psirag_kb.search.treeview import TreeView
 from psirag_kb.storage.dense import DenseIndex
 from psirag_kb.storage.sparse import SparseIndex
 from psirag_kb.storage.store import Delta, FileChange, Store
@@ -47,6 +48,8 @@ class Stores:
         """Derived indexes ("bm25", "dense") that missed a change and wait for a rebuild."""
         self.tree_seconds = 0.0
         self.defer_tree = False
+        self.tree_state: dict[str, Any] = {"state": "ok"}
+        """"ok", or "missing"/"rebuilding" with the reason: queries use the flat retrievers."""
         self.tree_index: TreeIndex
         self.sync_derived()
         self.load_tree()
@@ -76,11 +79,17 @@ class Stores:
                      self.sparse.count(), count)
             self.sparse.rebuild(generation, self.store.all_texts())
         if self.dense.generation != generation or self.dense.count != count:
-            log.info("dense index at generation %s, database at %s: rebuilding (it holds %d "
+            log.info("dense index at generation %s, database at %s: catching up (it holds %d "
                      "chunks, the database %d)", self.dense.generation, generation,
                      self.dense.count, count)
-            ids, vectors = self.store.all_vectors()
-            self.dense.rebuild(generation, ids, vectors)
+            try:
+                added, deleted = self.dense.catch_up(generation, self.store.chunk_ids(),
+                                                     self.store.vectors)
+                log.info("dense index caught up: %d added, %d deleted", added, deleted)
+            except (ValueError, RuntimeError, StoreError) as exc:
+                log.info("dense index rebuilt from the database (%s)", exc)
+                ids, vectors = self.store.all_vectors()
+                self.dense.rebuild(generation, ids, vectors)
 
     def update_derived(self, delta: Delta) -> None:
         """Apply a committed change to Tantivy and hnswlib; one that fails is marked stale."""
@@ -167,32 +176,109 @@ class Stores:
 
     # -- the tree ---------------------------------------------------------------------------
 
+    def leaf_vectors(self, ids: np.ndarray) -> np.ndarray:
+        """Vectors of chunks, from the dense index (or DuckDB when it lacks them)."""
+        if "dense" not in self.stale:
+            try:
+                return self.dense.get(ids)
+            except RuntimeError:  # not (yet) there: DuckDB has every committed chunk
+                pass
+        return self.store.vectors(ids)
+
+    def neighbours(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Leaves most similar to a query from the dense index (none while it is stale)."""
+        if "dense" in self.stale:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return self.dense.search(query, k)
+
+    def _index(self, live: LiveTree) -> TreeIndex:
+        """A tree index over a live tree, wired to the dense index."""
+        return TreeIndex(live, self.config.tree, self.neighbours)
+
     def load_tree(self) -> None:
-        """Load the stored tree, or rebuild it when it does not match the chunks."""
-        ids, vectors = self.store.all_vectors()
-        by_id = dict(zip(ids.tolist(), vectors, strict=True))
-        live = self.store.load_tree(self.config.tree.max_children, by_id)
+        """Load the stored tree; one that is missing or does not fit the chunks is left to a
+        rebuild (`start_tree_rebuild`, or the next bulk ingest) while queries use the flat
+        retrievers."""
+        started = time.perf_counter()
+        live, problems = self.store.load_tree(self.config.tree.max_children, self.leaf_vectors)
         if live is not None:
-            index = TreeIndex(live, self.config.tree)
-            if np.array_equal(index.chunk_ids(), ids) and not index.problems():
-                self.tree_index = index
-                return
-        if len(ids):
-            log.warning("stored tree does not match the chunks: rebuilding it")
-        self.build_tree(ids, vectors)
+            self.tree_index = self._index(live)
+            self.tree_state = {"state": "ok"}
+            log.info("loaded the tree in %.2f s", time.perf_counter() - started)
+            return
+        next_id = int(self.store.meta().get("next_node_id", "1"))
+        empty = LiveTree(self.config.tree.max_children, self.dim, next_id, self.leaf_vectors)
+        self.tree_index = self._index(empty)
+        if self.store.chunk_count() == 0:
+            self.tree_state = {"state": "ok"}
+            return
+        reason = "; ".join(problems) if problems else "no tree is stored for the chunks"
+        log.warning("the stored tree cannot be used (%s): queries use the flat retrievers "
+                    "until it is rebuilt", reason)
+        self.tree_state = {"state": "missing", "reason": reason, "since": time.time()}
+
+    @property
+    def tree_missing(self) -> bool:
+        """Whether chunks exist that the tree does not hold until a rebuild."""
+        return self.tree_state["state"] != "ok"
+
+    def start_tree_rebuild(self) -> None:
+        """Rebuild a missing tree in a background thread; writes go on meanwhile and are
+        caught up with when the new tree is swapped in."""
+        if not self.tree_missing or self.tree_state.get("thread"):
+            return
+        thread = threading.Thread(target=self._rebuild_tree, name="psirag-tree-rebuild",
+                                  daemon=True)
+        self.tree_state = self.tree_state | {"state": "rebuilding", "thread": True}
+        thread.start()
+
+    def _rebuild_tree(self) -> None:
+        """Build from a snapshot of the chunks, then adopt the tree on the writer."""
+        try:
+            ids, vectors = self.store.all_vectors()
+            next_id = int(self.store.meta().get("next_node_id", "1"))
+            index = TreeIndex.build(ids, vectors, self.config.tree, next_id, self.leaf_vectors,
+                                    self.neighbours)
+            del vectors
+            self.writer.call(lambda: self._adopt_tree(index, ids), key="tree-rebuild")
+        except KBError:  # closing: the next start tries again
+            return
+        except Exception as exc:  # noqa: BLE001 - recorded; the next start tries again
+            log.exception("rebuilding the tree failed")
+            self.tree_state = {"state": "missing", "since": time.time(),
+                               "reason": f"rebuild failed: {type(exc).__name__}: {exc}"}
+
+    def _adopt_tree(self, index: TreeIndex, ids: np.ndarray) -> None:
+        """Swap in a tree built in the background after catching it up with the chunks."""
+        if not self.tree_missing:
+            return
+        current = self.store.chunk_ids()
+        removed = np.setdiff1d(ids, current)
+        added = np.setdiff1d(current, ids)
+        self.tree_index = index
+        index.update(added, self.store.vectors(added), removed, self.nearest)
+        self.store.save_tree(index.live)
+        index.view = TreeView.full(index.live)
+        self.tree_seconds += index.build_s
+        self.tree_state = {"state": "ok"}
+        log.info("rebuilt the tree over %d leaves in %.1f s (%s pairs); %d added and %d "
+                 "removed meanwhile", len(current), index.build_s, index.build_mode,
+                 len(added), len(removed))
 
     def build_tree(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         """Build the whole tree over the given chunks at once and store it."""
         next_id = int(self.store.meta().get("next_node_id", "1"))
         if len(ids) == 0:
-            self.tree_index = TreeIndex(
-                LiveTree(self.config.tree.max_children, self.dim, next_id), self.config.tree
-            )
+            self.tree_index = self._index(
+                LiveTree(self.config.tree.max_children, self.dim, next_id, self.leaf_vectors))
         else:
-            self.tree_index = TreeIndex.build(ids, vectors, self.config.tree, next_id)
+            self.tree_index = TreeIndex.build(ids, vectors, self.config.tree, next_id,
+                                              self.leaf_vectors, self.neighbours)
             self.tree_seconds += self.tree_index.build_s
-            log.info("built tree over %d leaves in %.2f s", len(ids), self.tree_index.build_s)
+            log.info("built tree over %d leaves in %.2f s (%s pairs)", len(ids),
+                     self.tree_index.build_s, self.tree_index.build_mode)
         self.store.save_tree(self.tree_index.live)
+        self.tree_state = {"state": "ok"}
 
     @contextmanager
     def tree_edit(self) -> Iterator[None]:
@@ -203,26 +289,27 @@ class Stores:
             self.load_tree()  # the transaction rolled back: back to the tree DuckDB holds
             raise
         live = self.tree_index.live
-        if live.touched or live.dropped:
+        touched, dropped = live.changes()
+        if touched or dropped:
             live.clear_changes()
-            self.tree_index.publish()
+            self.tree_index.publish(touched, dropped)
 
     def nearest(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Most similar existing leaf (chunk id, cosine) per vector, from the dense index."""
-        live = self.tree_index.live.vectors
+        live = self.tree_index.live
         labels, scores = self.dense.search_many(vectors, 8)
         best = np.full(len(vectors), -1, dtype=np.int64)
         similarity = np.full(len(vectors), -1.0, dtype=np.float32)
         for row in range(len(vectors)):
             for label, score in zip(labels[row].tolist(), scores[row].tolist(), strict=True):
-                if -label in live:
+                if live.has_leaf(label):
                     best[row], similarity[row] = label, score
                     break
         return best, similarity
 
     def update_tree(self, added: np.ndarray, vectors: np.ndarray, removed: np.ndarray):
         """Incremental tree update run inside the DuckDB transaction of a change."""
-        if self.defer_tree:
+        if self.defer_tree or self.tree_missing:
             return None
         started = time.perf_counter()
         self.tree_index.update(added, vectors, removed, self.nearest)
@@ -232,7 +319,7 @@ class Stores:
     @contextmanager
     def bulk(self) -> Iterator[None]:
         """Defer tree updates when the tree is empty, then build it once at the end."""
-        if not self.tree_index.empty or self.defer_tree:
+        if not self.tree_index.empty or self.defer_tree or self.tree_state.get("thread"):
             yield
             return
         self.defer_tree = True

@@ -12,7 +12,9 @@ from psirag_kb.tree.pairs import exact_mst, knn_pairs, spanning_forest
 from psirag_kb.tree.rebalance import rebalance
 from psirag_kb.tree.vectors import normalise, segment_sum
 
-MODES = ("exact", "hnsw", "bucketing")
+MODES = ("auto", "exact", "hnsw", "bucketing")
+EXACT_MAX_LEAVES = 20_000
+"""Largest build that auto mode ranks exactly: its n x n float32 matrix is 1.6 GB here."""
 _MAX_EXACT_LINKS = 8192
 
 
@@ -255,16 +257,22 @@ def _check(vectors: np.ndarray, mode: str, max_children: int, knn: int) -> np.nd
 def build_tree(
     vectors: np.ndarray,
     *,
-    mode: str = "exact",
+    mode: str = "auto",
     max_children: int = 40,
     knn: int = 32,
     buckets: int | None = None,
     seed: int = 0,
     timings: dict[str, float] | None = None,
+    exact_max: int = EXACT_MAX_LEAVES,
 ) -> Tree:
-    """Build the equi-depth abstract tree over L2-normalised leaf vectors (n, d)."""
+    """Build the equi-depth abstract tree over L2-normalised leaf vectors (n, d).
+
+    Mode "auto" ranks pairs exactly up to `exact_max` leaves and by bucketing above, so no
+    build ever holds an n x n matrix; `timings["mode"]` names the mode that ran.
+    """
     x = _check(vectors, mode, max_children, knn)
     n = x.shape[0]
+    mode = resolve_mode(mode, n, exact_max)
     clock = time.perf_counter()
     spent = {"pairs": 0.0, "merge": 0.0, "rebalance": 0.0}
     forest = Forest(n)
@@ -299,4 +307,12 @@ def build_tree(
     spent["rebalance"] = time.perf_counter() - start
     if timings is not None:
         timings.update(spent)
+        timings["mode"] = mode  # type: ignore[assignment]
     return tree
+
+
+def resolve_mode(mode: str, n: int, exact_max: int = EXACT_MAX_LEAVES) -> str:
+    """The pair mode a build of n leaves uses: auto means exact while n <= exact_max."""
+    if mode != "auto":
+        return mode
+    return "exact" if n <= exact_max else "bucketing"

@@ -2,7 +2,9 @@
 
 Leaves are keyed by ``-chunk_id`` (negative), abstract nodes by positive ids. Every change
 records which nodes must be written back (``touched``) or deleted (``dropped``), and which
-abstract nodes have stale abstracts (``dirty``).
+abstract nodes have stale abstracts (``dirty``). The tree holds the vectors of its abstract
+nodes; leaf vectors come from a lookup (the dense index) so that they are held once, except
+for leaves added since the last commit (or all of them when there is no lookup).
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ import numpy as np
 from psirag_kb.tree.build import build_tree
 from psirag_kb.tree.model import Tree
 from psirag_kb.tree.rebalance import principal_halves
-from psirag_kb.tree.vectors import node_vectors, normalise
+from psirag_kb.tree.vectors import abstract_vectors, normalise
 
 Nearest = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 """nearest(vectors) -> (chunk id of the most similar existing leaf, its cosine) per row."""
+
+LeafLookup = Callable[[np.ndarray], np.ndarray]
+"""lookup(chunk ids) -> their leaf vectors, one row each (float32)."""
 
 
 def leaf_key(chunk_id: int) -> int:
@@ -29,13 +34,18 @@ def leaf_key(chunk_id: int) -> int:
 class LiveTree:
     """The Ψ-RAG tree as dictionaries, updated in place by insertions and removals."""
 
-    def __init__(self, max_children: int, dim: int, next_id: int = 1) -> None:
+    def __init__(self, max_children: int, dim: int, next_id: int = 1,
+                 lookup: LeafLookup | None = None) -> None:
         self.max_children = max_children
         self.dim = dim
         self.parent: dict[int, int] = {}
         self.children: dict[int, list[int]] = {}
         self.layer: dict[int, int] = {}
         self.vectors: dict[int, np.ndarray] = {}
+        """Vectors of abstract nodes (never changed in place: a new array replaces one)."""
+        self.lookup = lookup
+        self._own: dict[int, np.ndarray] = {}
+        self._leaves = 0
         self.abstracts: dict[int, str] = {}
         self.abstract_vectors: dict[int, np.ndarray] = {}
         self.root: int | None = None
@@ -43,7 +53,6 @@ class LiveTree:
         self.touched: set[int] = set()
         self.dropped: set[int] = set()
         self.next_id = next_id
-        self._snapshot: tuple[Tree, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -59,7 +68,36 @@ class LiveTree:
     @property
     def n_leaves(self) -> int:
         """Number of leaves."""
-        return len(self.vectors) - len(self.children)
+        return self._leaves
+
+    def has_leaf(self, chunk_id: int) -> bool:
+        """Whether a chunk is a leaf of the tree."""
+        key = leaf_key(chunk_id)
+        return key in self.parent or self.root == key
+
+    def leaf_keys(self) -> list[int]:
+        """Keys of all leaves (in no particular order)."""
+        if self.root is not None and self.root < 0:
+            return [self.root]
+        return [key for kids in self.children.values() for key in kids if key < 0]
+
+    def vectors_of(self, keys: list[int]) -> np.ndarray:
+        """Vectors of nodes and leaves, one row per key (float32)."""
+        out = np.empty((len(keys), self.dim), dtype=np.float32)
+        missing = []
+        for row, key in enumerate(keys):
+            if key > 0:
+                out[row] = self.vectors[key]
+            elif key in self._own:
+                out[row] = self._own[key]
+            else:
+                missing.append(row)
+        if missing:
+            if self.lookup is None:
+                raise KeyError(f"no vector for leaf {-keys[missing[0]]}")
+            ids = np.array([-keys[row] for row in missing], dtype=np.int64)
+            out[missing] = self.lookup(ids)
+        return out
 
     def ancestors(self, node: int) -> list[int]:
         """Parent, grandparent, ... up to the root."""
@@ -89,56 +127,58 @@ class LiveTree:
     @classmethod
     def from_tree(
         cls, tree: Tree, chunk_ids: np.ndarray, vectors: np.ndarray, max_children: int,
-        next_id: int = 1,
+        next_id: int = 1, lookup: LeafLookup | None = None,
     ) -> LiveTree:
-        """Adopt an array tree (leaf i is chunk_ids[i]); every abstract node is new and dirty."""
-        live = cls(max_children, vectors.shape[1], next_id)
-        live._adopt(tree, np.asarray(chunk_ids, np.int64), node_vectors(tree, vectors))
+        """Adopt an array tree (leaf i is chunk_ids[i]); every abstract node is new and dirty.
+
+        With a lookup the leaf vectors are not kept: the lookup has them.
+        """
+        live = cls(max_children, vectors.shape[1], next_id, lookup)
+        live._adopt(tree, np.asarray(chunk_ids, np.int64), vectors, keep=lookup is None)
         return live
 
-    def _adopt(self, tree: Tree, chunk_ids: np.ndarray, vectors: np.ndarray) -> int:
+    def _adopt(self, tree: Tree, chunk_ids: np.ndarray, leaf_vectors: np.ndarray,
+               keep: bool = True) -> int:
         """Add an array tree's nodes under fresh ids; returns the key of its root."""
+        n = tree.n_leaves
         keys = np.empty(tree.n_nodes, dtype=np.int64)
-        keys[: tree.n_leaves] = -chunk_ids
-        count = tree.n_nodes - tree.n_leaves
-        keys[tree.n_leaves:] = np.arange(self.next_id, self.next_id + count)
+        keys[:n] = -chunk_ids
+        count = tree.n_nodes - n
+        keys[n:] = np.arange(self.next_id, self.next_id + count)
         self.next_id += count
         key_list = keys.tolist()
-        for index, key in enumerate(key_list):
-            self.vectors[key] = vectors[index]
-            self.touched.add(key)
-            if index >= tree.n_leaves:
-                self.children[key] = [key_list[c] for c in tree.children[index]]
-                self.layer[key] = int(tree.layer[index])
-                self.dirty.add(key)
-            up = int(tree.parent[index])
-            if up >= 0:
-                self.parent[key] = key_list[up]
+        leaf_list = key_list[:n]
+        if keep:
+            self._own.update(zip(leaf_list, np.asarray(leaf_vectors, np.float32), strict=True))
+        self._leaves += n
+        self.touched.update(key_list)
+        self.dirty.update(key_list[n:])
+        parents = tree.parent.tolist()
+        self.parent.update((key, key_list[up]) for key, up in zip(key_list, parents, strict=True)
+                           if up >= 0)
+        abstract = abstract_vectors(tree, leaf_vectors)
+        for index in range(n, tree.n_nodes):
+            key = key_list[index]
+            self.children[key] = [key_list[c] for c in tree.children[index]]
+            self.layer[key] = int(tree.layer[index])
+            self.vectors[key] = abstract[index - n]
         if self.root is None:
             self.root = key_list[tree.root]
-        self._snapshot = None
         return key_list[tree.root]
 
-    def snapshot(self) -> tuple[Tree, np.ndarray, np.ndarray, np.ndarray]:
-        """(array Tree, chunk id per leaf, node vectors, key per node) for searching."""
-        if self._snapshot is None:
-            if self.root is None:
-                raise ValueError("the tree is empty")
-            leaves = sorted((k for k in self.vectors if k < 0), reverse=True)
-            abstract = sorted(self.children)
-            keys = leaves + abstract
-            index = {key: i for i, key in enumerate(keys)}
-            parent = np.array([index[self.parent[k]] if k in self.parent else -1 for k in keys],
-                              dtype=np.int64)
-            children = [[] for _ in leaves] + [
-                [index[c] for c in self.children[k]] for k in abstract
-            ]
-            layer = np.array([0] * len(leaves) + [self.layer[k] for k in abstract], np.int32)
-            tree = Tree(len(leaves), parent, children, layer, index[self.root])
-            vectors = np.stack([self.vectors[k] for k in keys]).astype(np.float32)
-            chunk_ids = -np.array(leaves, dtype=np.int64)
-            self._snapshot = (tree, chunk_ids, vectors, np.array(keys, dtype=np.int64))
-        return self._snapshot
+    def to_tree(self) -> tuple[Tree, np.ndarray]:
+        """The tree as an array Tree (leaves first) and the key of each of its nodes."""
+        if self.root is None:
+            raise ValueError("the tree is empty")
+        leaves = sorted(self.leaf_keys(), reverse=True)
+        abstract = sorted(self.children)
+        keys = leaves + abstract
+        index = {key: i for i, key in enumerate(keys)}
+        parent = np.array([index[self.parent[k]] if k in self.parent else -1 for k in keys],
+                          dtype=np.int64)
+        children = [[] for _ in leaves] + [[index[c] for c in self.children[k]] for k in abstract]
+        layer = np.array([0] * len(leaves) + [self.layer[k] for k in abstract], np.int32)
+        return Tree(len(leaves), parent, children, layer, index[self.root]), np.array(keys)
 
     # -- structural edits -------------------------------------------------------------------
 
@@ -158,7 +198,7 @@ class LiveTree:
 
     def _centroid(self, node: int) -> np.ndarray:
         """Normalised mean of a node's children's vectors."""
-        mean = np.mean([self.vectors[k] for k in self.children[node]], axis=0)
+        mean = self.vectors_of(self.children[node]).mean(axis=0)
         return normalise(mean[None, :])[0]
 
     def _attach(self, child: int, parent: int, stale: set[int]) -> None:
@@ -197,7 +237,7 @@ class LiveTree:
             if current not in self.children or len(self.children[current]) <= self.max_children:
                 continue
             kids = self.children[current]
-            first, second = principal_halves(np.stack([self.vectors[k] for k in kids]))
+            first, second = principal_halves(self.vectors_of(kids))
             keep = [kids[i] for i in first]
             move = [kids[i] for i in second]
             self.children[current] = keep
@@ -228,7 +268,6 @@ class LiveTree:
             self.vectors[node] = self._centroid(node)
             self.touched.add(node)
             self.dirty.add(node)
-        self._snapshot = None
 
     # -- insertion --------------------------------------------------------------------------
 
@@ -244,8 +283,7 @@ class LiveTree:
         stale: set[int] = set()
         if self.root is None:
             tree = build_tree(vectors, mode=pair_mode, max_children=self.max_children)
-            self._adopt(tree, chunk_ids, node_vectors(tree, vectors))
-            self._snapshot = None
+            self._adopt(tree, chunk_ids, vectors)
             return
         near_ids, similarity = nearest(vectors)
         far = similarity < threshold
@@ -260,7 +298,8 @@ class LiveTree:
     def _insert_leaf(self, chunk_id: int, vector: np.ndarray, near: int, stale: set[int]) -> None:
         """Leaf node collapse: the new leaf joins the parent of its most similar leaf."""
         key = leaf_key(chunk_id)
-        self.vectors[key] = vector
+        self._own[key] = vector
+        self._leaves += 1
         self.touched.add(key)
         assert self.root is not None
         if self.root < 0:
@@ -268,14 +307,40 @@ class LiveTree:
             return
         target = self.parent.get(leaf_key(near)) if near > 0 else None
         if target is None or target not in self.children:
-            target = self._most_similar(self.nodes_at(1), vector)
+            target = self._descend(self.root, 1, vector)
         self._attach(key, target, stale)
         self._split(target, stale)
 
     def _most_similar(self, nodes: list[int], vector: np.ndarray) -> int:
         """The node whose vector is closest to a vector."""
-        scores = np.stack([self.vectors[n] for n in nodes]) @ vector
+        scores = self.vectors_of(nodes) @ vector
         return nodes[int(np.argmax(scores))]
+
+    def _descend(self, top: int, layer: int, vector: np.ndarray) -> int:
+        """The node on `layer` below `top` reached by following the most similar child."""
+        node = top
+        while self.level(node) > layer:
+            node = self._most_similar(self.children[node], vector)
+        return node
+
+    def _peer(self, node: int) -> int | None:
+        """The most similar other node on the same layer, searched from the nearest ancestor
+        that has one (None when the node is alone on its layer)."""
+        layer, vector = self.level(node), self.vectors[node]
+        below = node
+        for up in self.ancestors(node):
+            candidates = [c for c in self.children[up] if c != below]
+            below = up
+            best: int | None = None
+            best_score = -np.inf
+            for child in candidates:
+                peer = self._descend(child, layer, vector)
+                score = float(self.vectors[peer] @ vector)
+                if score > best_score:
+                    best, best_score = peer, score
+            if best is not None:
+                return best
+        return None
 
     def _insert_subtree(
         self, chunk_ids: np.ndarray, vectors: np.ndarray, pair_mode: str, stale: set[int]
@@ -284,7 +349,7 @@ class LiveTree:
         tree = build_tree(vectors, mode=pair_mode, max_children=self.max_children)
         old_root = self.root
         assert old_root is not None
-        sub_root = self._adopt(tree, chunk_ids, node_vectors(tree, vectors))
+        sub_root = self._adopt(tree, chunk_ids, vectors)
         height, main = self.level(sub_root), self.level(old_root)
         if height == main:
             self.root = self._new_node([old_root, sub_root], main + 1)
@@ -294,15 +359,9 @@ class LiveTree:
         else:
             top, joiner = sub_root, old_root
             self.root = sub_root
-        layer = self.level(joiner) + 1
-        candidates = [n for n in self.nodes_at(layer) if self._under(n, top)]
-        target = self._most_similar(candidates, self.vectors[joiner])
+        target = self._descend(top, self.level(joiner) + 1, self.vectors_of([joiner])[0])
         self._attach(joiner, target, stale)
         self._split(target, stale)
-
-    def _under(self, node: int, top: int) -> bool:
-        """Whether a node is top or one of its descendants."""
-        return node == top or top in self.ancestors(node)
 
     # -- removal ----------------------------------------------------------------------------
 
@@ -311,12 +370,13 @@ class LiveTree:
         stale: set[int] = set()
         for chunk_id in chunk_ids:
             key = leaf_key(chunk_id)
-            if key not in self.vectors:
+            if not self.has_leaf(chunk_id):
                 continue
             if self.root == key:
                 self.root = None
             self._detach(key, stale)
-            del self.vectors[key]
+            self._own.pop(key, None)
+            self._leaves -= 1
             self.touched.discard(key)
             self.dropped.add(key)
         heap = [(self.level(n), n) for n in stale]
@@ -334,11 +394,10 @@ class LiveTree:
                 if up is not None:
                     heapq.heappush(heap, (self.level(up), up))
             elif len(kids) == 1 and node != self.root:
-                peers = [n for n in self.nodes_at(self.level(node)) if n != node]
-                if not peers:
+                target = self._peer(node)
+                if target is None:
                     continue
                 child = kids[0]
-                target = self._most_similar(peers, self.vectors[child])
                 self._detach(child, stale)
                 self._attach(child, target, stale)
                 self._split(target, stale)
@@ -354,7 +413,6 @@ class LiveTree:
             self._drop(old)
         stale = {n for n in stale if n in self.children}
         self._refresh(stale)
-        self._snapshot = None
 
     # -- drift repair -----------------------------------------------------------------------
 
@@ -374,8 +432,7 @@ class LiveTree:
         children = [[] for _ in leaves] + [[index[c] for c in self.children[k]] for k in abstract]
         layer = np.array([0] * len(leaves) + [self.layer[k] for k in abstract], dtype=np.int32)
         tree = Tree(len(leaves), parent, children, layer, index[node])
-        vectors = np.stack([self.vectors[k] for k in leaves]).astype(np.float32)
-        return tree, -np.array(leaves, dtype=np.int64), vectors
+        return tree, -np.array(leaves, dtype=np.int64), self.vectors_of(leaves)
 
     def replace_subtree(self, node: int, tree: Tree, chunk_ids: np.ndarray) -> None:
         """Give an abstract node new descendants: `tree` over the same leaves, of its height."""
@@ -386,10 +443,11 @@ class LiveTree:
             if current > 0:
                 old.append(current)
                 stack.extend(self.children[current])
-        vectors = np.stack([self.vectors[-int(c)] for c in chunk_ids])
+        vectors = self.vectors_of([-int(c) for c in chunk_ids])
         for current in old:
             self._drop(current)
-        top = self._adopt(tree, chunk_ids, node_vectors(tree, vectors))
+        self._leaves -= len(chunk_ids)  # adopted again below
+        top = self._adopt(tree, chunk_ids, vectors, keep=False)
         kids = self.children[top]
         self.children[node] = list(kids)
         for kid in kids:
@@ -404,11 +462,15 @@ class LiveTree:
 
     def changes(self) -> tuple[set[int], set[int]]:
         """(touched, dropped) since the last `clear_changes`."""
-        return {n for n in self.touched if n in self.vectors}, set(self.dropped)
+        touched = {n for n in self.touched
+                   if (n in self.children if n > 0 else self.has_leaf(-n))}
+        return touched, set(self.dropped)
 
     def clear_changes(self) -> None:
-        """Forget the changes: they are committed."""
+        """Forget the changes: they are committed (and the lookup now has the new leaves)."""
         self.touched, self.dropped = set(), set()
+        if self.lookup is not None:
+            self._own = {}
 
     def set_abstract(self, node: int, text: str, vector: np.ndarray | None) -> None:
         """Store a freshly generated abstract (and its embedding); the node is clean again."""
@@ -417,7 +479,6 @@ class LiveTree:
             self.abstract_vectors[node] = np.asarray(vector, dtype=np.float32)
         self.dirty.discard(node)
         self.touched.add(node)
-        self._snapshot = None
 
     def order_of(self, node: int) -> int:
         """Position of a node among its parent's children (0 for the root)."""

@@ -51,13 +51,14 @@ class Model:
         if not self.vectors:
             assert self.live.root is None
             return
-        tree, chunk_ids, vectors, keys = self.live.snapshot()
+        tree, keys = self.live.to_tree()
         assert tree.problems(self.live.max_children) == []
-        assert sorted(chunk_ids.tolist()) == sorted(self.vectors)
-        norms = np.linalg.norm(vectors, axis=1)
+        assert sorted((-keys[: tree.n_leaves]).tolist()) == sorted(self.vectors)
+        assert self.live.n_leaves == len(self.vectors)
+        norms = np.linalg.norm(self.live.vectors_of(keys.tolist()), axis=1)
         assert np.allclose(norms, 1.0, atol=1e-4)
         for node, kids in self.live.children.items():
-            mean = normalise(np.mean([self.live.vectors[k] for k in kids], axis=0)[None])[0]
+            mean = normalise(self.live.vectors_of(kids).mean(axis=0)[None])[0]
             assert np.allclose(self.live.vectors[node], mean, atol=1e-4), "stale node vector"
 
 
@@ -116,7 +117,7 @@ def test_adopted_tree_matches_a_batch_build():
     vectors = unit(rng, 50)
     tree = build_tree(vectors, max_children=5)
     live = LiveTree.from_tree(tree, np.arange(1, 51), vectors, 5)
-    snap = live.snapshot()[0]
+    snap = live.to_tree()[0]
     assert snap.nodes_per_layer() == tree.nodes_per_layer()
     assert snap.problems(5) == []
 
@@ -126,7 +127,7 @@ def test_changes_are_reported_for_persistence():
     model = Model()
     model.insert(unit(rng, 10))
     touched, dropped = model.live.changes()
-    assert len(touched) == len(model.live.vectors) and not dropped
+    assert len(touched) == len(model.live.children) + model.live.n_leaves and not dropped
     assert model.live.changes()[0] == touched  # kept until the commit clears them
     model.live.clear_changes()
     [new] = model.insert(unit(rng, 1))
