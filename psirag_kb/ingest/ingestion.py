@@ -52,6 +52,14 @@ class IngestReport:
     chunks_kept: int = 0
     problems: list[tuple[str, str, str]] = field(default_factory=list)
     """(path, state, reason) of skipped and failed files."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Wall time by stage: read (and chunk), embed, store, tree."""
+    tree_build: dict[str, Any] | None = None
+    """The whole-tree build this call ran, if any: leaves, seconds, pair mode."""
+
+    def timed(self, stage: str, seconds: float) -> None:
+        """Add time to a stage."""
+        self.seconds[stage] = round(self.seconds.get(stage, 0.0) + seconds, 3)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -195,10 +203,11 @@ class Ingestion:
             report.failed += 1
             report.problems.append((_printable(path), "failed",
                                     "file name is not valid UTF-8; rename the file to index it"))
+        build = self.stores.last_build
         with self.stores.bulk():
             removals = self._renames(files, removals, report)
             if removals:
-                self.stores.apply([], removals)
+                self._apply([], removals, report)
                 report.removed += len(removals)
             total = len(files)
             for start in range(0, total, BATCH_FILES):
@@ -207,7 +216,20 @@ class Ingestion:
                 self._ingest_batch(batch, report, keep_vanished)
                 if progress:
                     progress(min(start + len(batch), total), total, str(batch[-1]))
+            body_done = time.perf_counter()
+        report.timed("tree", time.perf_counter() - body_done)  # a bulk ingest builds it here
+        if self.stores.last_build is not build:
+            report.tree_build = self.stores.last_build
         return report
+
+    def _apply(self, changes: list[FileChange], removals: list[str],
+               report: IngestReport) -> None:
+        """Commit, timing the tree update apart from the rest of the store."""
+        started, tree_before = time.perf_counter(), self.stores.tree_seconds
+        self.stores.apply(changes, removals)
+        tree = self.stores.tree_seconds - tree_before
+        report.timed("tree", tree)
+        report.timed("store", time.perf_counter() - started - tree)
 
     def _renames(self, files: list[Path], removals: list[str], report: IngestReport) -> list[str]:
         """Turn a vanished file plus a new file with the same content into a rename."""
@@ -322,6 +344,7 @@ class Ingestion:
             started = time.perf_counter()
             vectors = self.embedder.embed([row.text for row in pending])
             self.embed_seconds += time.perf_counter() - started
+            report.timed("embed", time.perf_counter() - started)
             for row, vector in zip(pending, vectors, strict=True):
                 row.vector = vector
             report.chunks_embedded += len(pending)
@@ -331,6 +354,7 @@ class Ingestion:
     ) -> None:
         """Prepare, embed and commit a batch of files."""
         changes = []
+        started = time.perf_counter()
         records = self.store.records(str(p) for p in paths)
         for path in paths:
             try:
@@ -343,11 +367,12 @@ class Ingestion:
                                     f"unexpected error: {exc}")
             if change is not None:
                 changes.append(change)
+        report.timed("read", time.perf_counter() - started)
         removals = [c.path for c in changes if c.state == "removed"]
         changes = [c for c in changes if c.state != "removed"]
         if changes or removals:
             self._reuse_and_embed(changes, report)
-            self.stores.apply(changes, removals)
+            self._apply(changes, removals, report)
 
     def ingest_jsonl(self, path: Path | str, progress: Progress | None = None) -> IngestReport:
         """Index a benchmark corpus: one leaf per {"id","title","text"} record."""

@@ -295,10 +295,8 @@ class FolderWatcher:
                 self._lost.add(folder)  # so it is rescanned when it comes back
         if missing and files and self._ingest_with_removals(missing, files):
             files = missing = []
-        for path in missing:
-            removed = self._guard("remove", path, self.kb.remove, [path])
-            if removed:
-                log.info("removed %s (%d files)", path, removed)
+        if missing:
+            self._remove(missing)
         present = [s for s in dict.fromkeys(scans) if s.is_dir()]
         if present:
             report = self._guard("scan", ", ".join(map(str, present)), self.kb.ingest,
@@ -307,6 +305,22 @@ class FolderWatcher:
         for start in range(0, len(files), BATCH_PATHS):
             self._ingest(files[start:start + BATCH_PATHS])
         self.processed += len(ready) + len(moves) + len(present)
+
+    def _remove(self, missing: list[Path]) -> None:
+        """Forget vanished paths in one commit; if that fails, one path at a time."""
+        try:
+            removed = self.kb.remove(missing)
+        except Stopping:
+            raise
+        except Exception:  # noqa: BLE001 - isolate the bad path below
+            log.debug("removing %d paths at once failed; one by one", len(missing), exc_info=True)
+            for path in missing:
+                removed = self._guard("remove", path, self.kb.remove, [path])
+                if removed:
+                    log.info("removed %s (%d files)", path, removed)
+            return
+        if removed:
+            log.info("removed %d files under %d vanished path(s)", removed, len(missing))
 
     def _ingest_with_removals(self, missing: list[Path], files: list[Path]) -> bool:
         """One ingest of vanished and new files, so a move seen as delete + create keeps leaves.

@@ -49,6 +49,8 @@ class Stores:
         self.tree_seconds = 0.0
         self.defer_tree = False
         self.tree_state: dict[str, Any] = {"state": "ok"}
+        self.last_build: dict[str, Any] | None = None
+        """Leaves, seconds and pair mode of the last whole-tree build in this process."""
         """"ok", or "missing"/"rebuilding" with the reason: queries use the flat retrievers."""
         self.tree_index: TreeIndex
         self.sync_derived()
@@ -279,6 +281,8 @@ class Stores:
                      self.tree_index.build_s, self.tree_index.build_mode)
         self.store.save_tree(self.tree_index.live)
         self.tree_state = {"state": "ok"}
+        self.last_build = {"leaves": int(len(ids)), "seconds": round(self.tree_index.build_s, 2),
+                           "mode": self.tree_index.build_mode or None}
 
     @contextmanager
     def tree_edit(self) -> Iterator[None]:
