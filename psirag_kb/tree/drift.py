@@ -90,7 +90,11 @@ def local_rebuild(
 def repair(
     live: LiveTree, max_children: int, mode: str, tolerance: float, max_leaves: int
 ) -> dict[str, Any]:
-    """Rebuild in place the subtrees (of at most `max_leaves`) that drifted beyond `tolerance`."""
+    """Rebuild in place the subtrees (of at most `max_leaves`) that drifted beyond `tolerance`.
+
+    Only subtrees that incremental edits changed since the last check are looked at, so the
+    cost follows the edits, not the size of the tree.
+    """
     checked = rebuilt = 0
     worst = 1.0
     if live.root is None or live.root < 0:
@@ -98,6 +102,8 @@ def repair(
     candidates, stack = [], [live.root]
     while stack:
         node = stack.pop()
+        if node not in live.edited:
+            continue
         if len(live.leaves_under(node)) <= max_leaves:
             candidates.append(node)
         else:
@@ -115,4 +121,5 @@ def repair(
         if ratio > 1.0 + tolerance:
             live.replace_subtree(node, replacement, chunk_ids)
             rebuilt += 1
+    live.edited.clear()
     return {"checked": checked, "rebuilt": rebuilt, "worst_ratio": round(worst, 4)}

@@ -50,6 +50,8 @@ class LiveTree:
         self.abstract_vectors: dict[int, np.ndarray] = {}
         self.root: int | None = None
         self.dirty: set[int] = set()
+        self.edited: set[int] = set()
+        """Nodes changed by incremental edits since the last drift check (not stored)."""
         self.touched: set[int] = set()
         self.dropped: set[int] = set()
         self.next_id = next_id
@@ -226,6 +228,7 @@ class LiveTree:
         self.abstract_vectors.pop(node, None)
         self.parent.pop(node, None)
         self.dirty.discard(node)
+        self.edited.discard(node)
         self.touched.discard(node)
         self.dropped.add(node)
 
@@ -268,6 +271,7 @@ class LiveTree:
             self.vectors[node] = self._centroid(node)
             self.touched.add(node)
             self.dirty.add(node)
+        self.edited |= nodes
 
     # -- insertion --------------------------------------------------------------------------
 

@@ -130,7 +130,7 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
     "hnsw file truncated": (lambda d: _truncate(d / "dense" / "dense.hnsw"), "unreadable"),
     "hnsw file emptied": (lambda d: (d / "dense" / "dense.hnsw").write_bytes(b""), "unreadable"),
     "dense generation stale": (lambda d: (d / "dense" / "dense.generation").write_text("0 12"),
-                               "dense index at generation 0, database at 1: rebuilding"),
+                               "dense index at generation 0, database at 1: catching up"),
 }
 
 
