@@ -141,7 +141,7 @@ class KnowledgeBase:
     def rebuild_tree(self) -> None:
         """Rebuild the whole tree from the stored chunks."""
         stores = self.stores
-        self.writer.call(lambda: stores.build_tree(*stores.store.all_vectors()),
+        self.writer.call(lambda: stores.build_tree(*stores.tree_vectors()),
                          key="rebuild-tree")
 
     def checkpoint(self) -> None:

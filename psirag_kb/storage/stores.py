@@ -193,6 +193,12 @@ class Stores:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         return self.dense.search(query, k)
 
+    def tree_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) for a whole-tree build: float16 above the exact pair mode's limit,
+        where a million vectors would otherwise take 1.5 GB beside the dense index."""
+        small = self.store.chunk_count() <= self.config.tree.exact_max_leaves
+        return self.store.all_vectors(np.float32 if small else np.float16)
+
     def _index(self, live: LiveTree) -> TreeIndex:
         """A tree index over a live tree, wired to the dense index."""
         return TreeIndex(live, self.config.tree, self.neighbours)
@@ -237,7 +243,7 @@ class Stores:
     def _rebuild_tree(self) -> None:
         """Build from a snapshot of the chunks, then adopt the tree on the writer."""
         try:
-            ids, vectors = self.store.all_vectors()
+            ids, vectors = self.tree_vectors()
             next_id = int(self.store.meta().get("next_node_id", "1"))
             index = TreeIndex.build(ids, vectors, self.config.tree, next_id, self.leaf_vectors,
                                     self.neighbours)
@@ -331,7 +337,7 @@ class Stores:
             yield
         finally:
             self.defer_tree = False
-            self.build_tree(*self.store.all_vectors())
+            self.build_tree(*self.tree_vectors())
 
     # -- writes -----------------------------------------------------------------------------
 

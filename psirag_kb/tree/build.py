@@ -14,6 +14,8 @@ from psirag_kb.tree.vectors import normalise, segment_sum
 
 MODES = ("auto", "exact", "hnsw", "bucketing")
 EXACT_MAX_LEAVES = 20_000
+AUTO_BUCKET_LEAVES = 2_048
+"""Leaves per bucket when auto mode buckets: each bucket is ranked exactly (16 MB at 2k)."""
 """Largest build that auto mode ranks exactly: its n x n float32 matrix is 1.6 GB here."""
 _MAX_EXACT_LINKS = 8192
 
@@ -101,6 +103,17 @@ class Forest:
         self.children[target].append(node)
         self.parent[node] = target
 
+    def leaves_under(self, node: int) -> list[int]:
+        """Leaf ids below a node (the node itself for a leaf)."""
+        out, stack = [], [node]
+        while stack:
+            current = stack.pop()
+            if current < self.n_leaves:
+                out.append(current)
+            else:
+                stack.extend(self.children[current])
+        return out
+
     def labels(self) -> np.ndarray:
         """Component representative of every leaf."""
         return np.fromiter((self.find(i) for i in range(self.n_leaves)), np.int64, self.n_leaves)
@@ -133,7 +146,7 @@ def link_components(forest: Forest, x: np.ndarray) -> None:
             ci, cj, _ = exact_mst(centroids)
         else:
             ci, cj, _ = spanning_forest(*knn_pairs(centroids, 32), reps.size)
-        node_sums = _node_sums(forest, x)
+        node_sums = _NodeSums(forest, x)
         for i, j in zip(ci.tolist(), cj.tolist(), strict=True):
             ri, rj = forest.find(int(reps[i])), forest.find(int(reps[j]))
             if ri == rj:
@@ -146,6 +159,10 @@ def link_components(forest: Forest, x: np.ndarray) -> None:
             u, v = starts[i], starts[j]
             if hi > hj:
                 u = _target(forest, node_sums, u, hj + 1, centroids[j])
+                node = u
+                while node >= 0:  # known before the join, which adds `moved` to them below
+                    node_sums[node]
+                    node = forest.parent[node]
             moved = _sum_of(node_sums, x, top_j)
             top_i = forest.root_of(ri)
             target = forest.join(ri, rj, u, v)
@@ -157,23 +174,23 @@ def link_components(forest: Forest, x: np.ndarray) -> None:
                     target = forest.parent[target]
 
 
-def _node_sums(forest: Forest, x: np.ndarray) -> dict[int, np.ndarray]:
-    """Sum of the leaf vectors under every abstract node, bottom-up by layer."""
-    parent = np.asarray(forest.parent, dtype=np.int64)
-    sums: dict[int, np.ndarray] = {}
-    below = np.arange(forest.n_leaves)
-    values = x
-    while below.size:
-        keep = parent[below] >= 0
-        below, values = segment_sum(values[keep], parent[below[keep]])
-        sums.update(zip(below.tolist(), values, strict=True))
-    return sums
+class _NodeSums(dict):
+    """Sum of the leaf vectors under abstract nodes, computed when first asked for."""
+
+    def __init__(self, forest: Forest, x: np.ndarray) -> None:
+        super().__init__()
+        self.forest, self.x = forest, x
+
+    def __missing__(self, node: int) -> np.ndarray:
+        value = self.x[self.forest.leaves_under(node)].sum(axis=0, dtype=np.float32)
+        self[node] = value
+        return value
 
 
 def _sum_of(node_sums: dict[int, np.ndarray], x: np.ndarray, node: int) -> np.ndarray:
     """Leaf-vector sum of a node (its own vector for a leaf)."""
     if node < x.shape[0]:
-        return x[node]
+        return x[node].astype(np.float32)
     return node_sums[node]
 
 
@@ -195,7 +212,7 @@ def spherical_kmeans(x: np.ndarray, k: int, *, iterations: int = 5, seed: int = 
     n = x.shape[0]
     k = max(1, min(k, n))
     rng = np.random.default_rng(seed)
-    centres = x[np.sort(rng.choice(n, size=k, replace=False))]
+    centres = x[np.sort(rng.choice(n, size=k, replace=False))].astype(np.float32)
     labels = _assign(x, centres)
     for _ in range(iterations):
         ids, sums = segment_sum(x, labels)
@@ -209,7 +226,8 @@ def _assign(x: np.ndarray, centres: np.ndarray, block: int = 8192) -> np.ndarray
     """Index of the most similar centre for every row, in row blocks."""
     out = np.empty(x.shape[0], dtype=np.int64)
     for start in range(0, x.shape[0], block):
-        out[start : start + block] = np.argmax(x[start : start + block] @ centres.T, axis=1)
+        rows = x[start : start + block].astype(np.float32, copy=False)
+        out[start : start + block] = np.argmax(rows @ centres.T, axis=1)
     return out
 
 
@@ -226,7 +244,7 @@ def partition(x: np.ndarray, buckets: int, seed: int = 0) -> list[np.ndarray]:
             done.append(idx)
             continue
         k = math.ceil(idx.size / target) if idx.size < n else buckets
-        labels = spherical_kmeans(x[idx], k, seed=seed)
+        labels = spherical_kmeans(x if idx.size == n else x[idx], k, seed=seed)
         if labels.max(initial=0) == 0:
             half = idx.size // 2
             todo.extend([idx[:half], idx[half:]])
@@ -239,8 +257,9 @@ def partition(x: np.ndarray, buckets: int, seed: int = 0) -> list[np.ndarray]:
 
 
 def _check(vectors: np.ndarray, mode: str, max_children: int, knn: int) -> np.ndarray:
-    """Validated float32 vectors, or a ValueError that says what is wrong."""
-    x = np.ascontiguousarray(vectors, dtype=np.float32)
+    """Validated float32 (or float16) vectors, or a ValueError that says what is wrong."""
+    half = getattr(vectors, "dtype", None) == np.float16
+    x = np.ascontiguousarray(vectors, dtype=np.float16 if half else np.float32)
     if x.ndim != 2:
         raise ValueError(f"vectors must be a 2-d array (n, d), got shape {x.shape}")
     if x.shape[0] == 0:
@@ -272,12 +291,15 @@ def build_tree(
     """
     x = _check(vectors, mode, max_children, knn)
     n = x.shape[0]
+    auto = mode == "auto"
     mode = resolve_mode(mode, n, exact_max)
     clock = time.perf_counter()
     spent = {"pairs": 0.0, "merge": 0.0, "rebalance": 0.0}
     forest = Forest(n)
     if mode == "bucketing" and n > 1:
         b = buckets if buckets is not None else max(1, round(math.sqrt(n / 2)))
+        if auto and buckets is None:
+            b = math.ceil(n / min(AUTO_BUCKET_LEAVES, exact_max))  # a bucket is ranked exactly
         parts = partition(x, b, seed)
         spent["pairs"] = time.perf_counter() - clock
         for part in parts:

@@ -38,13 +38,13 @@ class _Grower:
         self.layer = tree.layer.tolist()
         self.root = tree.root
         self.n_leaves = tree.n_leaves
-        self.leaf_vectors = np.asarray(vectors, dtype=np.float32)
+        self.leaf_vectors = np.asarray(vectors)
         self.vectors = abstract_vectors(tree, self.leaf_vectors)
 
     def _vectors_of(self, nodes: list[int]) -> np.ndarray:
         """Vectors of same-layer nodes."""
         if nodes[0] < self.n_leaves:
-            return self.leaf_vectors[nodes]
+            return self.leaf_vectors[nodes].astype(np.float32)
         return self.vectors[np.asarray(nodes) - self.n_leaves]
 
     def _add(self, kids: list[int], layer: int, parent: int, vector: np.ndarray) -> int:

@@ -215,3 +215,32 @@ def test_neighbour_cost_prefers_grouped_leaves():
     tree = build_tree(vectors, max_children=8)
     shuffled = vectors[rng.permutation(40)]
     assert neighbour_cost(tree, vectors) < neighbour_cost(tree, shuffled)
+
+
+def test_segment_sum_in_blocks_matches_a_plain_sum(monkeypatch):
+    from psirag_kb.tree import vectors as module
+
+    monkeypatch.setattr(module, "SUM_BLOCK", 7)
+    rng = np.random.default_rng(7)
+    values = rng.normal(size=(50, 3)).astype(np.float16)
+    segments = rng.integers(0, 6, 50)
+    rows = rng.random(50) > 0.3
+    ids, sums = module.segment_sum(values, segments, rows)
+    assert ids.tolist() == sorted(set(segments[rows].tolist())) and sums.dtype == np.float32
+    for segment, total in zip(ids.tolist(), sums, strict=True):
+        expected = values[(segments == segment) & rows].astype(np.float32).sum(axis=0)
+        assert np.allclose(total, expected, atol=1e-3)
+
+
+def test_a_float16_bucketed_build_is_as_good_as_a_float32_one():
+    from psirag_kb.tree import dasgupta_cost
+
+    rng = np.random.default_rng(8)
+    centres = unit(rng, 12)
+    vectors = normalise(centres[rng.integers(0, 12, 3000)] + 0.3 * unit(rng, 3000))
+    full = build_tree(vectors, mode="auto", exact_max=500, max_children=10)
+    half = build_tree(vectors.astype(np.float16), mode="auto", exact_max=500, max_children=10)
+    assert half.problems(10) == [] and full.problems(10) == []
+    cost_full = dasgupta_cost(full, vectors, weight="similarity")
+    cost_half = dasgupta_cost(half, vectors, weight="similarity")
+    assert cost_half <= 1.02 * cost_full
