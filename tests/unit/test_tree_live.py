@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from psirag_kb.search.treeview import TreeView
 from psirag_kb.tree import build_tree
 from psirag_kb.tree.live import LiveTree
 from psirag_kb.tree.vectors import normalise
@@ -22,11 +23,24 @@ def unit(rng: np.random.Generator, n: int) -> np.ndarray:
 class Model:
     """A live tree plus the leaf vectors it should hold, with a brute-force nearest function."""
 
-    def __init__(self, max_children: int = 4, threshold: float = 0.3) -> None:
-        self.live = LiveTree(max_children, DIM)
+    def __init__(self, max_children: int = 4, threshold: float = 0.3,
+                 lookup: bool = False) -> None:
         self.vectors: dict[int, np.ndarray] = {}
+        self.live = LiveTree(max_children, DIM, lookup=self.lookup if lookup else None)
         self.threshold = threshold
         self.next_chunk = 1
+        self.view = TreeView.empty()
+
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        """Leaf vectors as the dense index would give them (committed leaves only)."""
+        return np.stack([self.committed[i] for i in ids.tolist()])
+
+    def commit(self) -> None:
+        """What the store does after a transaction: clear the changes, patch the view."""
+        touched, dropped = self.live.changes()
+        self.live.clear_changes()
+        self.committed = dict(self.vectors)
+        self.view = self.view.patched(self.live, touched, dropped)
 
     def nearest(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ids = np.array(sorted(self.vectors))
@@ -46,6 +60,23 @@ class Model:
         self.live.remove(ids)
         for chunk_id in ids:
             del self.vectors[chunk_id]
+
+    def check_view(self) -> None:
+        """The view patched commit by commit equals one made from scratch."""
+        full, patched = TreeView.full(self.live), self.view
+        assert patched.root == full.root and patched.n_leaves == full.n_leaves
+        assert patched.dirty == full.dirty and set(patched.nodes) == set(full.nodes)
+        for node, info in full.nodes.items():
+            mine = patched.nodes[node]
+            assert (mine.parent, mine.layer, mine.children, mine.leaves, mine.dirty) == (
+                info.parent, info.layer, info.children, info.leaves, info.dirty)
+            assert np.array_equal(mine.vector, info.vector)
+        for chunk_id in self.vectors:
+            assert patched.has_leaf(chunk_id)
+            assert patched.parents_of(np.array([chunk_id]))[0] == full.parents_of(
+                np.array([chunk_id]))[0]
+        gone = [i for i in range(1, self.next_chunk) if i not in self.vectors]
+        assert not any(patched.has_leaf(i) for i in gone)
 
     def check(self) -> None:
         if not self.vectors:
@@ -145,11 +176,13 @@ class LiveTreeMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.rng = np.random.default_rng(0)
-        self.model = Model(max_children=4, threshold=0.2)
+        self.model = Model(max_children=4, threshold=0.2, lookup=True)
+        self.model.committed = {}
 
     @rule(n=st.integers(1, 9))
     def insert(self, n):
         self.model.insert(unit(self.rng, n))
+        self.model.commit()
 
     @precondition(lambda self: self.model.vectors)
     @rule(data=st.data())
@@ -157,6 +190,7 @@ class LiveTreeMachine(RuleBasedStateMachine):
         ids = sorted(self.model.vectors)
         chosen = data.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=6, unique=True))
         self.model.remove(chosen)
+        self.model.commit()
 
     @precondition(lambda self: self.model.vectors)
     @rule(data=st.data(), n=st.integers(1, 4))
@@ -165,10 +199,12 @@ class LiveTreeMachine(RuleBasedStateMachine):
         chosen = data.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=3, unique=True))
         self.model.remove(chosen)
         self.model.insert(unit(self.rng, n))
+        self.model.commit()
 
     @invariant()
     def valid(self):
         self.model.check()
+        self.model.check_view()
 
 
 TestLiveTreeMachine = LiveTreeMachine.TestCase
