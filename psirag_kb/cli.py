@@ -11,7 +11,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from psirag_kb.config import Config, load_config
+from psirag_kb.config import DEFAULT_MODEL, Config, load_config
 from psirag_kb.errors import KBError
 from psirag_kb.search.retrieval import EVAL_MODES, MODES
 
@@ -74,6 +74,16 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print one JSON object")
 
     commands.add_parser("tui", help="the terminal UI (through the daemon when one runs)")
+
+    distill = commands.add_parser(
+        "distill", help="make a fast static embedding model from a local one (needs model2vec)")
+    distill.add_argument("out_dir", type=Path, metavar="OUT_DIR",
+                         help="new folder for the model; then set [embedding] model to it")
+    distill.add_argument("--pca-dims", type=int, default=256, metavar="N",
+                         help="dimensions of the static model (default 256)")
+    distill.add_argument("--source", default=DEFAULT_MODEL, metavar="MODEL",
+                         help="local sentence-transformers folder (default: the bundled MiniLM)")
+    distill.add_argument("--json", action="store_true", help="print one JSON object")
 
     daemon = commands.add_parser("daemon", help="watch folders and serve the HTTP API")
     daemon.add_argument("--watch", type=Path, action="append", default=[], metavar="DIR",
@@ -181,6 +191,9 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
                 if isinstance(value, int):
                     setattr(total, key, getattr(total, key) + value)
             total.problems.extend(report.problems)
+            for stage, seconds in report.seconds.items():
+                total.timed(stage, seconds)
+            total.tree_build = report.tree_build or total.tree_build
         chunks = kb.store.chunk_count()
     if args.json:
         print(json.dumps(total.as_dict() | {"chunks_total": chunks}))
@@ -190,6 +203,8 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
         f"removed {total.removed}, skipped {total.skipped}, failed {total.failed}; "
         f"{total.chunks_embedded} chunks embedded, {total.chunks_kept} kept, {chunks} in total"
     )
+    if total.seconds:
+        print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in total.seconds.items()))
     for path, state, reason in total.problems:
         print(f"  {state}: {path}: {reason}")
     return 0
@@ -337,7 +352,7 @@ def cmd_hops(args: argparse.Namespace, config: Config) -> int:
     if (args.question is None) == (args.eval is None):
         raise KBError("give a QUESTION or --eval FILE")
     model = HopDiscriminator.load()
-    embedder = make_embedder(config.embedding)
+    embedder = make_embedder(config.embedding, config.storage.cache_dir)
     if args.eval is not None:
         labelled = load_labelled(args.eval)
         vectors = embedder.embed([q for q, _ in labelled])
@@ -348,6 +363,19 @@ def cmd_hops(args: argparse.Namespace, config: Config) -> int:
         print(json.dumps({"question": args.question, "hops": hops}))
     else:
         print(hops)
+    return 0
+
+
+def cmd_distill(args: argparse.Namespace, config: Config) -> int:
+    from psirag_kb.ingest.distill import distill_static
+
+    made = distill_static(args.out_dir, args.source, args.pca_dims)
+    if args.json:
+        print(json.dumps(made))
+        return 0
+    print(f"distilled {made['source']} into {made['path']} ({made['tokens']} tokens x "
+          f"{made['dim']} dimensions, {made['distill_s']} s)")
+    print(f"use it for a new data directory with: [embedding] model = {json.dumps(made['path'])}")
     return 0
 
 
@@ -398,6 +426,7 @@ COMMANDS = {
     "tui": cmd_tui,
     "ingest": cmd_ingest, "query": cmd_query, "status": cmd_status, "eval": cmd_eval,
     "tree": cmd_tree, "maintain": cmd_maintain, "hops": cmd_hops, "daemon": cmd_daemon,
+    "distill": cmd_distill,
 }
 
 

@@ -86,7 +86,8 @@ def evaluate(
 
     questions = load_questions(questions_file)
     if embedder is None:
-        embedder = CachedEmbedder(make_embedder(config.embedding), config.storage.cache_dir)
+        embedder = CachedEmbedder(make_embedder(config.embedding, config.storage.cache_dir),
+                                  config.storage.cache_dir)
     with tempfile.TemporaryDirectory(prefix="psirag-eval-") as tmp:
         config = config.with_data_dir(data_dir or Path(tmp) / "kb")
         with KnowledgeBase(config, embedder=embedder) as kb:

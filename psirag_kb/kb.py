@@ -50,7 +50,7 @@ class KnowledgeBase:
         self.config = config
         self.data_dir = config.data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.embedder = embedder or make_embedder(config.embedding)
+        self.embedder = embedder or make_embedder(config.embedding, config.storage.cache_dir)
         # questions get a model instance of their own, so they never wait for a file's batch
         self.query_embedder = QueryEmbedder(for_queries(self.embedder))
         # while questions come in, files are embedded on one core and questions get the other

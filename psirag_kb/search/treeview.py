@@ -137,11 +137,12 @@ def _info(live: LiveTree, node: int, done: dict[int, NodeInfo]) -> NodeInfo:
     kids = tuple(live.children[node])
     vector = live.vectors[node]
     guided = live.abstract_vectors.get(node)
+    layer = live.layer[node]
     return NodeInfo(
-        parent=live.parent.get(node), layer=live.layer[node], children=kids, vector=vector,
+        parent=live.parent.get(node), layer=layer, children=kids, vector=vector,
         guided=vector if guided is None else guided, abstract=live.abstracts.get(node, ""),
         dirty=node in live.dirty,
-        leaves=sum(1 if kid < 0 else done[kid].leaves for kid in kids),
+        leaves=len(kids) if layer == 1 else sum(done[kid].leaves for kid in kids),
     )
 
 

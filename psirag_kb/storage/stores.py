@@ -280,8 +280,9 @@ class Stores:
             self.tree_index = self._index(
                 LiveTree(self.config.tree.max_children, self.dim, next_id, self.leaf_vectors))
         else:
-            self.tree_index = TreeIndex.build(ids, vectors, self.config.tree, next_id,
-                                              self.leaf_vectors, self.neighbours)
+            with self.store.lean():  # the build needs the memory more than DuckDB's cache
+                self.tree_index = TreeIndex.build(ids, vectors, self.config.tree, next_id,
+                                                  self.leaf_vectors, self.neighbours)
             self.tree_seconds += self.tree_index.build_s
             log.info("built tree over %d leaves in %.2f s (%s pairs)", len(ids),
                      self.tree_index.build_s, self.tree_index.build_mode)

@@ -109,10 +109,6 @@ class LiveTree:
             out.append(node)
         return out
 
-    def nodes_at(self, layer: int) -> list[int]:
-        """Abstract nodes on a layer (layer >= 1)."""
-        return [node for node, at in self.layer.items() if at == layer]
-
     def leaves_under(self, node: int) -> list[int]:
         """Chunk ids below a node, left to right."""
         out, stack = [], [node]

@@ -91,7 +91,7 @@ def test_file_answers_cite_path_and_lines(fake_ollama, tmp_path):
 
 
 def test_cli_agent_json(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("psirag_kb.kb.make_embedder", lambda _config: FakeEmbedder())
+    monkeypatch.setattr("psirag_kb.kb.make_embedder", lambda *_: FakeEmbedder())
     data = ["--data-dir", str(tmp_path / "data")]
     assert main([*data, "ingest", "--jsonl", str(FIXTURE / "corpus.jsonl"), "--json"]) == 0
     capsys.readouterr()

@@ -266,7 +266,7 @@ def test_the_recovery_command_in_the_message_works(built, baseline, fake_embedde
     move, ingest = re.findall(r"`([^`]*)`", str(caught.value))
     subprocess.run(move, shell=True, check=True)
     assert (database.parent / "kb.duckdb.corrupt").is_file()
-    monkeypatch.setattr(kb_module, "make_embedder", lambda _: fake_embedder)
+    monkeypatch.setattr(kb_module, "make_embedder", lambda *_: fake_embedder)
     args = ingest.split()[1:-1] + [str(config.watch.folders[0])]
     assert main(args) == 0, capsys.readouterr().err
     with KnowledgeBase(config, embedder=fake_embedder) as kb:

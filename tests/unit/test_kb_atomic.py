@@ -76,8 +76,13 @@ def test_data_dir_inside_a_folder_is_not_indexed(fake_embedder, tmp_path):
 
 
 def test_plain_query_strips_syntax():
-    assert plain_query('title:"x" AND (y OR z)^2 -w') == "title  x  and  y or z  2  w"
+    assert plain_query('title:"x" AND (y OR z)^2 -w') == "title x y z 2 w"
     assert plain_query("***") == ""
+
+
+def test_plain_query_leaves_out_stopwords_unless_nothing_else_is_left():
+    assert plain_query("Who founded the Oberoi group?") == "founded Oberoi group"
+    assert plain_query("to be or not to be") == "to be or not to be"
 
 
 def test_watcher_ingest_keeps_a_file_that_vanishes_mid_read(config, fake_embedder, tmp_path,
