@@ -287,6 +287,9 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     tree = status["tree"]
     print(f"tree: depth {tree['depth']}, {tree['abstract_nodes']} abstract nodes, "
           f"nodes per layer {tree['nodes_per_layer']}")
+    if tree.get("state", "ok") != "ok":
+        print(f"tree: {tree['state']} ({tree.get('reason', '')}); queries use BM25 and the "
+              "dense index until it is rebuilt (by the daemon, `ingest` or `maintain`)")
     for name, index in status.get("indexes", {}).items():
         if index["state"] == "stale":
             print(f"index {name}: stale, being rebuilt from the database ({index['reason']}); "

@@ -258,6 +258,9 @@ def status_markup(status: dict[str, Any], where_: str, now: float | None = None)
                f"{tree.get('abstract_nodes', 0)} nodes; dirty abstracts "
                f"[b]{abstracts.get('dirty', tree.get('dirty', 0))}[/b], last regenerated "
                f"{ago(abstracts.get('last_run'), now)}")
+    if tree.get("state", "ok") != "ok":  # the flat retrievers answer until it is rebuilt
+        out.append(f"[b]Tree[/b] [red]{escape(str(tree['state']))}[/]: "
+                   f"{escape(_brief(tree.get('reason', ''), 60))}")
     source = abstracts.get("source")
     if source == "ollama":
         error = abstracts.get("last_error")

@@ -12,6 +12,7 @@ import pytest
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.search.treeindex import TreeIndex
 from psirag_kb.tree import pairs
+from tui.format import status_markup
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hotpotqa_small"
 EXACT_MAX = 40
@@ -94,8 +95,10 @@ def test_a_broken_tree_is_rebuilt_in_the_background(config, minilm, tmp_path, mo
     folder.mkdir()
     (folder / "late.txt").write_text("A zebra named Quillfeather lives in the Ngorongoro crater.\n")
     with KnowledgeBase(config, embedder=minilm) as kb:
-        tree = kb.status()["tree"]  # answers at once, with the reason
+        status = kb.status()  # answers at once, with the reason
+        tree = status["tree"]
         assert tree["state"] == "missing" and "leaves" in tree["reason"]
+        assert "Tree[/b] [red]missing" in status_markup(status, "here")  # the TUI shows it
         results = kb.query("If Gallu is a demon Lilu is what?", k=5)["results"]
         assert results  # the flat retrievers answer meanwhile
         kb.stores.start_tree_rebuild()
