@@ -27,7 +27,7 @@ from psirag_kb.ingest.embedding import (
 from psirag_kb.ingest.ingestion import Ingestion, IngestReport, Progress
 from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
-from psirag_kb.search.treeindex import TreeIndex
+from psirag_kb.search.treeindex import CANDIDATES, TreeIndex
 from psirag_kb.search.treeview import node_view, path_view
 from psirag_kb.storage.dense import DenseIndex
 from psirag_kb.storage.sparse import SparseIndex
@@ -177,10 +177,12 @@ class KnowledgeBase:
         rankings = []
         if sparse_ok:
             rankings.append(Ranking(*self.sparse.search(text, per)))
+        near = None  # one ANN search serves the dense ranking and the tree's candidates
         if dense_ok and (mode != "hybrid" or retrieval.fuse_dense):
-            rankings.append(Ranking(*self.dense.search(query, per)))
+            near = self.dense.search(query, max(per, CANDIDATES))
+            rankings.append(Ranking(near[0][:per], near[1][:per]))
         if mode == "hybrid" or not rankings:
-            rankings.insert(0, self._tree_search(query, per))
+            rankings.insert(0, self._tree_search(query, per, near))
         if retrieval.fusion == "rerank" and self.reranker is not None:
             candidates = rrf(rankings, retrieval.rrf_k).ids
             hits = self.store.hits(candidates.tolist())
@@ -188,12 +190,15 @@ class KnowledgeBase:
             return self.reranker.rerank(text, candidates, [hits[i].text for i in candidates], k)
         return rrf(rankings, retrieval.rrf_k, limit=k)
 
-    def _tree_search(self, query: np.ndarray, k: int) -> Ranking:
-        """Top-down tree retrieval (empty before anything is indexed)."""
+    def _tree_search(self, query: np.ndarray, k: int,
+                     near: tuple[np.ndarray, np.ndarray] | None = None) -> Ranking:
+        """Tree retrieval (empty before anything is indexed); `near` are the ANN index's
+        candidates when the caller already has them."""
         retrieval = self.config.retrieval
         if retrieval.tree_search == "collapsed":
             return self.tree_index.search_collapsed(
-                query, retrieval.parent_weight, k, self.config.tree.node_vectors == "abstract"
+                query, retrieval.parent_weight, k, self.config.tree.node_vectors == "abstract",
+                near,
             )
         return self.tree_index.search(query, retrieval.tree_k, k)
 

@@ -101,15 +101,19 @@ class TreeIndex:
         return Ranking(ids[top], scores[top].astype(np.float32))
 
     def search_collapsed(
-        self, query: np.ndarray, parent_weight: float, k: int, abstracts: bool = False
+        self, query: np.ndarray, parent_weight: float, k: int, abstracts: bool = False,
+        near: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> Ranking:
         """Leaves and their parents together, cos(q, leaf) + w * cos(q, parent), over the
-        leaves an ANN index proposes (never every leaf)."""
+        leaves an ANN index proposes (never every leaf); `near` are its (ids, cosines) when
+        the caller has searched it already."""
         view = self.view
-        if view.root is None or self.neighbours is None:
+        if view.root is None or (self.neighbours is None and near is None):
             return Ranking.empty()
         query = np.asarray(query, dtype=np.float32)
-        ids, scores = self.neighbours(query, max(CANDIDATES, k))
+        if near is None or len(near[0]) < min(max(CANDIDATES, k), view.n_leaves):
+            near = self.neighbours(query, max(CANDIDATES, k))
+        ids, scores = near
         parents = view.parents_of(ids)
         inside = parents > 0
         if view.root < 0:

@@ -153,7 +153,7 @@ class SparseIndex:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         query, _errors = self.index.parse_query_lenient(words, ["text"])
         searcher = self.searcher
-        hits = searcher.search(query, k).hits
+        hits = searcher.search(query, k, count=False).hits  # no total count: WAND may skip
         ids = np.array([searcher.doc(addr)["id"][0] for _, addr in hits], dtype=np.int64)
         scores = np.array([score for score, _ in hits], dtype=np.float32)
         return ids, scores

@@ -531,7 +531,7 @@ class Store:
         """Vectors of the given chunk ids, in that order (a missing id is an error)."""
         ids = np.asarray(ids, dtype=np.int64)
         data = self._read().execute(
-            "SELECT id, vector FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))",
+            "SELECT id, vector FROM chunks WHERE id = ANY(?::BIGINT[])",
             [ids.tolist()],
         ).fetchnumpy()
         found = dict(zip(np.asarray(data["id"]).tolist(), data["vector"], strict=True))
@@ -553,16 +553,17 @@ class Store:
         if not ids:
             return {}
         db = self._read()
-        # two index lookups: joining files in the same query costs 3.6 ms more at 1M chunks
+        # two index lookups (`= ANY`: 1.0 ms for 5 ids at 1M chunks, a semi-join 4.4 ms, a
+        # join with files 3.6 ms more)
         rows = db.execute(
             """SELECT id, file_id, source, ordinal, line_first, line_last, text FROM chunks
-               WHERE id IN (SELECT unnest(?::BIGINT[]))""",
+               WHERE id = ANY(?::BIGINT[])""",
             [ids],
         ).fetchall()
         if not rows:
             return {}
         files = dict(((fid, (path, origin)) for fid, path, origin in db.execute(
-            "SELECT id, path, origin FROM files WHERE id IN (SELECT unnest(?::BIGINT[]))",
+            "SELECT id, path, origin FROM files WHERE id = ANY(?::BIGINT[])",
             [sorted({row[1] for row in rows})],
         ).fetchall()))
         return {row[0]: Hit(row[0], *files[row[1]], *row[2:]) for row in rows
