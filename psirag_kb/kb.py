@@ -288,7 +288,7 @@ class KnowledgeBase:
 
     def maintain(self) -> dict[str, Any]:
         """Periodic upkeep: repair drifted subtrees, then regenerate dirty abstracts."""
-        if self.stores.tree_missing and not self.stores.tree_state.get("thread"):
+        if self.stores.tree_state["state"] == "missing":  # not being rebuilt
             self.rebuild_tree()
         drift = self.repair_drift()
         abstracts = self.regenerate_abstracts()

@@ -12,6 +12,16 @@ import pytest
 from psirag_kb.config import Config, EmbeddingConfig
 from psirag_kb.ingest.embedding import SentenceTransformerEmbedder, normalise
 
+NOTES = {
+    "birds.md": "# Birds\n\nThe arctic tern migrates from pole to pole every single year.\n"
+    "Its round trip covers about seventy thousand kilometres.\n",
+    "volcano.txt": "Mount Etna is an active stratovolcano on the east coast of Sicily.\n\n"
+    "Its eruptions have been recorded for at least 2,700 years.\n",
+    "bread.rst": "Sourdough\n=========\n\nA sourdough starter is a culture of wild yeast and "
+    "lactic acid bacteria kept alive by regular feeding with flour and water.\n",
+}
+"""Three small notes in three formats, each with a sentence of its own."""
+
 pytest_plugins = ["fake_ollama"]  # tests/fake_ollama.py: the `fake_ollama` fixture
 
 

@@ -11,6 +11,7 @@ from psirag_kb.config import TreeConfig
 from psirag_kb.search.retrieval import Ranking
 from psirag_kb.search.treeview import TreeView
 from psirag_kb.tree import build_tree
+from psirag_kb.tree.build import resolve_mode
 from psirag_kb.tree.live import LeafLookup, LiveTree, Nearest
 
 Neighbours = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
@@ -67,8 +68,6 @@ class TreeIndex:
 
     def pair_mode(self, n: int) -> str:
         """The pair mode for a build over n leaves."""
-        from psirag_kb.tree.build import resolve_mode
-
         return resolve_mode(self.config.pair_mode, n, self.config.exact_max_leaves)
 
     @property

@@ -530,6 +530,8 @@ class Store:
     def vectors(self, ids: np.ndarray) -> np.ndarray:
         """Vectors of the given chunk ids, in that order (a missing id is an error)."""
         ids = np.asarray(ids, dtype=np.int64)
+        if len(ids) == 0:
+            return np.zeros((0, self.dim), np.float32)
         data = self._read().execute(
             "SELECT id, vector FROM chunks WHERE id = ANY(?::BIGINT[])",
             [ids.tolist()],
@@ -538,8 +540,7 @@ class Store:
         missing = [i for i in ids.tolist() if i not in found]
         if missing:
             raise StoreError(f"no vector for chunk(s) {missing[:5]}")
-        return np.stack([found[i] for i in ids.tolist()]).astype(np.float32, copy=False) \
-            if len(ids) else np.zeros((0, self.dim), np.float32)
+        return np.stack([found[i] for i in ids.tolist()]).astype(np.float32, copy=False)
 
     def all_texts(self, batch: int = 10_000) -> Iterator[list[tuple[int, str]]]:
         """(id, text) of every chunk, in batches."""

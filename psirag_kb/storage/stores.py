@@ -233,11 +233,11 @@ class Stores:
     def start_tree_rebuild(self) -> None:
         """Rebuild a missing tree in a background thread; writes go on meanwhile and are
         caught up with when the new tree is swapped in."""
-        if not self.tree_missing or self.tree_state.get("thread"):
+        if self.tree_state["state"] != "missing":
             return
         thread = threading.Thread(target=self._rebuild_tree, name="psirag-tree-rebuild",
                                   daemon=True)
-        self.tree_state = self.tree_state | {"state": "rebuilding", "thread": True}
+        self.tree_state = self.tree_state | {"state": "rebuilding"}
         thread.start()
 
     def _rebuild_tree(self) -> None:
@@ -330,7 +330,7 @@ class Stores:
     @contextmanager
     def bulk(self) -> Iterator[None]:
         """Defer tree updates when the tree is empty, then build it once at the end."""
-        if not self.tree_index.empty or self.defer_tree or self.tree_state.get("thread"):
+        if not self.tree_index.empty or self.defer_tree or self.tree_state["state"] == "rebuilding":
             yield
             return
         self.defer_tree = True

@@ -62,11 +62,8 @@ def abstract_vectors(tree: Tree, leaf_vectors: np.ndarray) -> np.ndarray:
     below = np.arange(n)
     values = leaf_vectors
     for _ in range(tree.depth):
-        keep = tree.parent[below] >= 0
-        if keep.all():
-            below, sums = segment_sum(values, tree.parent[below])
-        else:
-            below, sums = segment_sum(values[keep], tree.parent[below[keep]])
+        up = tree.parent[below]
+        below, sums = segment_sum(values, up, rows=up >= 0)  # the root has no parent
         values = normalise(sums)
         out[below - n] = values
     return out

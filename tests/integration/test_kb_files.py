@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import NOTES
 
 from psirag_kb.cli import main
 from psirag_kb.config import Config
@@ -14,12 +15,7 @@ from psirag_kb.errors import KBError, ModelMismatchError
 from psirag_kb.kb import KnowledgeBase
 
 DOCS = {
-    "birds.md": "# Birds\n\nThe arctic tern migrates from pole to pole every single year.\n"
-    "Its round trip covers about seventy thousand kilometres.\n",
-    "volcano.txt": "Mount Etna is an active stratovolcano on the east coast of Sicily.\n\n"
-    "Its eruptions have been recorded for at least 2,700 years.\n",
-    "bread.rst": "Sourdough\n=========\n\nA sourdough starter is a culture of wild yeast and "
-    "lactic acid bacteria kept alive by regular feeding with flour and water.\n",
+    **NOTES,
     "notes/chess.txt": "The Sicilian Defence is the most popular response to the king's pawn "
     "opening in chess.\nIt begins with 1. e4 c5.\n",
     "page.html": "<html><head><title>t</title><style>p {color: red}</style></head>\n<body>\n"
