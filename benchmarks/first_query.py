@@ -40,11 +40,13 @@ def main() -> None:
         proc = cli(data, "daemon", "--watch", str(args.folder), "--port", "0",
                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         url = proc.stdout.readline().split("serving ")[1].split(";")[0]
+        token = (data / "api.token").read_text().strip()
         time.sleep(args.after)
         started = time.perf_counter()
         request = urllib.request.Request(
             url + "/api/query", method="POST",
-            data=json.dumps({"text": "How does Python manage memory?"}).encode())
+            data=json.dumps({"text": "How does Python manage memory?"}).encode(),
+            headers={"Authorization": f"Bearer {token}"})
         with urllib.request.urlopen(request, timeout=300) as response:
             json.loads(response.read())
         seconds.append(time.perf_counter() - started)

@@ -161,6 +161,9 @@ def main() -> None:
     daemon = Daemon(config, embedder=embedder)
     daemon.start()
     url = daemon.api.url
+    opener = urllib.request.build_opener()
+    opener.addheaders = [("Authorization", f"Bearer {daemon.api.token}")]
+    urllib.request.install_opener(opener)
     rng = random.Random(0)
     try:
         query(url, "warm up", k=1)  # the question model loads on the first query

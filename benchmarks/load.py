@@ -33,6 +33,7 @@ must find all 20. Prints one JSON object.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import random
@@ -44,6 +45,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -79,6 +81,50 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
 
 
+def authorize(data: Path) -> dict[str, str]:
+    """Send the daemon's generated token (api.token; older daemons have none) with every
+    urllib request."""
+    token_file = data / "api.token"
+    if not token_file.exists():
+        return {}
+    headers = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
+    opener = urllib.request.build_opener()
+    opener.addheaders = list(headers.items())
+    urllib.request.install_opener(opener)
+    return headers
+
+
+class KeptAlive:
+    """POST over one persistent HTTP/1.1 connection (reopened when the server closes it)."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.host, self.port, self.path = parts.hostname, parts.port, parts.path
+        self.headers = {"Content-Type": "application/json", **headers}
+        self.connection: http.client.HTTPConnection | None = None
+
+    def post(self, body: dict[str, Any]) -> tuple[int, Any]:
+        for attempt in (1, 2):
+            if self.connection is None:
+                self.connection = http.client.HTTPConnection(self.host, self.port, timeout=120)
+            try:
+                self.connection.request("POST", self.path, json.dumps(body).encode(),
+                                        self.headers)
+                response = self.connection.getresponse()
+                data = response.read()
+            except (http.client.HTTPException, ConnectionError):
+                self.connection.close()
+                self.connection = None
+                if attempt == 2:
+                    raise
+                continue
+            if response.getheader("Connection", "").lower() == "close":
+                self.connection.close()
+                self.connection = None
+            return response.status, json.loads(data) if response.status == 200 else data
+        raise AssertionError("unreachable")
+
+
 def start_daemon(data: Path, docs: Path) -> tuple[subprocess.Popen, str]:
     """`psirag-kb daemon` on the data directory; returns the process and its URL."""
     proc = subprocess.Popen(
@@ -95,8 +141,10 @@ def start_daemon(data: Path, docs: Path) -> tuple[subprocess.Popen, str]:
 class Clients:
     """C threads querying back to back; every outcome recorded with its time."""
 
-    def __init__(self, url: str, questions: list[str], clients: int) -> None:
+    def __init__(self, url: str, questions: list[str], clients: int,
+                 keep_alive: dict[str, str] | None = None) -> None:
         self.url = url + "/api/query"
+        self.keep_alive = keep_alive
         self.questions = questions
         self.results: list[tuple[float, float, int, str]] = []  # start, seconds, status, error
         self._mutex = threading.Lock()
@@ -105,12 +153,14 @@ class Clients:
 
     def _run(self, seed: int) -> None:
         rng = random.Random(seed)
+        send = (KeptAlive(self.url, self.keep_alive).post if self.keep_alive is not None
+                else lambda body: post(self.url, body))
         while not self._stop.is_set():
             text = rng.choice(self.questions)
             started = time.perf_counter()
             error = ""
             try:
-                status, body = post(self.url, {"text": text, "mode": "hybrid", "k": 5})
+                status, body = send({"text": text, "mode": "hybrid", "k": 5})
                 if status != 200:
                     error = str(body)[:200]
                 elif not isinstance(body, dict) or not body.get("results"):
@@ -152,6 +202,9 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=500)
     parser.add_argument("--burst-at", type=float, default=5.0, help="seconds after the start")
     parser.add_argument("--workdir", type=Path, help="keep the data here (default: a temp dir)")
+    parser.add_argument("--keep-alive", action="store_true",
+                        help="each client keeps one HTTP/1.1 connection (default: one per "
+                             "request, as urllib does)")
     args = parser.parse_args()
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="psirag-load-"))
@@ -172,6 +225,7 @@ def main() -> None:
         questions = [r["title"] for r in rows]
 
     proc, url = start_daemon(data, docs)
+    headers = authorize(data)
     memory: list[tuple[float, float]] = []
     sampling = threading.Event()
 
@@ -190,7 +244,8 @@ def main() -> None:
         rss_before = rss_mb(proc.pid)[0]
         sampler = threading.Thread(target=sample)
         sampler.start()
-        clients = Clients(url, questions, args.clients)
+        clients = Clients(url, questions, args.clients,
+                          headers if args.keep_alive else None)
         began = time.perf_counter()
         clients.start()
         time.sleep(args.burst_at)

@@ -66,7 +66,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from latency import percentile, query, returns, wait_found  # noqa: E402
-from load import get, post, rss_mb  # noqa: E402
+from load import authorize, get, post, rss_mb  # noqa: E402
 
 from psirag_kb.config import Config, load_config  # noqa: E402
 from psirag_kb.ingest.chunking import split_sentences, word_token_count  # noqa: E402
@@ -317,6 +317,7 @@ class Daemon:
                 [*cli_command(), "--config", str(config), "daemon", "--watch", str(docs),
                  "--port", "0"], stdout=out, stderr=err)
         self.url = ""
+        self.folder = folder
         self.samples: list[float] = []
         self._sampling = threading.Event()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
@@ -346,6 +347,7 @@ class Daemon:
             match = re.search(r"serving (\S+);", self.out.read_text(errors="replace"))
             if match:
                 self.url = match.group(1)
+                authorize(self.folder / "data")
                 serving = time.perf_counter() - self.launched
             elif time.perf_counter() > deadline:
                 raise TimeoutError(f"the daemon printed no URL in {timeout} s")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
@@ -25,6 +26,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, help="config file (default: ./config.toml)")
     parser.add_argument("--data-dir", type=Path, help="data directory (overrides [storage])")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--server", metavar="URL",
+                        help="a remote daemon for query, status, tree, tui and mcp (overrides "
+                             "PSIRAG_KB_URL and [api] server); its token comes from "
+                             "PSIRAG_KB_TOKEN, --token-file or [api] token / token_file")
+    parser.add_argument("--token-file", metavar="FILE",
+                        help="a file holding the daemon's API token (overrides [api] token_file)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     ingest = commands.add_parser("ingest", help="index files and folders")
@@ -41,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("--summarize", action="store_true",
                        help="18 passages from the tree alone, in corpus order, summarised by "
                             "the LLM when one is enabled")
+    query.add_argument("--in", dest="within", action="append", metavar="PATH",
+                       help="only results from files under this folder, or this file "
+                            "(repeatable)")
     query.add_argument("--json", action="store_true", help="print one JSON object")
 
     evaluate = commands.add_parser("eval", help="recall of each mode on benchmark questions")
@@ -74,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print one JSON object")
 
     commands.add_parser("tui", help="the terminal UI (through the daemon when one runs)")
+    commands.add_parser("mcp", help="serve the knowledge base to an AI assistant over MCP (stdio)")
 
     distill = commands.add_parser(
         "distill", help="make a fast static embedding model from a local one (needs model2vec)")
@@ -97,7 +108,20 @@ def _config(args: argparse.Namespace) -> Config:
     config = load_config(args.config)
     if args.data_dir is not None:
         config = config.with_data_dir(args.data_dir.resolve())
+    server = args.server or os.environ.get("PSIRAG_KB_URL", "") or config.api.server
+    if server != config.api.server:
+        config = config.replace("api", server=server)
+    if args.token_file:
+        config = config.replace("api", token_file=args.token_file)
     return config
+
+
+def _local_only(config: Config, command: str) -> None:
+    """Refuse a command that works on this machine's data directory when a server is named."""
+    if config.api.server:
+        raise KBError(f"`{command}` works on this machine's data directory, not on the remote "
+                      f"daemon {config.api.server}; a remote daemon indexes the folders it "
+                      "watches (drop --server / PSIRAG_KB_URL to work locally)")
 
 
 @contextmanager
@@ -176,6 +200,7 @@ class _ProgressBar:
 def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
     if not args.paths and not args.jsonl:
         raise KBError("give files or folders to ingest, or --jsonl CORPUS")
+    _local_only(config, "ingest")
     forwarded = _ingest_via_daemon(args, config)
     if forwarded is not None:
         return forwarded
@@ -245,7 +270,10 @@ def _print_answer(result: dict[str, Any]) -> None:
 
 def cmd_query(args: argparse.Namespace, config: Config) -> int:
     with _client(config) as kb:
-        result = kb.query(args.text, mode=args.mode, k=args.k, summarize=args.summarize)
+        within = args.within and [p if config.api.server else os.path.abspath(p)
+                                  for p in args.within]
+        result = kb.query(args.text, mode=args.mode, k=args.k, summarize=args.summarize,
+                          **({"within": within} if within else {}))
     if args.json:
         print(json.dumps(result))
     elif result["mode"] == "agent":
@@ -383,6 +411,7 @@ def cmd_distill(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace, config: Config) -> int:
+    _local_only(config, "maintain")
     with _open(config) as kb:
         _print_report(kb.maintain(), args.json)
     return 0
@@ -408,7 +437,7 @@ def cmd_daemon(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_tui(args: argparse.Namespace, config: Config) -> int:
-    from psirag_kb.service.client import HTTPClient, connect, running_daemon
+    from psirag_kb.service.client import HTTPClient, connect, remote_daemon, running_daemon
 
     try:
         from tui.app import run
@@ -420,13 +449,34 @@ def cmd_tui(args: argparse.Namespace, config: Config) -> int:
                         level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     client = connect(config)
-    reconnect = (lambda: running_daemon(config)) if isinstance(client, HTTPClient) else None
+    reconnect = None
+    if isinstance(client, HTTPClient):
+        reconnect = (lambda: remote_daemon(config)) if client.remote else \
+            (lambda: running_daemon(config))
     run(client, reconnect)
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
+    from contextlib import redirect_stdout
+
+    from psirag_kb.service.client import connect
+
+    try:
+        from psirag_kb.service.mcp import build_server
+    except ImportError as exc:
+        raise KBError(f"the MCP server cannot start ({exc}); install it with "
+                      "`pip install 'mcp>=2.3'`") from None
+    with redirect_stdout(sys.stderr):  # stdout carries the protocol alone
+        client = connect(config)
+    with closing(client):
+        build_server(client).run("stdio")  # the SDK diverts fd 1 to stderr while it serves
     return 0
 
 
 COMMANDS = {
     "tui": cmd_tui,
+    "mcp": cmd_mcp,
     "ingest": cmd_ingest, "query": cmd_query, "status": cmd_status, "eval": cmd_eval,
     "tree": cmd_tree, "maintain": cmd_maintain, "hops": cmd_hops, "daemon": cmd_daemon,
     "distill": cmd_distill,

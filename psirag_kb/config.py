@@ -36,6 +36,8 @@ class IngestConfig:
     """Files larger than this are skipped with a recorded reason."""
     include_hidden: bool = False
     """Index hidden files and folders (names starting with a dot)."""
+    follow_external_links: bool = False
+    """Index symlinked files whose target lies outside the watched or ingested folder."""
     ignore: tuple[str, ...] = (
         ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv",
         "*.swp", "*.swo", "*~", "*.tmp", "*.part", "*.crdownload", ".#*", "#*#",
@@ -143,13 +145,25 @@ class APIConfig:
     """The daemon's local HTTP API."""
 
     host: str = "127.0.0.1"
-    """Bind address; anything but loopback requires a token."""
+    """Bind address (0.0.0.0 serves the network; TLS belongs to a reverse proxy in front)."""
     port: int = 8765
     """TCP port."""
     token: str = ""
-    """Bearer token; PSIRAG_KB_TOKEN overrides it."""
+    """Bearer token of at least 32 characters; PSIRAG_KB_TOKEN overrides it. Unset, the daemon
+    generates one in the data directory's api.token (mode 0600) at its first start."""
+    token_file: str = ""
+    """A file holding the token (a client's copy of a team server's api.token)."""
+    server: str = ""
+    """URL of a remote daemon for query, status, tree, tui and mcp; PSIRAG_KB_URL overrides it."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names clients may use beyond localhost, IP addresses and this machine's names
+    (the name a reverse proxy forwards, for instance); "*" accepts any."""
     max_body_bytes: int = 1_000_000
     """Larger request bodies are refused with 413."""
+    max_connections: int = 256
+    """Open connections beyond this are refused with 503."""
+    auth_failures_per_minute: int = 10
+    """Wrong tokens one client address may send in a minute before it is refused (429)."""
 
 
 @dataclass(frozen=True)
@@ -295,5 +309,14 @@ def load_config(path: Path | None = None) -> Config:
 
 
 def api_token(config: Config) -> str:
-    """The API token from the environment or the config."""
-    return os.environ.get("PSIRAG_KB_TOKEN", "") or config.api.token
+    """The API token a client sends: PSIRAG_KB_TOKEN, [api] token or token_file, else the
+    token the local daemon generated in the data directory ("" when there is none)."""
+    from psirag_kb.service.auth import TOKEN_FILE, configured_token, read_token_file
+
+    return (configured_token(config.api.token, config.api.token_file, "the config")
+            or read_token_file(config.data_dir / TOKEN_FILE))
+
+
+def server_url(config: Config) -> str:
+    """The remote daemon to use: PSIRAG_KB_URL, else [api] server ("" for the local one)."""
+    return (os.environ.get("PSIRAG_KB_URL", "") or config.api.server).strip()

@@ -41,3 +41,7 @@ class LLMUnavailable(LLMError):
 
 class NodeNotFound(KBError):
     """A tree node id that does not exist."""
+
+
+class ChunkNotFound(NodeNotFound):
+    """A chunk id that does not exist (never indexed, or its file changed since)."""

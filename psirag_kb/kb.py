@@ -8,7 +8,7 @@ view) and take no lock a write holds.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from psirag_kb.ingest.embedding import (
 from psirag_kb.ingest.ingestion import Ingestion, IngestReport, Progress
 from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
+from psirag_kb.search.scope import Scope, normalise
 from psirag_kb.search.treeindex import CANDIDATES, TreeIndex
 from psirag_kb.search.treeview import node_view, path_view
 from psirag_kb.storage.dense import DenseIndex
@@ -41,6 +42,9 @@ DRIFT_TOLERANCE = 0.02
 DRIFT_MAX_LEAVES = 4000
 """Largest subtree rebuilt in one piece."""
 SUMMARY_LEAVES = 18
+
+Within = Sequence[str | Path] | Scope
+"""The folders and files a query is limited to (or the scope they were resolved to)."""
 
 
 class KnowledgeBase:
@@ -154,35 +158,51 @@ class KnowledgeBase:
         """The query's unit vector (float32)."""
         return self.query_embedder.embed_one(text)
 
-    def rank(self, text: str, mode: str, k: int) -> Ranking:
-        """Chunk ids for a query in one mode, best first (a stale index is left out)."""
+    def scope_of(self, within: Within) -> Scope:
+        """The scope of a query limited to these folders and files: their normalised paths and
+        the ids of the chunks below them (one DuckDB lookup, made when a retriever first needs
+        them; a Scope is returned as it is)."""
+        if isinstance(within, Scope):
+            return within
+        if isinstance(within, (str, Path)):  # one path, not a sequence of characters
+            within = [within]
+        paths = normalise(within)
+        return Scope(paths, lambda: self.store.scope_ids(paths))
+
+    def rank(self, text: str, mode: str, k: int, within: Within | None = None) -> Ranking:
+        """Chunk ids for a query in one mode, best first (a stale index is left out); with
+        `within`, each retriever searches only the chunks of files under those paths."""
         if mode not in EVAL_MODES:
             raise KBError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        scope = None if within is None else self.scope_of(within)
+        paths = None if scope is None else scope.paths
         retrieval = self.config.retrieval
         per = max(k, retrieval.k_per_retriever)
         sparse_ok, dense_ok = "bm25" not in self.stale, "dense" not in self.stale
-        if mode == "sparse" and sparse_ok:
-            return Ranking(*self.sparse.search(text, k))
+        if mode == "sparse" and sparse_ok:  # BM25 filters by the paths: no id lookup
+            return Ranking(*self.sparse.search(text, k, paths))
+        if scope is not None and len(scope) == 0:
+            return Ranking.empty()
         if mode == "agent":  # retrieval of agent mode without an LLM
             from psirag_kb.search.multiround import multi_round
 
-            return multi_round(self, text, k).ranking
+            return multi_round(self, text, k, within=scope).ranking
         query = self.embed_query(text)
         if mode in ("dense", "sparse"):  # sparse lands here only while BM25 is rebuilt
             if dense_ok:
-                return Ranking(*self.dense.search(query, k))
-            return self._tree_search(query, k)
+                return Ranking(*self._near(query, k, scope))
+            return self._tree_search(query, k, scope=scope)
         if mode == "tree":
-            return self._tree_search(query, k)
+            return self._tree_search(query, k, scope=scope)
         rankings = []
         if sparse_ok:
-            rankings.append(Ranking(*self.sparse.search(text, per)))
+            rankings.append(Ranking(*self.sparse.search(text, per, paths)))
         near = None  # one ANN search serves the dense ranking and the tree's candidates
         if dense_ok and (mode != "hybrid" or retrieval.fuse_dense):
-            near = self.dense.search(query, max(per, CANDIDATES))
+            near = self._near(query, max(per, CANDIDATES), scope)
             rankings.append(Ranking(near[0][:per], near[1][:per]))
         if mode == "hybrid" or not rankings:
-            rankings.insert(0, self._tree_search(query, per, near))
+            rankings.insert(0, self._tree_search(query, per, near, scope))
         if retrieval.fusion == "rerank" and self.reranker is not None:
             candidates = rrf(rankings, retrieval.rrf_k).ids
             hits = self.store.hits(candidates.tolist())
@@ -190,17 +210,25 @@ class KnowledgeBase:
             return self.reranker.rerank(text, candidates, [hits[i].text for i in candidates], k)
         return rrf(rankings, retrieval.rrf_k, limit=k)
 
+    def _near(self, query: np.ndarray, k: int,
+              scope: Scope | None) -> tuple[np.ndarray, np.ndarray]:
+        """The dense index's top-k (ids, cosines), within the scope when there is one."""
+        if scope is None:
+            return self.dense.search(query, k)
+        return self.stores.neighbours_within(query, k, scope)
+
     def _tree_search(self, query: np.ndarray, k: int,
-                     near: tuple[np.ndarray, np.ndarray] | None = None) -> Ranking:
+                     near: tuple[np.ndarray, np.ndarray] | None = None,
+                     scope: Scope | None = None) -> Ranking:
         """Tree retrieval (empty before anything is indexed); `near` are the ANN index's
-        candidates when the caller already has them."""
+        candidates when the caller already has them, and the leaves come from the scope."""
         retrieval = self.config.retrieval
         if retrieval.tree_search == "collapsed":
             return self.tree_index.search_collapsed(
                 query, retrieval.parent_weight, k, self.config.tree.node_vectors == "abstract",
-                near,
+                near, scope,
             )
-        return self.tree_index.search(query, retrieval.tree_k, k)
+        return self.tree_index.search(query, retrieval.tree_k, k, scope)
 
     def sources(self, ids: np.ndarray) -> list[str]:
         """The source (path or corpus id) of each chunk id, in order."""
@@ -208,23 +236,27 @@ class KnowledgeBase:
         return [hits[i].source for i in ids.tolist() if i in hits]
 
     def query(
-        self, text: str, mode: str | None = None, k: int | None = None, summarize: bool = False
+        self, text: str, mode: str | None = None, k: int | None = None, summarize: bool = False,
+        within: Within | None = None,
     ) -> dict[str, Any]:
         """Ranked results as the JSON shape the CLI and API return.
 
-        With `summarize`, 18 leaves (or k) come from the tree alone, in corpus order.
+        With `summarize`, 18 leaves (or k) come from the tree alone, in corpus order. With
+        `within` (folders or files), only chunks of files under them, and "in" lists them.
         """
         text = text.strip()
         if not text:
             raise KBError("the query is empty")
         mode = "summarize" if summarize else (mode or self.config.retrieval.default_mode)
+        scope = None if within is None else self.scope_of(within)
         if mode == "agent":
-            return self.answer(text, k)
+            return self.answer(text, k, within=scope)
         if summarize:
-            ranking = self._tree_search(self.embed_query(text), k or SUMMARY_LEAVES)
+            ranking = self._tree_search(self.embed_query(text), k or SUMMARY_LEAVES,
+                                        scope=scope)
         else:
             k = k or self.config.retrieval.k
-            ranking = self.rank(text, mode, k)
+            ranking = self.rank(text, mode, k, scope)
         hits = self.store.hits(ranking.ids.tolist())
         if summarize:
             position = {i: (hits[i].path, hits[i].ordinal) for i in hits}
@@ -247,6 +279,8 @@ class KnowledgeBase:
                 "path": hit.path,
             })
         result: dict[str, Any] = {"query": text, "mode": mode, "results": results}
+        if scope is not None:
+            result["in"] = list(scope.paths)
         if self.stale:
             result["degraded"] = sorted(self.stale)
         if summarize:
@@ -256,11 +290,17 @@ class KnowledgeBase:
         return result
 
     def answer(self, text: str, k: int | None = None,
-               on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-        """Agent mode: an LLM answer with citations and steps, or multi-round retrieval."""
+               on_step: Callable[[dict[str, Any]], None] | None = None,
+               within: Within | None = None) -> dict[str, Any]:
+        """Agent mode: an LLM answer with citations and steps, or multi-round retrieval; with
+        `within`, every retrieval round searches only those folders and files."""
         from psirag_kb.answer.agent import answer_question
 
-        return answer_question(self, text, k, on_step).as_dict()
+        scope = None if within is None else self.scope_of(within)
+        result = answer_question(self, text, k, on_step, scope).as_dict()
+        if scope is not None:
+            result["in"] = list(scope.paths)
+        return result
 
     # -- status -----------------------------------------------------------------------------
 
@@ -302,6 +342,28 @@ class KnowledgeBase:
     def path_of(self, chunk_id: int) -> list[dict[str, Any]]:
         """The abstract nodes above a chunk's leaf, root first: id, layer, abstract, dirty."""
         return path_view(self.tree_index.view, chunk_id)
+
+    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]:
+        """One chunk's source, lines and full text, with up to `neighbours` chunks either side
+        of it in its file (`offset` -1 is the one just before)."""
+        from psirag_kb.errors import ChunkNotFound
+
+        if neighbours < 0:
+            raise KBError(f"neighbours must be 0 or more, not {neighbours}")
+        rows = self.store.around(chunk_id, neighbours) if 0 < chunk_id < 2**63 else []
+        hit = next((row for row in rows if row.id == chunk_id), None)
+        if hit is None:
+            raise ChunkNotFound(f"no chunk {chunk_id}: it was never indexed or its file has "
+                                "changed since; search again for current ids")
+        lines = {row.id: [row.line_first, row.line_last] if row.line_first is not None else None
+                 for row in rows}
+        return {
+            "chunk_id": hit.id, "source": hit.source, "path": hit.path,
+            "lines": lines[hit.id], "text": hit.text,
+            "neighbours": [{"chunk_id": row.id, "lines": lines[row.id], "text": row.text,
+                            "offset": row.ordinal - hit.ordinal}
+                           for row in rows if row.id != hit.id],
+        }
 
     def tree_status(self) -> dict[str, Any]:
         """Shape of the tree, and whether it waits for a rebuild."""

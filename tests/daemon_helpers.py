@@ -24,9 +24,11 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
 
 def api(daemon: Any, method: str, path: str, body: Any = None,
         token: str | None = None) -> tuple[int, dict[str, Any]]:
-    """One JSON request to a daemon's API: (status, decoded body), errors included."""
+    """One JSON request to a daemon's API with its token (unless one is given; "" sends none):
+    (status, decoded body), errors included."""
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(daemon.api.url + path, data=data, method=method)
+    token = daemon.api.token if token is None else token
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:

@@ -72,10 +72,11 @@ def llm_for(config: LLMConfig) -> tuple[Any | None, str]:
 
 
 def answer_question(kb: Any, question: str, k: int | None = None,
-                    on_step: OnStep | None = None) -> Answer:
-    """Agent mode for a knowledge base with the LLM its config names (or none)."""
+                    on_step: OnStep | None = None, within: Any | None = None) -> Answer:
+    """Agent mode for a knowledge base with the LLM its config names (or none); with `within`
+    (paths, or the Scope they resolve to), every retrieval searches only there."""
     llm, reason = llm_for(kb.config.llm)
-    agent = RetrieveAndAnswer(kb, llm, kb.config.llm.agent_model, reason=reason)
+    agent = RetrieveAndAnswer(kb, llm, kb.config.llm.agent_model, reason=reason, within=within)
     return agent.run(question, k, on_step)
 
 
@@ -138,10 +139,12 @@ class RetrieveAndAnswer:
     """Algorithm 3: hybrid retrieval, then answer or ask for a reorganised query, up to a cap."""
 
     def __init__(self, kb: Any, llm: Any | None, model: str, hops_model: Any | None = None,
-                 reason: str = "") -> None:
+                 reason: str = "", within: Any | None = None) -> None:
         self.kb, self.llm, self.model = kb, llm, model
         self.hops_model = hops_model
         self.reason = reason or "no LLM is configured ([llm] enabled = false)"
+        self.within = within
+        """The folders and files every retrieval is limited to (None: everything)."""
 
     def hops(self, question: str) -> int:
         """Predicted hops (1..4): its minus one is the number of extra retrievals allowed."""
@@ -150,8 +153,9 @@ class RetrieveAndAnswer:
         return predict_hops(self.kb, question)
 
     def _retrieve(self, text: str, k: int) -> list[dict[str, Any]]:
-        """Hybrid top-k through the facade."""
-        return self.kb.query(text, mode="hybrid", k=k)["results"]
+        """Hybrid top-k through the facade (within the scope, when there is one)."""
+        scoped = {} if self.within is None else {"within": self.within}
+        return self.kb.query(text, mode="hybrid", k=k, **scoped)["results"]
 
     def run(self, question: str, k: int | None = None, on_step: OnStep | None = None,
             hops: int | None = None) -> Answer:
@@ -255,7 +259,7 @@ class RetrieveAndAnswer:
                  on_step: OnStep | None = None, steps: list[dict[str, Any]] | None = None
                  ) -> Answer:
         """Multi-round retrieval without an LLM: status no_llm, the passages as citations."""
-        rounds = multi_round(self.kb, question, k, rounds=hops)
+        rounds = multi_round(self.kb, question, k, rounds=hops, within=self.within)
         steps = list(steps or [])
         for step in rounds.steps:
             steps.append(step)

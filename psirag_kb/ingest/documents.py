@@ -398,3 +398,11 @@ def link_inside(path: Path, folders: Iterable[Path]) -> bool:
     target = Path(os.path.realpath(path))
     inside = any(Path(os.path.realpath(folder)) in target.parents for folder in folders)
     return inside and target.is_file()
+
+
+def link_outside(path: Path, folder: Path) -> Path | None:
+    """The real path of a symlink (chains and '..' resolved, dangling or not) outside a folder."""
+    if not path.is_symlink():
+        return None
+    target = Path(os.path.realpath(path))
+    return None if target.is_relative_to(os.path.realpath(folder)) else target

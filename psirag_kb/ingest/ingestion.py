@@ -18,7 +18,7 @@ import numpy as np
 
 from psirag_kb.errors import FileReadError, KBError, SkippedFile
 from psirag_kb.ingest.chunking import chunk_text, content_hash
-from psirag_kb.ingest.documents import is_supported, link_inside, read_document
+from psirag_kb.ingest.documents import is_supported, link_inside, link_outside, read_document
 from psirag_kb.paths import inside
 from psirag_kb.storage.store import ChunkRow, FileChange, FileRecord
 
@@ -85,6 +85,15 @@ def _storable(path: Path) -> bool:
 def _printable(path: Path) -> str:
     """A path with undecodable bytes shown as \\xNN escapes."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _external_reason(path: Path, folder: Path) -> str | None:
+    """Why a symlink to a file outside the folder being indexed is skipped; None if it is not."""
+    target = link_outside(path, folder)
+    if target is None:
+        return None
+    return (f"symlink to {_printable(target)}, outside the folder {folder}; "
+            "set [ingest] follow_external_links = true to index it")
 
 
 def path_hash(path: Path) -> str:
@@ -183,10 +192,12 @@ class Ingestion:
         report = IngestReport()
         files: list[Path] = []
         removals: list[str] = []
+        folders: dict[Path, Path] = {}  # file -> folder it was found in (a named file's parent)
         for path in paths:
             if path.is_dir():
                 found = list(self._walk(path))
                 files.extend(found)
+                folders.update(dict.fromkeys(found, path))
                 present = {str(p) for p in found}
                 known = self.store.files(str(path))
                 removals.extend(
@@ -194,6 +205,7 @@ class Ingestion:
                 )
             elif path.is_file():
                 files.append(path)
+                folders[path] = path.parent
             elif self.is_indexed(path):
                 removals.append(str(path))
             elif not keep_vanished:  # the watcher's paths may vanish before they are read
@@ -203,11 +215,14 @@ class Ingestion:
             report.failed += 1
             report.problems.append((_printable(path), "failed",
                                     "file name is not valid UTF-8; rename the file to index it"))
+        linked = self._external_links(files, folders, report)
+        files = [p for p in files if p not in linked]
         build = self.stores.last_build
         with self.stores.bulk():
             removals = self._renames(files, removals, report)
-            if removals:
-                self._apply([], removals, report)
+            changed = [c for c in linked.values() if c is not None]
+            if removals or changed:
+                self._apply(changed, removals, report)
                 report.removed += len(removals)
             total = len(files)
             for start in range(0, total, BATCH_FILES):
@@ -221,6 +236,24 @@ class Ingestion:
         if self.stores.last_build is not build:
             report.tree_build = self.stores.last_build
         return report
+
+    def _external_links(self, files: list[Path], folders: dict[Path, Path],
+                        report: IngestReport) -> dict[Path, FileChange | None]:
+        """Symlinks to files outside their folder, each with its skipped state (None when that
+        is recorded already); none with [ingest] follow_external_links."""
+        if self.config.ingest.follow_external_links:
+            return {}
+        reasons = {p: r for p in dict.fromkeys(files) if (r := _external_reason(p, folders[p]))}
+        records = self.store.records(str(p) for p in reasons)
+        linked: dict[Path, FileChange | None] = {}
+        for path, reason in reasons.items():
+            report.skipped += 1
+            report.problems.append((str(path), "skipped", reason))
+            record = records.get(str(path))
+            known = record is not None and (record.state, record.reason) == ("skipped", reason)
+            linked[path] = None if known else FileChange(str(path), "file", "", 0, 0.0,
+                                                         "skipped", reason)
+        return linked
 
     def _apply(self, changes: list[FileChange], removals: list[str],
                report: IngestReport) -> None:
@@ -249,7 +282,7 @@ class Ingestion:
             except OSError:
                 continue
             old = by_hash.pop(digest, None)
-            if old is not None and self.store.rename(old, str(path)):
+            if old is not None and self.stores.rename(old, str(path)):
                 left.discard(old)
                 report.renamed += 1
         return [p for p in removals if p in left]
@@ -261,7 +294,7 @@ class Ingestion:
     def rename(self, old: Path | str, new: Path | str) -> bool:
         """A file moved: its record and leaves stay, its path changes."""
         old, new = os.path.abspath(old), os.path.abspath(new)
-        return self.writer.call(lambda: self.store.rename(old, new), key=("rename", old, new))
+        return self.writer.call(lambda: self.stores.rename(old, new), key=("rename", old, new))
 
     def _prepare(
         self, path: Path, record: FileRecord | None, report: IngestReport,

@@ -144,13 +144,17 @@ def multi_round(
     fanout: int = FANOUT,
     depth: int = ROUND_DEPTH,
     retrieve: Retriever | None = None,
+    within: Any | None = None,
 ) -> MultiRound:
     """Round 1 is hybrid(q); each next round queries q plus the salient phrases of each of the
     previous round's top `fanout` new passages; all lists are fused into a max-score list.
+    With `within` (paths, or the Scope they resolve to), every round searches only there.
     """
     if retrieve is None:
+        scoped = {} if within is None else {"within": within}
+
         def retrieve(text: str, size: int) -> list[dict[str, Any]]:
-            return kb.query(text, mode="hybrid", k=size)["results"]
+            return kb.query(text, mode="hybrid", k=size, **scoped)["results"]
     hops = max(1, rounds if rounds is not None else predict_hops(kb, question))
     depth = max(depth, k)
     first = retrieve(question, depth)

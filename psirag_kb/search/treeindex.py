@@ -9,13 +9,15 @@ import numpy as np
 
 from psirag_kb.config import TreeConfig
 from psirag_kb.search.retrieval import Ranking
+from psirag_kb.search.scope import Scope
 from psirag_kb.search.treeview import TreeView
 from psirag_kb.tree import build_tree
 from psirag_kb.tree.build import resolve_mode
 from psirag_kb.tree.live import LeafLookup, LiveTree, Nearest
 
-Neighbours = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
-"""neighbours(query, k) -> (chunk ids, cosines) of the most similar leaves (an ANN index)."""
+Neighbours = Callable[..., tuple[np.ndarray, np.ndarray]]
+"""neighbours(query, k, scope=None) -> (chunk ids, cosines) of the most similar leaves (an ANN
+index), only among the scope's chunks when one is given."""
 
 CANDIDATES = 100
 """Leaves the ANN index proposes to collapsed tree search before the parent term is added."""
@@ -75,24 +77,48 @@ class TreeIndex:
         """Whether the live tree has no leaves."""
         return self.live.root is None
 
-    def search(self, query: np.ndarray, beam: int, k: int) -> Ranking:
-        """Top-down search (Algorithm 2): keep `beam` nodes per layer, then the best k leaves."""
+    def search(self, query: np.ndarray, beam: int, k: int, scope: Scope | None = None) -> Ranking:
+        """Top-down search (Algorithm 2): keep `beam` nodes per layer, then the best k leaves;
+        with a scope, only nodes above its chunks, and more than `beam` of them where the
+        best hold fewer than k of its chunks."""
         view = self.view
         if view.root is None:
             return Ranking.empty()
         query = np.asarray(query, dtype=np.float32)
+        if scope is not None and len(scope) >= view.n_leaves and scope.contains(
+                self.chunk_ids_of(view)).all():
+            scope = None  # every leaf is in scope: the search as it is without one
         if view.root < 0:
+            if scope is not None and not scope.contains(np.array([-view.root])).all():
+                return Ranking.empty()
             return Ranking(np.array([-view.root]), np.ones(1, np.float32))
+        held = None if scope is None else scope_counts(view, scope)
+        if held is not None and not held:
+            return Ranking.empty()
         layer, nodes = view.depth, [view.root]
         while layer > 1 and len(nodes) < beam:  # start on the highest layer with `beam` nodes
-            nodes = [kid for node in nodes for kid in view.nodes[node].children]
+            nodes = [kid for node in nodes for kid in view.nodes[node].children
+                     if held is None or kid in held]
             layer -= 1
         while layer >= 1:
             scores = np.stack([view.nodes[n].vector for n in nodes]) @ query
-            keep = np.argsort(-scores, kind="stable")[:beam]
-            nodes = [kid for i in keep.tolist() for kid in view.nodes[nodes[i]].children]
+            order = np.argsort(-scores, kind="stable")
+            if held is None:
+                keep = order[:beam].tolist()
+            else:  # past the beam until the kept nodes hold k chunks of the scope
+                keep, found = [], 0
+                for i in order.tolist():
+                    if len(keep) >= beam and found >= k:
+                        break
+                    keep.append(i)
+                    found += held[nodes[i]]
+            nodes = [kid for i in keep for kid in view.nodes[nodes[i]].children
+                     if held is None or kid < 0 or kid in held]
             layer -= 1
         ids = -np.asarray(nodes, dtype=np.int64)
+        if scope is not None:
+            ids = ids[scope.contains(ids)]
+            nodes = (-ids).tolist()
         lookup = self.live.lookup
         vectors = lookup(ids) if lookup else self.live.vectors_of(nodes)
         scores = vectors @ query
@@ -101,18 +127,23 @@ class TreeIndex:
 
     def search_collapsed(
         self, query: np.ndarray, parent_weight: float, k: int, abstracts: bool = False,
-        near: tuple[np.ndarray, np.ndarray] | None = None,
+        near: tuple[np.ndarray, np.ndarray] | None = None, scope: Scope | None = None,
     ) -> Ranking:
         """Leaves and their parents together, cos(q, leaf) + w * cos(q, parent), over the
         leaves an ANN index proposes (never every leaf); `near` are its (ids, cosines) when
-        the caller has searched it already."""
+        the caller has searched it already (within the scope, when there is one)."""
         view = self.view
         if view.root is None or (self.neighbours is None and near is None):
             return Ranking.empty()
         query = np.asarray(query, dtype=np.float32)
-        if near is None or len(near[0]) < min(max(CANDIDATES, k), view.n_leaves):
-            near = self.neighbours(query, max(CANDIDATES, k))
+        wanted = min(max(CANDIDATES, k), view.n_leaves if scope is None else len(scope))
+        if near is None or len(near[0]) < wanted:
+            near = (self.neighbours(query, max(CANDIDATES, k)) if scope is None
+                    else self.neighbours(query, max(CANDIDATES, k), scope))
         ids, scores = near
+        if scope is not None:
+            inside = scope.contains(ids)
+            ids, scores = ids[inside], scores[inside]
         parents = view.parents_of(ids)
         inside = parents > 0
         if view.root < 0:
@@ -127,6 +158,13 @@ class TreeIndex:
             scores = scores + parent_weight * (matrix @ query)[rows]
         top = np.argsort(-scores, kind="stable")[:k]
         return Ranking(ids[top], scores[top].astype(np.float32))
+
+    @staticmethod
+    def chunk_ids_of(view: TreeView) -> np.ndarray:
+        """Chunk ids of all leaves of a view, ascending."""
+        if view.root is not None and view.root < 0:
+            return np.array([-view.root], dtype=np.int64)
+        return np.flatnonzero(view.leaf_parent > 0).astype(np.int64)
 
     def chunk_ids(self) -> np.ndarray:
         """Chunk ids of all leaves of the live tree, ascending."""
@@ -152,6 +190,23 @@ class TreeIndex:
             "equi_depth": view.is_equi_depth(),
             "dirty": view.dirty,
         }
+
+
+def scope_counts(view: TreeView, scope: Scope) -> dict[int, int]:
+    """Chunks of the scope below each abstract node that has any (its ancestors included)."""
+    parents = view.parents_of(scope.ids)
+    nodes, counts = np.unique(parents[parents > 0], return_counts=True)
+    held = dict(zip(nodes.tolist(), counts.tolist(), strict=True))
+    layer = held
+    while layer:
+        above: dict[int, int] = {}
+        for node, count in layer.items():
+            parent = view.nodes[node].parent
+            if parent is not None:
+                above[parent] = above.get(parent, 0) + count
+        held.update(above)
+        layer = above
+    return held
 
 
 def empty_status(max_children: int) -> dict:

@@ -1,36 +1,61 @@
-"""The daemon's local HTTP JSON API (stdlib ThreadingHTTPServer) in front of the daemon object."""
+"""The daemon's HTTP server: the JSON API at /api and the MCP server at /mcp, on one port.
+
+Starlette on uvicorn, serving from a background thread with its own event loop. The knowledge
+base's calls are synchronous and run on a bounded pool of threads; one guard in front of both
+mounts checks Host, Origin and the bearer token (and limits failed token checks per address).
+"""
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
+import asyncio
+import contextlib
 import json
 import logging
 import re
 import socket
 import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+import anyio
+import anyio.to_thread
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
 from psirag_kb.errors import KBError, NodeNotFound
+from psirag_kb.service.auth import FailureLimiter, HostPolicy, is_loopback, token_matches
+from psirag_kb.service.http import MAX_HEAD_BYTES, JSONProtocol
+
+__all__ = ["APIServer", "HTTPError", "is_loopback", "validate"]
 
 log = logging.getLogger(__name__)
 
-QUERY_FIELDS = {"text": str, "mode": str, "k": int, "summarize": bool}
+QUERY_FIELDS = {"text": str, "mode": str, "k": int, "summarize": bool, "in": list}
 REINDEX_FIELDS = {"path": str}
 ANSWER_FIELDS = {"text": str, "k": int}
 MAX_K = 1000
-DISCARD_LIMIT = 64_000_000
-"""A refused body up to this size is read and dropped so the client gets its 413."""
+MAX_SCOPES = 100
+MAX_HEADERS = 100
+TIMEOUT_S = 30.0
+"""How long a client may take to send a request head or body (then 408 or a close)."""
+KEEP_ALIVE_S = 5
+"""An idle keep-alive connection is closed after this long."""
+WORKER_THREADS = 16
+"""Requests the knowledge base serves at once; more wait for a thread."""
+MAX_CONNECTIONS = 256
 ROUTES: dict[str, set[str]] = {
     "/api/health": {"GET"}, "/api/status": {"GET"}, "/api/query": {"POST"},
     "/api/tree": {"GET"}, "/api/reindex": {"POST"}, "/api/answer": {"POST"},
 }
-STREAMED = (0, {})
-"""What `_dispatch` returns when it already wrote a streamed answer."""
+METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}
 NODE_ROUTE = re.compile(r"^/api/tree/([^/]+)$")
 PATH_ROUTE = re.compile(r"^/api/path/([^/]+)$")
+CHUNK_ROUTE = re.compile(r"^/api/chunk/([^/]+)$")
+OPEN_PATHS = ("/api/health",)
 
 
 class App(Protocol):
@@ -38,31 +63,24 @@ class App(Protocol):
 
     def health(self) -> dict[str, Any]: ...
     def status(self) -> dict[str, Any]: ...
-    def query(self, text: str, mode: str | None, k: int | None,
-              summarize: bool) -> dict[str, Any]: ...
-    def node(self, node_id: int | None) -> dict[str, Any]: ...
+    def query(self, text: str, mode: str | None = None, k: int | None = None,
+              summarize: bool = False,
+              within: Sequence[str] | None = None) -> dict[str, Any]: ...
+    def node(self, node_id: int | None = None) -> dict[str, Any]: ...
     def path(self, chunk_id: int) -> dict[str, Any]: ...
+    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]: ...
     def reindex(self, path: str) -> dict[str, Any]: ...
-    def answer(self, text: str, k: int | None,
-               on_step: Callable[[dict[str, Any]], None]) -> dict[str, Any]: ...
+    def answer(self, text: str, k: int | None = None,
+               on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]: ...
 
 
 class HTTPError(Exception):
     """A request error answered with a status code and a JSON message."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, close: bool = False) -> None:
         super().__init__(message)
         self.status = status
-
-
-def is_loopback(host: str) -> bool:
-    """Whether a bind address only accepts local connections."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        self.close = close
 
 
 def validate(body: Any, fields: dict[str, type], required: tuple[str, ...]) -> dict[str, Any]:
@@ -82,91 +100,167 @@ def validate(body: Any, fields: dict[str, type], required: tuple[str, ...]) -> d
             continue
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise HTTPError(400, f"field {key!r} must be of type {kind.__name__}")
-        if kind is str and not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise HTTPError(400, f"field {key!r} is not valid Unicode (a lone surrogate "
-                                     "escape)") from None
+        if kind is str:
+            _check_text(key, value)
     return body
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """Routes one request to the app and writes a JSON answer."""
-
-    server: APIServer
-    server_version = "psirag-kb"
-    timeout = 30  # seconds a silent client may hold its connection
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        log.debug("%s %s", self.address_string(), format % args)
-
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        if status == 401:
-            self.send_header("WWW-Authenticate", "Bearer")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def send_error(self, code: int, message: str | None = None,
-                   explain: str | None = None) -> None:
-        """Answer an error http.server found itself (bad request line, method) as valid JSON."""
-        self.close_connection = True
+def _check_text(key: str, value: str) -> None:
+    if not value.isascii():
         try:
-            self._send(code, {"error": message or self.responses.get(code, ("error",))[0]})
-        except OSError:
-            log.debug("client closed the connection before the error")
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise HTTPError(400, f"field {key!r} is not valid Unicode (a lone surrogate "
+                                 "escape)") from None
 
-    def _authorized(self) -> bool:
-        token = self.server.token
-        if not token:
-            return True
-        given = self.headers.get("Authorization", "")
-        return hmac.compare_digest(given.encode("utf-8"), f"Bearer {token}".encode())
 
-    def _discard(self, size: int) -> None:
-        """Read (a bounded part of) a refused body so the client sees the answer, not a reset."""
-        left = min(size, DISCARD_LIMIT)
-        self.connection.settimeout(5.0)
+def scopes(value: list[Any] | None) -> list[str] | None:
+    """The "in" field: absolute paths of folders or files results must lie under."""
+    if value is None:
+        return None
+    if not value or len(value) > MAX_SCOPES:
+        raise HTTPError(400, f"field 'in' must list 1 to {MAX_SCOPES} paths")
+    for item in value:
+        if not isinstance(item, str):
+            raise HTTPError(400, "field 'in' must be a list of strings")
+        _check_text("in", item)
+        if not item.startswith("/") or "\x00" in item:
+            raise HTTPError(400, f"field 'in' takes absolute paths; got {item!r}")
+    return value
+
+
+def _json(status: int, payload: dict[str, Any], close: bool = False,
+          headers: dict[str, str] | None = None) -> Response:
+    extra = dict(headers or {})
+    if close:
+        extra["Connection"] = "close"
+    if status == 401:
+        extra["WWW-Authenticate"] = "Bearer"
+    return JSONResponse(payload, status, headers=extra)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+class Guard:
+    """ASGI middleware: header limits, Host and Origin checks, the bearer token."""
+
+    def __init__(self, inner: ASGIApp, token: str, policy: HostPolicy,
+                 limiter: FailureLimiter) -> None:
+        self.inner = inner
+        self.token = token
+        self.policy = policy
+        self.limiter = limiter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.inner(scope, receive, send)
+            return
+        refusal = self.refusal(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.inner(scope, receive, send)
+
+    def refusal(self, scope: Scope) -> Response | None:
+        """The answer to a request that may not pass, or None."""
+        if len(scope.get("raw_path", b"")) + len(scope.get("query_string", b"")) > MAX_HEAD_BYTES:
+            return _json(414, {"error": "the request line is too long"}, close=True)
+        if len(scope["headers"]) > MAX_HEADERS:
+            return _json(431, {"error": f"more than {MAX_HEADERS} header fields"}, close=True)
+        if sum(len(k) + len(v) for k, v in scope["headers"]) > MAX_HEAD_BYTES:
+            return _json(431, {"error": "the request headers are too large"}, close=True)
+        host = _header(scope, b"host")
+        if not self.policy.host_allowed(host):
+            return _json(403, {"error": f"Host {host!r} is not a name of this server (a DNS "
+                                        "rebinding attempt?); add it to [api] allowed_hosts "
+                                        "if it is"})
+        origin = _header(scope, b"origin")
+        if not self.policy.origin_allowed(origin) or \
+                _header(scope, b"sec-fetch-site") == "cross-site":
+            return _json(403, {"error": f"cross-origin requests are refused (Origin "
+                                        f"{origin!r})"})
+        path = scope.get("raw_path", b"").split(b"?", 1)[0]
+        given = _header(scope, b"authorization")
+        if path in (p.encode() for p in OPEN_PATHS) and given is None:
+            scope.setdefault("state", {})["authorized"] = False
+            return None
+        client = (scope.get("client") or ("?", 0))[0]
+        wait = self.limiter.retry_after(client)
+        if wait > 0:
+            return _json(429, {"error": f"too many wrong tokens from {client}; retry in "
+                                        f"{int(wait) + 1} s"},
+                         headers={"Retry-After": str(int(wait) + 1)})
+        if not token_matches(given or "", self.token):
+            self.limiter.failed(client)
+            return _json(401, {"error": "missing or wrong bearer token (send "
+                                        "Authorization: Bearer <token>)"})
+        scope.setdefault("state", {})["authorized"] = True
+        return None
+
+
+class Endpoints:
+    """The /api routes over the daemon, dispatched on the undecoded path."""
+
+    def __init__(self, app: App, max_body_bytes: int, mcp: ASGIApp | None,
+                 threads: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.mcp = mcp
+        self.threads = anyio.CapacityLimiter(threads)
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        """Run a knowledge-base call on the worker threads."""
+        return await anyio.to_thread.run_sync(function, *args, limiter=self.threads)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path") or scope["path"].encode()
+        path = raw.split(b"?", 1)[0].decode("latin-1")
+        if self.mcp is not None and (path == "/mcp" or path.startswith("/mcp/")):
+            await self.mcp(scope, receive, send)
+            return
+        request = Request(scope, receive)
         try:
-            while left > 0:
-                chunk = self.rfile.read(min(left, 1 << 16))
-                if not chunk:
-                    break
-                left -= len(chunk)
-        except OSError:
-            pass
+            response = await self.dispatch(request, path)
+        except HTTPError as exc:
+            response = _json(exc.status, {"error": str(exc)}, close=exc.close)
+        except NodeNotFound as exc:
+            response = _json(404, {"error": str(exc)})
+        except KBError as exc:
+            response = _json(400, {"error": str(exc)})
+        except Exception as exc:  # noqa: BLE001 - a failing request never stops the server
+            log.exception("%s %s failed", scope["method"], path)
+            response = _json(500, {"error": f"internal error ({type(exc).__name__}); "
+                                            "see daemon.log"})
+        await response(scope, receive, send)
 
-    def _body(self) -> Any:
-        length = self.headers.get("Content-Length")
-        if self.headers.get("Transfer-Encoding"):
-            self.close_connection = True
-            raise HTTPError(411, "send the body with a Content-Length, not chunked")
+    async def body(self, request: Request) -> Any:
+        """The JSON body, bounded in size and in time."""
+        headers = request.headers
+        if "transfer-encoding" in headers:
+            raise HTTPError(411, "send the body with a Content-Length, not chunked", close=True)
+        length = headers.get("content-length")
         if length is None:
             raise HTTPError(411, "missing Content-Length")
-        try:
-            size = int(length)
-        except ValueError:
-            raise HTTPError(400, "invalid Content-Length") from None
-        if size < 0:
-            raise HTTPError(400, "invalid Content-Length")
-        if size > self.server.max_body_bytes:
-            self.close_connection = True
-            self._discard(size)
+        if not length.isdigit():
+            raise HTTPError(400, "invalid Content-Length", close=True)
+        size = int(length)
+        if size > self.max_body_bytes:
             raise HTTPError(413, f"body of {size} bytes exceeds the limit of "
-                                 f"{self.server.max_body_bytes}")
+                                 f"{self.max_body_bytes}", close=True)
         try:
-            raw = self.rfile.read(size)
+            raw = await asyncio.wait_for(request.body(), TIMEOUT_S)
         except TimeoutError:
-            self.close_connection = True
-            raise HTTPError(408, f"the body of {size} bytes did not arrive in time") from None
+            raise HTTPError(408, f"the body of {size} bytes did not arrive in time",
+                            close=True) from None
+        except ClientDisconnect:
+            raise HTTPError(400, f"the body of {size} bytes ended early", close=True) from None
         if len(raw) < size:
-            self.close_connection = True
-            raise HTTPError(400, f"the body ended after {len(raw)} of {size} bytes")
+            raise HTTPError(400, f"the body ended after {len(raw)} of {size} bytes", close=True)
         try:
             return json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
@@ -174,149 +268,214 @@ class _Handler(BaseHTTPRequestHandler):
         except RecursionError:
             raise HTTPError(400, "malformed JSON: nested too deeply") from None
 
-    def _dispatch(self, method: str) -> tuple[int, dict[str, Any]]:
-        path = self.path.split("?", 1)[0]
-        if not self._authorized():
-            return 401, {"error": "missing or wrong bearer token"}
-        app = self.server.app
-        node = NODE_ROUTE.match(path)
-        chunk = PATH_ROUTE.match(path)
-        allowed = ROUTES.get(path) or ({"GET"} if node or chunk else None)
+    async def dispatch(self, request: Request, path: str) -> Response:
+        """Route one request."""
+        method = request.method
+        if method not in METHODS:
+            raise HTTPError(501, f"method {method} is not supported")
+        node, chunk_path, chunk = (NODE_ROUTE.match(path), PATH_ROUTE.match(path),
+                                   CHUNK_ROUTE.match(path))
+        allowed = ROUTES.get(path) or ({"GET"} if node or chunk_path or chunk else None)
         if allowed is None:
-            return 404, {"error": f"no such endpoint {path}"}
+            raise HTTPError(404, f"no such endpoint {path}")
         if method not in allowed:
-            return 405, {"error": f"{method} is not allowed on {path}; use "
-                                  f"{', '.join(sorted(allowed))}"}
+            raise HTTPError(405, f"{method} is not allowed on {path}; use "
+                                 f"{', '.join(sorted(allowed))}")
         if node:
-            raw = node.group(1)
-            if not re.fullmatch(r"-?\d{1,18}", raw):
-                return 404, {"error": f"no tree node {raw}"}
-            return 200, app.node(int(raw))
+            return _json(200, await self.call(self.app.node, _number(node, "tree node", True)))
+        if chunk_path:
+            return _json(200, await self.call(self.app.path, _number(chunk_path, "chunk")))
         if chunk:
-            raw = chunk.group(1)
-            if not re.fullmatch(r"\d{1,18}", raw):
-                return 404, {"error": f"no chunk {raw}"}
-            return 200, app.path(int(raw))
+            neighbours = _neighbours(request.query_params.get("neighbours"))
+            return _json(200, await self.call(self.app.chunk, _number(chunk, "chunk"),
+                                              neighbours))
         if path == "/api/health":
-            return 200, app.health()
+            health = self.app.health()
+            if not request.scope.get("state", {}).get("authorized", True):
+                health = {"ok": health.get("ok", True)}
+            return _json(200, health)
         if path == "/api/status":
-            return 200, app.status()
+            return _json(200, await self.call(self.app.status))
         if path == "/api/tree":
-            return 200, app.node(None)
+            return _json(200, await self.call(self.app.node, None))
         if path == "/api/query":
-            body = validate(self._body(), QUERY_FIELDS, ("text",))
-            k = body.get("k")
-            if k is not None and not 1 <= k <= MAX_K:
-                raise HTTPError(400, f"k must be between 1 and {MAX_K}")
-            return 200, app.query(body["text"], body.get("mode"), k,
-                                  bool(body.get("summarize") or False))
+            return await self.query(await self.body(request))
         if path == "/api/answer":
-            body = validate(self._body(), ANSWER_FIELDS, ("text",))
-            k = body.get("k")
-            if k is not None and not 1 <= k <= MAX_K:
-                raise HTTPError(400, f"k must be between 1 and {MAX_K}")
-            if not body["text"].strip():
-                raise HTTPError(400, "the query is empty")
-            self._stream_answer(body["text"], k)
-            return STREAMED
-        body = validate(self._body(), REINDEX_FIELDS, ("path",))
-        return 200, app.reindex(body["path"])
+            return await self.answer(await self.body(request))
+        body = validate(await self.body(request), REINDEX_FIELDS, ("path",))
+        return _json(200, await self.call(self.app.reindex, body["path"]))
 
-    def _stream_answer(self, text: str, k: int | None) -> None:
-        """NDJSON: one {"step": ...} line per agent step, then {"answer": ...} or {"error": ...}."""
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-ndjson")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        gone = False
+    async def query(self, raw: Any) -> Response:
+        """POST /api/query."""
+        body = validate(raw, QUERY_FIELDS, ("text",))
+        k = _k(body.get("k"))
+        within = scopes(body.get("in"))
+        args = (body["text"], body.get("mode"), k, bool(body.get("summarize") or False))
+        if within is not None:
+            result = await self.call(lambda: self.app.query(*args, within=within))
+        else:
+            result = await self.call(self.app.query, *args)
+        return _json(200, result)
+
+    async def answer(self, raw: Any) -> Response:
+        """POST /api/answer: NDJSON, one {"step"} line per agent step, then the answer."""
+        body = validate(raw, ANSWER_FIELDS, ("text",))
+        k = _k(body.get("k"))
+        if not body["text"].strip():
+            raise HTTPError(400, "the query is empty")
+        return StreamingResponse(self.answer_lines(body["text"], k),
+                                 media_type="application/x-ndjson",
+                                 headers={"Cache-Control": "no-cache"})
+
+    async def answer_lines(self, text: str, k: int | None) -> AsyncIterator[bytes]:
+        """The agent's steps as they complete, then its answer or error."""
+        loop = asyncio.get_running_loop()
+        lines: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
 
         def emit(line: dict[str, Any]) -> None:
-            nonlocal gone
-            if gone:
-                return
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+
+        def run() -> None:
             try:
-                self.wfile.write(json.dumps(line).encode("utf-8") + b"\n")
-                self.wfile.flush()
-            except OSError:  # the client went away; finish quietly
-                gone = True
+                emit({"answer": self.app.answer(text, k, lambda s: emit({"step": s}))})
+            except KBError as exc:
+                emit({"error": str(exc)})
+            except Exception as exc:  # noqa: BLE001 - a failing request never stops the server
+                log.exception("streamed answer failed")
+                emit({"error": f"internal error ({type(exc).__name__}); see daemon.log"})
+            finally:
+                loop.call_soon_threadsafe(lines.put_nowait, None)
 
-        try:
-            emit({"answer": self.server.app.answer(text, k, lambda s: emit({"step": s}))})
-        except KBError as exc:
-            emit({"error": str(exc)})
-        except Exception as exc:  # noqa: BLE001 - a failing request never stops the server
-            log.exception("streamed answer failed")
-            emit({"error": f"internal error ({type(exc).__name__}); see daemon.log"})
-
-    def _handle(self) -> None:
-        method = self.command
-        try:
-            status, payload = self._dispatch(method)
-            if (status, payload) == STREAMED:
-                return
-        except HTTPError as exc:
-            status, payload = exc.status, {"error": str(exc)}
-        except NodeNotFound as exc:
-            status, payload = 404, {"error": str(exc)}
-        except KBError as exc:
-            status, payload = 400, {"error": str(exc)}
-        except Exception as exc:  # noqa: BLE001 - a failing request never stops the server
-            log.exception("%s %s failed", method, self.path)
-            status, payload = 500, {"error": f"internal error ({type(exc).__name__}); "
-                                             "see daemon.log"}
-        try:
-            self._send(status, payload)
-        except OSError:  # the client went away
-            log.debug("client closed the connection before the answer")
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle  # noqa: N815
+        worker = asyncio.ensure_future(self.call(run))
+        while (line := await lines.get()) is not None:
+            yield json.dumps(line).encode("utf-8") + b"\n"
+        await worker
 
 
-class APIServer(ThreadingHTTPServer):
-    """The HTTP server: a thread per request, serving until `stop`."""
+def _number(match: re.Match[str], what: str, signed: bool = False) -> int:
+    raw = match.group(1)
+    if not re.fullmatch(r"-?\d{1,18}" if signed else r"\d{1,18}", raw):
+        raise HTTPError(404, f"no {what} {raw}")
+    return int(raw)
 
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-    """Connections the kernel holds while the accept loop is busy (5 reset clients under load)."""
+
+def _k(k: int | None) -> int | None:
+    if k is not None and not 1 <= k <= MAX_K:
+        raise HTTPError(400, f"k must be between 1 and {MAX_K}")
+    return k
+
+
+def _neighbours(raw: str | None) -> int:
+    if raw is None:
+        return 0
+    if not raw.isdigit() or int(raw) > 20:
+        raise HTTPError(400, "neighbours must be a whole number from 0 to 20")
+    return int(raw)
+
+
+def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
+              max_body_bytes: int, mcp_server: Any = None,
+              threads: int = WORKER_THREADS) -> ASGIApp:
+    """The whole ASGI application: guard, then /mcp or the /api routes."""
+    mcp_app = None
+    if mcp_server is not None:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        # Host and Origin are checked by the guard in front of both mounts
+        mcp_app = mcp_server.streamable_http_app(
+            streamable_http_path="/mcp", stateless_http=True, json_response=True,
+            max_request_body_size=max_body_bytes,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+    endpoints = Endpoints(app, max_body_bytes, mcp_app, threads)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        if mcp_server is None:
+            yield
+            return
+        async with mcp_server.session_manager.run():
+            yield
+
+    starlette = Starlette(lifespan=lifespan)
+    starlette.router.default = endpoints  # every method and path reaches `dispatch`
+    return Guard(starlette, token, policy, limiter)
+
+
+class APIServer:
+    """The HTTP server of the daemon, serving in a background thread until `stop`."""
 
     def __init__(self, app: App, host: str, port: int, token: str,
-                 max_body_bytes: int = 1_000_000) -> None:
-        if not is_loopback(host) and not token:
-            raise KBError(
-                f"refusing to serve the API on {host}, which is not loopback, without a token: "
-                "set [api] token or PSIRAG_KB_TOKEN, or bind to 127.0.0.1"
-            )
+                 max_body_bytes: int = 1_000_000, *, allowed_hosts: Iterable[str] = (),
+                 mcp_server: Any = None, max_connections: int = MAX_CONNECTIONS,
+                 failures_per_minute: int = 10) -> None:
+        if not token:
+            raise KBError("the API needs a token (the daemon generates one in its data "
+                          "directory)")
         self.app = app
         self.token = token
         self.max_body_bytes = max_body_bytes
-        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.limiter = FailureLimiter(failures_per_minute, 60.0)
+        self.socket = _listen(host, port)
+        self.server_address = self.socket.getsockname()[:2]
+        protocol = type("Protocol", (JSONProtocol,), {"head_timeout_s": TIMEOUT_S,
+                                                      "max_connections": max_connections})
+        asgi = build_app(app, token, HostPolicy(host, allowed_hosts), self.limiter,
+                         max_body_bytes, mcp_server)
+        config = uvicorn.Config(
+            asgi, http=protocol, loop="asyncio", lifespan="on", log_config=None,
+            access_log=False, timeout_keep_alive=KEEP_ALIVE_S, server_header=False,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES, timeout_graceful_shutdown=5,
+        )
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._serve, name="psirag-api", daemon=True)
+        self._failed: BaseException | None = None
+
+    def _serve(self) -> None:
         try:
-            super().__init__((host, port), _Handler)
-        except OSError as exc:
-            raise KBError(f"cannot listen on {host}:{port} ({exc}); stop what uses that port "
-                          "or set [api] port") from exc
-        self._thread = threading.Thread(target=self.serve_forever, name="psirag-api",
-                                        kwargs={"poll_interval": 0.2}, daemon=True)
+            self.server.run(sockets=[self.socket])
+        except BaseException as exc:  # noqa: BLE001 - reported by start
+            self._failed = exc
+            log.exception("the API server stopped")
 
     @property
     def url(self) -> str:
         """The base URL clients use."""
-        host, port = self.server_address[:2]
-        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        host, port = self.server_address
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
         if ":" in str(shown):
             shown = f"[{shown}]"
         return f"http://{shown}:{port}"
 
-    def start(self) -> None:
-        """Serve in a background thread."""
+    def start(self, wait_s: float = 30.0) -> None:
+        """Serve in a background thread; returns once the server accepts connections."""
         self._thread.start()
+        deadline = time.monotonic() + wait_s
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise KBError(f"the API server did not start ({self._failed!r})")
+            time.sleep(0.01)
 
     def stop(self) -> None:
-        """Stop accepting requests and close the socket."""
+        """Stop accepting requests, finish the ones in flight (up to 5 s), close the socket."""
+        self.server.should_exit = True
         if self._thread.is_alive():
-            self.shutdown()
-        self.server_close()
+            self._thread.join(10.0)
+        self.socket.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket (errors say what to change)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(512)
+    except OSError as exc:
+        sock.close()
+        raise KBError(f"cannot listen on {host}:{port} ({exc}); stop what uses that port "
+                      "or set [api] port") from exc
+    sock.set_inheritable(True)
+    return sock
 

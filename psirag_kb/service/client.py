@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import sys
 import time
 import urllib.error
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from psirag_kb.config import Config, api_token
+from psirag_kb.config import Config, api_token, server_url
 from psirag_kb.errors import KBError, NodeNotFound
 from psirag_kb.storage.datadir import COMMAND, DAEMON, LOCK_FILE, DataDirLock, holder
 
@@ -34,8 +35,11 @@ class KBClient(Protocol):
     """What the CLI and the TUI may ask of a knowledge base."""
 
     def query(self, text: str, mode: str | None = None, k: int | None = None,
-              summarize: bool = False) -> dict[str, Any]: ...
+              summarize: bool = False, within: list[str] | None = None) -> dict[str, Any]: ...
     def status(self) -> dict[str, Any]: ...
+    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]: ...
+    def answer(self, text: str, k: int | None = None,
+               on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]: ...
     def node(self, node_id: int | None = None) -> dict[str, Any]: ...
     def path(self, chunk_id: int) -> list[dict[str, Any]]: ...
     def reindex(self, path: str | Path) -> dict[str, Any]: ...
@@ -69,10 +73,12 @@ def daemon_info(data_dir: Path) -> dict[str, Any] | None:
 class HTTPClient:
     """The knowledge base of a running daemon, over its HTTP API."""
 
-    def __init__(self, url: str, token: str = "", timeout: float = TIMEOUT_S) -> None:
+    def __init__(self, url: str, token: str = "", timeout: float = TIMEOUT_S,
+                 remote: bool = False) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.remote = remote
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
               timeout: float | None = None,
@@ -93,30 +99,52 @@ class HTTPClient:
                 message = json.loads(exc.read().decode("utf-8"))["error"]
             except (ValueError, KeyError, TypeError, OSError):
                 message = exc.reason
-            if exc.code == 404 and path.startswith(("/api/tree/", "/api/path/")):
+            if exc.code == 404 and path.startswith(("/api/tree/", "/api/path/", "/api/chunk/")):
                 raise NodeNotFound(message) from None
             if exc.code == 401:
-                message += " (set PSIRAG_KB_TOKEN or [api] token to the daemon's token)"
+                raise KBError(
+                    f"token refused by {self.url}: {message}. Give the daemon's token in "
+                    "PSIRAG_KB_TOKEN, [api] token or [api] token_file (on the daemon's machine "
+                    "it is in the data directory's api.token)"
+                ) from None
             raise KBError(f"the daemon at {self.url} answered {exc.code}: {message}") from None
         except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise KBError(
-                f"the daemon at {self.url} is not reachable ({reason}); it may have stopped: "
-                "start it with `psirag-kb daemon`, or retry to use the knowledge base in-process"
-            ) from None
+            raise KBError(self._unreachable(exc)) from None
+        except ValueError as exc:  # an answer that is not JSON: not a psirag-kb daemon
+            raise KBError(f"{self.url} did not answer as a psirag-kb daemon ({exc})") from None
+
+    def _unreachable(self, exc: BaseException) -> str:
+        """Say whether the address or TLS failed."""
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            return (f"TLS failed for {self.url}: the server's certificate is not trusted "
+                    f"({reason.verify_message}); set SSL_CERT_FILE to its CA's certificate")
+        if isinstance(reason, ssl.SSLError | ssl.CertificateError):
+            return (f"TLS failed for {self.url} ({reason}); is the server speaking https on "
+                    "that port?")
+        if isinstance(reason, ConnectionResetError) and self.url.startswith("http:"):
+            return (f"{self.url} reset the connection ({reason}); if the server expects TLS, "
+                    "use an https:// URL")
+        if self.remote:
+            return (f"address failed: cannot reach the daemon at {self.url} ({reason}); check "
+                    "the URL in --server / PSIRAG_KB_URL / [api] server and that it runs")
+        return (f"the daemon at {self.url} is not reachable ({reason}); it may have stopped: "
+                "start it with `psirag-kb daemon`, or retry to use the knowledge base in-process")
 
     def health(self) -> dict[str, Any]:
         """The daemon's pid and data directory."""
         return self._call("GET", "/api/health", timeout=HEALTH_TIMEOUT_S)
 
     def query(self, text: str, mode: str | None = None, k: int | None = None,
-              summarize: bool = False) -> dict[str, Any]:
-        """Ranked results."""
+              summarize: bool = False, within: list[str] | None = None) -> dict[str, Any]:
+        """Ranked results (under the paths in `within`, when given)."""
         body: dict[str, Any] = {"text": text, "summarize": summarize}
         if mode is not None:
             body["mode"] = mode
         if k is not None:
             body["k"] = k
+        if within:
+            body["in"] = [p if self.remote else os.path.abspath(p) for p in within]
         slow = mode == "agent" or summarize  # may wait for the daemon's LLM
         return self._call("POST", "/api/query", body, timeout=LLM_TIMEOUT_S if slow else None)
 
@@ -138,6 +166,10 @@ class HTTPClient:
     def path(self, chunk_id: int) -> list[dict[str, Any]]:
         """The abstract nodes above a chunk, root first."""
         return self._call("GET", f"/api/path/{int(chunk_id)}")["path"]
+
+    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]:
+        """One chunk's text and location, with `neighbours` chunks each side in its file."""
+        return self._call("GET", f"/api/chunk/{int(chunk_id)}?neighbours={int(neighbours)}")
 
     def reindex(self, path: str | Path) -> dict[str, Any]:
         """Bring one path (file or folder) up to date now."""
@@ -173,9 +205,11 @@ class LocalClient:
         self._lock = lock
 
     def query(self, text: str, mode: str | None = None, k: int | None = None,
-              summarize: bool = False) -> dict[str, Any]:
-        """Ranked results."""
-        return self.kb.query(text, mode=mode, k=k, summarize=summarize)
+              summarize: bool = False, within: list[str] | None = None) -> dict[str, Any]:
+        """Ranked results (under the paths in `within`, when given)."""
+        if within is None:
+            return self.kb.query(text, mode=mode, k=k, summarize=summarize)
+        return self.kb.query(text, mode=mode, k=k, summarize=summarize, within=within)
 
     def status(self) -> dict[str, Any]:
         """Status (no "daemon" object)."""
@@ -188,6 +222,10 @@ class LocalClient:
     def path(self, chunk_id: int) -> list[dict[str, Any]]:
         """The abstract nodes above a chunk, root first."""
         return self.kb.path_of(chunk_id)
+
+    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]:
+        """One chunk's full text, with up to `neighbours` chunks either side in its file."""
+        return self.kb.chunk(chunk_id, neighbours)
 
     def answer(self, text: str, k: int | None = None,
                on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -277,8 +315,31 @@ def open_local(config: Config, embedder: Any = None) -> LocalClient | None:
         raise
 
 
+def remote_daemon(config: Config) -> HTTPClient | None:
+    """A client for the daemon named by --server / PSIRAG_KB_URL / [api] server, checked."""
+    url = server_url(config)
+    if not url:
+        return None
+    if not url.startswith(("http://", "https://")):
+        raise KBError(f"address failed: the server URL {url!r} must start with http:// or "
+                      "https://")
+    token = api_token(config)
+    if not token:
+        raise KBError(f"token missing for {url}: set PSIRAG_KB_TOKEN, [api] token or "
+                      "[api] token_file to the daemon's token")
+    client = HTTPClient(url, token, remote=True)
+    health = client._call("GET", "/api/health", timeout=TIMEOUT_S)
+    if "pid" not in health:  # a token check happened only if it was sent and accepted
+        raise KBError(f"token refused by {url}")
+    return client
+
+
 def connect(config: Config, embedder: Any = None) -> KBClient:
-    """The running daemon's API when one owns the data directory, else the KB in-process."""
+    """A remote daemon when one is named; else the running daemon's API when one owns the
+    data directory; else the KB in-process."""
+    remote = remote_daemon(config)
+    if remote is not None:
+        return remote
     while True:
         client = running_daemon(config)
         if client is not None:

@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from psirag_kb.config import Config, api_token
+from psirag_kb.config import Config
 from psirag_kb.errors import KBError
 from psirag_kb.paths import inside
 from psirag_kb.service.api import APIServer
+from psirag_kb.service.auth import configured_token, ensure_token_file
 from psirag_kb.service.client import DAEMON_FILE
 from psirag_kb.service.scheduler import Jobs
 from psirag_kb.service.watcher import FolderWatcher, Stopping
@@ -71,9 +72,14 @@ class Daemon:
         # first of all; waits for a running command (a stop request ends the wait)
         self._lock.acquire(DAEMON, wait_s=None, stop=self._stop)
         try:
+            api = self.config.api
+            token = (configured_token(api.token, api.token_file, "the config")
+                     or ensure_token_file(self.data_dir))
             self.kb = KnowledgeBase(self.config, self.embedder)
-            self.api = APIServer(self, self.config.api.host, self.config.api.port,
-                                 api_token(self.config), self.config.api.max_body_bytes)
+            self.api = APIServer(self, api.host, api.port, token, api.max_body_bytes,
+                                 allowed_hosts=api.allowed_hosts, mcp_server=_mcp_server(self),
+                                 max_connections=api.max_connections,
+                                 failures_per_minute=api.auth_failures_per_minute)
             self.watcher = FolderWatcher(self.kb, self.folders, self.config.watch.quiet_period_s,
                                          self.data_dir)
             self.jobs = self._jobs()
@@ -191,9 +197,15 @@ class Daemon:
         }
 
     def query(self, text: str, mode: str | None = None, k: int | None = None,
-              summarize: bool = False) -> dict[str, Any]:
-        """Ranked results."""
-        return self._kb().query(text, mode=mode, k=k, summarize=summarize)
+              summarize: bool = False, within: Sequence[str] | None = None) -> dict[str, Any]:
+        """Ranked results (only under the paths in `within`, when given)."""
+        if within is None:
+            return self._kb().query(text, mode=mode, k=k, summarize=summarize)
+        return self._kb().query(text, mode=mode, k=k, summarize=summarize, within=within)
+
+    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]:
+        """One chunk's full text and location, with its neighbours in the file when asked."""
+        return self._kb().chunk(chunk_id, neighbours)
 
     def answer(self, text: str, k: int | None = None,
                on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -240,6 +252,13 @@ class Daemon:
         if self.kb is None or self._stopping.is_set():
             raise KBError("the daemon is shutting down")
         return self.kb
+
+
+def _mcp_server(daemon: Daemon) -> Any:
+    """The MCP server the daemon serves at /mcp, over the daemon itself."""
+    from psirag_kb.service.mcp import build_server
+
+    return build_server(daemon)
 
 
 def run_daemon(config: Config, watch: Sequence[Path] = (), embedder: Any = None,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -41,12 +42,35 @@ def plain_query(text: str) -> str:
     return " ".join(kept or words)
 
 
+Document = tuple[int, str, str | None]
+"""(chunk id, text, path of its file or None for a corpus record) as the index takes it."""
+
+
+def path_terms(path: str) -> list[str]:
+    """A file's path and every folder above it: the `scope` terms a scoped query matches (a
+    folder is one term, and `/a/b` is not a term of `/a/bc.md`)."""
+    terms = [path]
+    while (parent := os.path.dirname(path)) != path:
+        terms.append(parent)
+        path = parent
+    return terms
+
+
 def _schema() -> tantivy.Schema:
-    """id (fast integer) + text (English stemming)."""
+    """id (fast integer) + text (English stemming) + scope (the file's path and its folders,
+    untokenised, indexed only)."""
     builder = tantivy.SchemaBuilder()
     builder.add_integer_field("id", stored=True, indexed=True, fast=True)
     builder.add_text_field("text", stored=False, tokenizer_name="en_stem")
+    builder.add_text_field("scope", stored=False, tokenizer_name="raw", index_option="basic")
     return builder.build()
+
+
+def _document(chunk_id: int, text: str, path: str | None) -> tantivy.Document:
+    """The index's document for a chunk (a corpus record has no path, so no scope)."""
+    if path is None:
+        return tantivy.Document(id=int(chunk_id), text=text)
+    return tantivy.Document(id=int(chunk_id), text=text, scope=path_terms(path))
 
 
 class SparseIndex:
@@ -64,8 +88,9 @@ class SparseIndex:
     def _open(self, retry: bool = True) -> None:
         """Open (or create) the index and take its single writer; a damaged one starts empty."""
         self.folder.mkdir(parents=True, exist_ok=True)
+        self.schema = _schema()
         try:
-            self.index = tantivy.Index(_schema(), path=str(self.folder))
+            self.index = tantivy.Index(self.schema, path=str(self.folder))
             # a search opens every segment's postings: a missing .pos file fails only here
             self.index.searcher().search(self.index.parse_query("probe", ["text"]), 1)
             self.writer = self.index.writer(heap_size=50_000_000, num_threads=1)
@@ -78,7 +103,11 @@ class SparseIndex:
             if not retry:
                 raise StoreError(f"the BM25 index {self.folder} cannot be created: {exc}") from exc
             # derived data: drop it, and the generation mismatch rebuilds it from DuckDB
-            log.warning("BM25 index %s is damaged (%s); rebuilding it", self.folder, exc)
+            if "schema does not match" in str(exc):
+                log.warning("BM25 index %s was written by an older version (no path scopes); "
+                            "rebuilding it", self.folder)
+            else:
+                log.warning("BM25 index %s is damaged (%s); rebuilding it", self.folder, exc)
             self.destroy(self.folder)
             self._open(retry=False)
 
@@ -117,9 +146,10 @@ class SparseIndex:
         self.searcher = self.index.searcher()
 
     def apply(
-        self, generation: int, added: Iterable[tuple[int, str]], removed: Iterable[int]
+        self, generation: int, added: Iterable[Document], removed: Iterable[int]
     ) -> None:
-        """Delete and add documents (the change that made `generation`), commit, record it.
+        """Delete, then add documents (the change that made `generation`), commit, record it;
+        a chunk both removed and added is re-indexed (a renamed file's chunks).
 
         Raises ValueError when the index is not at the generation before: it missed a change.
         """
@@ -128,30 +158,38 @@ class SparseIndex:
                              f"makes {generation}: it missed a change")
         for chunk_id in removed:
             self.writer.delete_documents_by_term("id", int(chunk_id))
-        for chunk_id, text in added:
-            self.writer.add_document(tantivy.Document(id=int(chunk_id), text=text))
+        for chunk_id, text, path in added:
+            self.writer.add_document(_document(chunk_id, text, path))
         self.writer.commit()
         self._publish()
         self._set_generation(generation)
 
-    def rebuild(self, generation: int, batches: Iterable[list[tuple[int, str]]]) -> None:
+    def rebuild(self, generation: int, batches: Iterable[list[Document]]) -> None:
         """Drop everything and index all chunks again (searches see the old index until done)."""
         self._set_generation(-1)
         self.writer.delete_all_documents()
         self.writer.commit()
         for batch in batches:
-            for chunk_id, text in batch:
-                self.writer.add_document(tantivy.Document(id=int(chunk_id), text=text))
+            for chunk_id, text, path in batch:
+                self.writer.add_document(_document(chunk_id, text, path))
         self.writer.commit()
         self._publish()
         self._set_generation(generation)
 
-    def search(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k chunk ids and BM25 scores for a query."""
+    def search(self, text: str, k: int,
+               within: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k chunk ids and BM25 scores for a query; with `within` (normalised absolute
+        paths), only among chunks of files that are, or lie below, one of them."""
         words = plain_query(text)
-        if not words:
+        if not words or (within is not None and not within):
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         query, _errors = self.index.parse_query_lenient(words, ["text"])
+        if within is not None:  # a filter with score 0: BM25 scores stay as they are
+            scope = tantivy.Query.term_set_query(self.schema, "scope", list(within))
+            query = tantivy.Query.boolean_query([
+                (tantivy.Occur.Must, query),
+                (tantivy.Occur.Must, tantivy.Query.const_score_query(scope, 0.0)),
+            ])
         searcher = self.searcher
         hits = searcher.search(query, k, count=False).hits  # no total count: WAND may skip
         ids = np.array([searcher.doc(addr)["id"][0] for _, addr in hits], dtype=np.int64)

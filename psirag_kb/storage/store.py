@@ -6,7 +6,7 @@ import logging
 import shlex
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +101,10 @@ class Delta:
     added_vectors: np.ndarray
     added_texts: list[str]
     removed_ids: np.ndarray
+    added_paths: list[str | None] = field(default_factory=list)
+    """The file of each added chunk (None for a corpus record), for the BM25 index's scopes."""
+    moved: list[tuple[int, str, str]] = field(default_factory=list)
+    """(chunk id, text, new path) of chunks whose file was renamed: only their path changed."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,6 @@ class Store:
         """Open or create the database; `dim` is asked only when the database is new."""
         self.path = Path(path)
         self.owner: threading.Thread = threading.current_thread()
-        self._local = threading.local()
         try:
             self.db = duckdb.connect(str(self.path))
         except duckdb.IOException as exc:
@@ -243,13 +246,12 @@ class Store:
         self.db.close()
 
     def _read(self) -> duckdb.DuckDBPyConnection:
-        """The connection for reads: `db` on the owner thread, else this thread's cursor."""
+        """The connection for reads: `db` on the owner thread, else a new cursor (about 10 us),
+        closed when the caller drops it. A cursor kept per thread would outlive its request
+        on a pooled thread (the API's, the MCP server's) and block CHECKPOINT."""
         if threading.current_thread() is self.owner:
             return self.db
-        cursor = getattr(self._local, "cursor", None)
-        if cursor is None:
-            cursor = self._local.cursor = self.db.cursor()
-        return cursor
+        return self.db.cursor()
 
     # -- meta -------------------------------------------------------------------------------
 
@@ -334,6 +336,7 @@ class Store:
         added_ids: list[int] = []
         added_vectors: list[np.ndarray] = []
         added_texts: list[str] = []
+        added_paths: list[str | None] = []
         removed: list[int] = []
         now = time.time()
         with self.transaction() as db:
@@ -397,6 +400,7 @@ class Store:
                         added_ids.append(chunk.id)
                         added_vectors.append(chunk.vector)
                         added_texts.append(chunk.text)
+                        added_paths.append(change.path if change.origin == "file" else None)
             if file_rows:
                 self._insert_files(file_rows)
             if new_rows:
@@ -418,6 +422,7 @@ class Store:
             added_vectors=_stack(added_vectors, self.dim),
             added_texts=added_texts,
             removed_ids=np.asarray(removed, dtype=np.int64),
+            added_paths=added_paths,
         )
 
     def _columns(self, rows: list[tuple]) -> dict[str, np.ndarray]:
@@ -493,16 +498,28 @@ class Store:
         """Number of chunks (leaves)."""
         return int(self._read().execute("SELECT count(*) FROM chunks").fetchone()[0])
 
-    def rename(self, old: str, new: str) -> bool:
-        """Give a file (and its chunks' source) a new path; its leaves stay where they are."""
+    def rename(self, old: str, new: str) -> Delta | None:
+        """Give a file (and its chunks' source) a new path; its leaves stay where they are.
+
+        Returns the change for the derived indexes (its chunks move to a new BM25 scope), or
+        None when `old` is unknown or `new` is taken.
+        """
         record = self.file(old)
         if record is None or self.file(new) is not None:
-            return False
+            return None
         with self.transaction() as db:
             db.execute("UPDATE files SET path = ? WHERE id = ?", [new, record.id])
+            moved: list[tuple[int, str, str]] = []
             if record.origin == "file":
                 db.execute("UPDATE chunks SET source = ? WHERE file_id = ?", [new, record.id])
-        return True
+                moved = [(i, text, new) for i, text in db.execute(
+                    "SELECT id, text FROM chunks WHERE file_id = ? ORDER BY ordinal", [record.id]
+                ).fetchall()]
+            generation = self.generation + 1
+            self._set_meta("generation", str(generation))
+        empty = np.zeros(0, dtype=np.int64)
+        return Delta(generation, empty, np.zeros((0, self.dim), np.float32), [], empty,
+                     moved=moved)
 
     def chunk_ids(self) -> np.ndarray:
         """Ids of every chunk, ascending."""
@@ -542,11 +559,45 @@ class Store:
             raise StoreError(f"no vector for chunk(s) {missing[:5]}")
         return np.stack([found[i] for i in ids.tolist()]).astype(np.float32, copy=False)
 
-    def all_texts(self, batch: int = 10_000) -> Iterator[list[tuple[int, str]]]:
-        """(id, text) of every chunk, in batches."""
-        cursor = self.db.execute("SELECT id, text FROM chunks ORDER BY id")
+    def present_vectors(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) of those of the given chunk ids that still exist, ascending (4 us a
+        vector: six times hnswlib's `get_items`)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(ids) == 0:
+            return ids, np.zeros((0, self.dim), np.float32)
+        data = self._read().execute(
+            "SELECT id, vector FROM chunks WHERE id = ANY(?::BIGINT[]) ORDER BY id",
+            [ids.tolist()],
+        ).fetchnumpy()
+        if len(data["id"]) == 0:
+            return np.zeros(0, np.int64), np.zeros((0, self.dim), np.float32)
+        return (np.asarray(data["id"], dtype=np.int64),
+                np.stack(list(data["vector"])).astype(np.float32, copy=False))
+
+    def all_texts(self, batch: int = 10_000) -> Iterator[list[tuple[int, str, str | None]]]:
+        """(id, text, path of its file or None for a corpus record) of every chunk, in
+        batches: what the BM25 index holds."""
+        cursor = self.db.execute(
+            """SELECT c.id, c.text, CASE WHEN f.origin = 'file' THEN f.path END
+               FROM chunks c JOIN files f ON c.file_id = f.id ORDER BY c.id""")
         while rows := cursor.fetchmany(batch):
             yield rows
+
+    def scope_ids(self, paths: Sequence[str]) -> np.ndarray:
+        """Ids of the chunks of files that are, or lie below, one of these absolute paths,
+        ascending (corpus records have no place in a folder: never in scope).
+
+        One join: 4 ms for a folder of 3,000 chunks among a million, 18 ms for all of them.
+        """
+        if not paths:
+            return np.zeros(0, dtype=np.int64)
+        tests = " OR ".join(["f.path = ? OR starts_with(f.path, ?)"] * len(paths))
+        params = [v for p in paths for v in (p, p.rstrip("/") + "/")]
+        data = self._read().execute(
+            f"""SELECT c.id FROM chunks c JOIN files f ON c.file_id = f.id
+                WHERE f.origin = 'file' AND ({tests}) ORDER BY c.id""", params,
+        ).fetchnumpy()
+        return np.asarray(data["id"], dtype=np.int64)
 
     def hits(self, ids: Iterable[int]) -> dict[int, Hit]:
         """Result rows for chunk ids."""
@@ -756,6 +807,27 @@ class Store:
         live.dirty = {n for n, d in zip(node_ids.tolist(), dirty.tolist(), strict=True) if d}
         live._leaves = len(leaf_ids)
         return live, []
+
+    # -- one chunk in its file --------------------------------------------------------------
+
+    def around(self, chunk_id: int, n: int = 0) -> list[Hit]:
+        """A chunk and up to `n` chunks either side of it in its file, in file order (empty
+        when the chunk is unknown)."""
+        db = self._read()
+        row = db.execute("SELECT file_id, ordinal FROM chunks WHERE id = ?",
+                         [int(chunk_id)]).fetchone()
+        if row is None:
+            return []
+        file_id, ordinal = row
+        found = db.execute("SELECT path, origin FROM files WHERE id = ?", [file_id]).fetchone()
+        if found is None:
+            return []
+        rows = db.execute(  # a file's ordinals run 0, 1, 2, ... (the chunks_file index finds them)
+            """SELECT id, source, ordinal, line_first, line_last, text FROM chunks
+               WHERE file_id = ? AND ordinal BETWEEN ? AND ? ORDER BY ordinal""",
+            [file_id, ordinal - max(0, n), ordinal + max(0, n)],
+        ).fetchall()
+        return [Hit(r[0], *found, *r[1:]) for r in rows]
 
 
 def tree_problems(node_ids: np.ndarray, node_parent: np.ndarray, node_layer: np.ndarray,

@@ -20,9 +20,10 @@ import numpy as np
 
 from psirag_kb.config import Config
 from psirag_kb.errors import KBError, StoreError
+from psirag_kb.search.scope import Scope, exact_top
 from psirag_kb.search.treeindex import TreeIndex
 from psirag_kb.search.treeview import TreeView
-from psirag_kb.storage.dense import DenseIndex
+from psirag_kb.storage.dense import DenseIndex, exact_scope
 from psirag_kb.storage.sparse import SparseIndex
 from psirag_kb.storage.store import Delta, FileChange, Store
 from psirag_kb.storage.writer import Writer
@@ -97,10 +98,11 @@ class Stores:
         """Apply a committed change to Tantivy and hnswlib; one that fails is marked stale."""
         if "bm25" not in self.stale:
             try:
+                added = zip(delta.added_ids.tolist(), delta.added_texts, delta.added_paths,
+                            strict=True)
                 self.sparse.apply(
-                    delta.generation,
-                    zip(delta.added_ids.tolist(), delta.added_texts, strict=True),
-                    delta.removed_ids.tolist(),
+                    delta.generation, [*added, *delta.moved],
+                    [*delta.removed_ids.tolist(), *(i for i, _, _ in delta.moved)],
                 )
             except Exception as exc:  # noqa: BLE001 - DuckDB has the change: rebuild from it
                 self.mark_stale("bm25", exc)
@@ -187,11 +189,29 @@ class Stores:
                 pass
         return self.store.vectors(ids)
 
-    def neighbours(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Leaves most similar to a query from the dense index (none while it is stale)."""
+    def neighbours(self, query: np.ndarray, k: int,
+                   scope: Scope | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Leaves most similar to a query from the dense index (none while it is stale); with a
+        scope, only among its chunks."""
+        if scope is not None:
+            return self.neighbours_within(query, k, scope)
         if "dense" in self.stale:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         return self.dense.search(query, k)
+
+    def neighbours_within(self, query: np.ndarray, k: int,
+                          scope: Scope) -> tuple[np.ndarray, np.ndarray]:
+        """Leaves most similar to a query among a scope's chunks: exact over the vectors of a
+        small scope (read once from DuckDB), hnswlib's filtered search over a large one."""
+        if len(scope) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        if exact_scope(len(scope), self.dense.count):
+            if scope.vectors is None:
+                scope.vectors = self.store.present_vectors(scope.ids)
+            return exact_top(*scope.vectors, query, k)
+        if "dense" in self.stale:  # as unscoped: no neighbours until it is rebuilt
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return self.dense.search(query, k, scope.members)
 
     def tree_vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, vectors) for a whole-tree build: float16 above the exact pair mode's limit,
@@ -348,6 +368,15 @@ class Stores:
             delta = self.store.apply(changes, removals, self.update_tree)
         self.update_derived(delta)
         return delta
+
+    def rename(self, old: str, new: str) -> bool:
+        """A file moved: DuckDB gives it the new path and BM25 moves its chunks to their new
+        scope (False when `old` is unknown or `new` is taken)."""
+        delta = self.store.rename(old, new)
+        if delta is None:
+            return False
+        self.update_derived(delta)
+        return True
 
     def checkpoint_now(self) -> None:
         """Persist the hnswlib index and checkpoint DuckDB (on the writer thread)."""

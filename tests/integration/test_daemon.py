@@ -13,6 +13,7 @@ from daemon_helpers import api, wait_for
 
 from psirag_kb.cli import main
 from psirag_kb.config import Config
+from psirag_kb.errors import KBError
 from psirag_kb.service.client import DAEMON_FILE, HTTPClient, connect
 from psirag_kb.service.daemon import Daemon, DaemonError
 
@@ -200,14 +201,43 @@ def test_status_tree_and_reindex(daemon: Daemon, docs: Path, tmp_path: Path) -> 
 
 
 def test_token_is_checked(config: Config, docs: Path, fake_embedder) -> None:
-    running = Daemon(make_config(config, docs, token="t0ken"), embedder=fake_embedder)
+    token = "t0ken-" + "9" * 30
+    running = Daemon(make_config(config, docs, token=token), embedder=fake_embedder)
     running.start()
     try:
-        assert api(running, "GET", "/api/status")[0] == 401
+        assert api(running, "GET", "/api/status", token="")[0] == 401
         assert api(running, "GET", "/api/status", token="wrong")[0] == 401
-        assert api(running, "GET", "/api/status", token="t0ken")[0] == 200
+        assert api(running, "GET", "/api/status", token=token)[0] == 200
+        assert not (config.data_dir / "api.token").exists()  # a hand-set token is used as is
     finally:
         running.stop()
+
+
+def test_a_token_is_generated_once_and_required_on_loopback(config: Config, docs: Path,
+                                                            fake_embedder) -> None:
+    running = Daemon(make_config(config, docs), embedder=fake_embedder)
+    running.start()
+    try:
+        token_file = config.data_dir / "api.token"
+        token = token_file.read_text().strip()
+        assert len(token) >= 32 and token_file.stat().st_mode & 0o777 == 0o600
+        assert running.api.token == token
+        assert api(running, "GET", "/api/status", token="")[0] == 401
+        assert api(running, "GET", "/api/health", token="") == (200, {"ok": True})
+        assert api(running, "GET", "/api/status", token=token)[0] == 200
+    finally:
+        running.stop()
+    again = Daemon(make_config(config, docs), embedder=fake_embedder)
+    again.start()
+    try:
+        assert again.api.token == token  # the same token across restarts
+    finally:
+        again.stop()
+
+
+def test_short_hand_set_tokens_are_refused(config: Config, docs: Path, fake_embedder) -> None:
+    with pytest.raises(KBError, match="at least 32"):
+        Daemon(make_config(config, docs, token="t0ken"), embedder=fake_embedder).start()
 
 
 def test_second_daemon_on_the_same_data_dir_is_refused(daemon: Daemon, config: Config,

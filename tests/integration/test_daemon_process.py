@@ -49,16 +49,23 @@ def write_config(tmp_path: Path, docs: Path, quiet: float = 0.3) -> Path:
     return path
 
 
+TOKENS: dict[str, str] = {}
+"""Each running daemon's generated API token, by URL."""
+
+
 def daemon_url(data_dir: Path) -> str | None:
     try:
-        return json.loads((data_dir / "daemon.json").read_text())["url"]
+        url = json.loads((data_dir / "daemon.json").read_text())["url"]
     except (OSError, ValueError, KeyError):
         return None
+    TOKENS[url] = (data_dir / "api.token").read_text().strip()
+    return url
 
 
 def post_query(url: str, text: str) -> list[dict[str, Any]]:
     request = urllib.request.Request(url + "/api/query", method="POST",
-                                     data=json.dumps({"text": text, "k": 10}).encode())
+                                     data=json.dumps({"text": text, "k": 10}).encode(),
+                                     headers={"Authorization": f"Bearer {TOKENS[url]}"})
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())["results"]
 

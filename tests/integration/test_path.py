@@ -48,7 +48,7 @@ def test_path_over_the_daemon_api(config: Config, tmp_path: Path, fake_embedder)
     daemon.start()
     try:
         daemon.kb.ingest([docs])
-        client = HTTPClient(daemon.api.url)
+        client = HTTPClient(daemon.api.url, daemon.api.token)
         chunk = client.query("owls", mode="sparse", k=1)["results"][0]["chunk_id"]
         assert client.path(chunk) == daemon.kb.path_of(chunk)
         with pytest.raises(NodeNotFound):

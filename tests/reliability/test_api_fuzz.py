@@ -26,7 +26,9 @@ from psirag_kb.service.daemon import Daemon
 
 MAX_BODY = 100_000
 HANDLER_TIMEOUT_S = 1.0
-"""The handler's socket timeout during this module (the product's is 30 s)."""
+"""How long a client may take over a request head or body in this module (the product: 30 s)."""
+TOKEN = "fuzz-token-" + "f" * 32
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 NOTES = {
     "zebra.md": "Zebras graze on the savanna at dawn.\n",
     "penguin.md": "Penguins huddle against the antarctic wind.\n",
@@ -43,10 +45,12 @@ class Served:
 
     def call(self, method: str, path: str, body: bytes | None = None,
              headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
-        """One request over a fresh connection; the status and the JSON body (checked)."""
+        """One request over a fresh connection (with the token unless `headers` are given);
+        the status and the JSON body (checked)."""
         connection = http.client.HTTPConnection(self.host, self.port, timeout=20)
         try:
-            connection.request(method, path, body=body, headers=headers or {})
+            connection.request(method, path, body=body,
+                               headers=AUTH if headers is None else headers)
             response = connection.getresponse()
             data = response.read()
         finally:
@@ -59,7 +63,7 @@ class Served:
 
     def post(self, path: str, payload: Any) -> tuple[int, dict[str, Any]]:
         return self.call("POST", path, json.dumps(payload).encode(),
-                         {"Content-Type": "application/json"})
+                         {"Content-Type": "application/json", **AUTH})
 
     def raw(self, data: bytes, half_close: bool = True, timeout: float = 20.0) -> bytes:
         """Send raw bytes (then end our side, unless told not to) and read until EOF."""
@@ -129,11 +133,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     (docs / "linked").symlink_to(outside, target_is_directory=True)
     config = Config().with_data_dir(base / "data")
     config = config.replace("watch", folders=[str(docs)], quiet_period_s=0.2)
-    config = config.replace("api", port=0, max_body_bytes=MAX_BODY)
-    assert 0 < api_module._Handler.timeout <= 60  # a silent client cannot hold a thread forever
+    config = config.replace("api", port=0, max_body_bytes=MAX_BODY, token=TOKEN)
+    assert 0 < api_module.TIMEOUT_S <= 60  # a silent client cannot hold a connection forever
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("PSIRAG_KB_TOKEN", raising=False)
-        patch.setattr(api_module._Handler, "timeout", HANDLER_TIMEOUT_S)
+        patch.setattr(api_module, "TIMEOUT_S", HANDLER_TIMEOUT_S)
         daemon = Daemon(config, embedder=FakeEmbedder())
         daemon.start()
         try:
@@ -177,7 +181,7 @@ def test_malformed_bodies_are_400(served: Served, endpoint: str, name: str) -> N
         body = body.replace(b'"text"', b'"path"')
         if b'"k"' in body and fragment != "malformed JSON":
             fragment = "unknown field"
-    result = served.call("POST", endpoint, body, {"Content-Type": "application/json"})
+    result = served.call("POST", endpoint, body, {"Content-Type": "application/json", **AUTH})
     assert_error(result, 400, fragment)
 
 
@@ -241,7 +245,8 @@ def test_valid_requests_with_every_field(served: Served) -> None:
     assert status == 200 and body["results"]
     connection = http.client.HTTPConnection(served.host, served.port, timeout=20)
     try:
-        connection.request("POST", "/api/answer", json.dumps({"text": "okapis", "k": 1}).encode())
+        connection.request("POST", "/api/answer", json.dumps({"text": "okapis", "k": 1}).encode(),
+                           headers=AUTH)
         response = connection.getresponse()
         lines = [json.loads(line) for line in response.read().splitlines() if line.strip()]
     finally:
@@ -253,7 +258,7 @@ def test_valid_requests_with_every_field(served: Served) -> None:
 
 def request(method: str, path: str, headers: dict[str, str], body: bytes = b"") -> bytes:
     lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", *(f"{k}: {v}" for k, v in
-                                                              headers.items())]
+                                                              (AUTH | headers).items())]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
@@ -350,10 +355,11 @@ def test_traversal_in_urls_is_404(served: Served, path: str) -> None:
 
 
 def test_raw_control_bytes_in_the_request_line(served: Served) -> None:
-    data = served.raw(b"GET /api/tree/\x00 HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert one_error(data, 404)
-    data = served.raw(b"GET /api/tree/\x1b[2J\x07 HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert one_error(data, 404)
+    """The HTTP parser refuses a request target with control bytes before any routing."""
+    data = served.raw(b"GET /api/tree/\x00 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert one_error(data, 400)
+    data = served.raw(b"GET /api/tree/\x1b[2J\x07 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert one_error(data, 400)
 
 
 @pytest.mark.parametrize("raw_path, fragment", [
@@ -391,7 +397,7 @@ def test_reindex_inside_the_folder_works(served: Served) -> None:
     ("TRACE", "/api/health", 501), ("CONNECT", "127.0.0.1:1", 501), ("FOO", "/api/health", 501),
 ])
 def test_unknown_routes_and_methods(served: Served, method: str, path: str, status: int) -> None:
-    assert_error(served.call(method, path, b"{}" if method != "GET" else None), status)
+    assert_error(served.call(method, path, b"{}" if method != "GET" else None, AUTH), status)
 
 
 def test_head_is_refused_without_a_body(served: Served) -> None:
@@ -413,12 +419,14 @@ def test_query_strings_are_ignored(served: Served, path: str, status: int) -> No
 
 def test_long_urls(served: Served) -> None:
     assert_error(served.call("GET", "/api/tree/" + "1" * 60_000), 404)
-    data = served.raw(b"GET /api/health?" + b"a" * 65_536 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    host = b"Host: 127.0.0.1\r\n"
+    data = served.raw(b"GET /api/health?" + b"a" * 65_536 + b" HTTP/1.1\r\n" + host + b"\r\n")
     assert one_error(data, 414)
-    data = served.raw(b"GET /api/health HTTP/1.1\r\nX-Long: " + b"a" * 70_000 + b"\r\n\r\n")
+    data = served.raw(b"GET /api/health HTTP/1.1\r\n" + host + b"X-Long: " + b"a" * 70_000
+                      + b"\r\n\r\n")
     assert one_error(data, 431)
     many = b"".join(b"X-H%d: 1\r\n" % n for n in range(150))
-    data = served.raw(b"GET /api/health HTTP/1.1\r\n" + many + b"\r\n")
+    data = served.raw(b"GET /api/health HTTP/1.1\r\n" + host + many + b"\r\n")
     assert one_error(data, 431)
 
 
@@ -441,8 +449,9 @@ def test_garbage_request_lines_get_json_errors(served: Served, line: bytes) -> N
 
 
 def test_http_0_9_request_is_answered_as_json(served: Served) -> None:
-    data = served.raw(b"GET /api/health\r\n")
-    assert json.loads(data)["ok"] is True
+    """HTTP/0.9 is not spoken: the request gets a JSON 400, not a hang or garbage."""
+    data = served.raw(b"GET /api/health\r\n\r\n")
+    assert "malformed" in one_error(data, 400)
 
 
 # -- slow clients ---------------------------------------------------------------------------------
@@ -484,7 +493,8 @@ def exposed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     (docs / "zebra.md").write_text(NOTES["zebra.md"])
     config = Config().with_data_dir(base / "data")
     config = config.replace("watch", folders=[str(docs)], quiet_period_s=0.2)
-    config = config.replace("api", host="0.0.0.0", port=0, token="s3cret-t0ken")
+    config = config.replace("api", host="0.0.0.0", port=0, auth_failures_per_minute=1000,
+                            token="s3cret-t0ken-0123456789abcdefghijkl")
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("PSIRAG_KB_TOKEN", raising=False)
         daemon = Daemon(config, embedder=FakeEmbedder())
@@ -495,27 +505,35 @@ def exposed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             daemon.stop()
 
 
-RIGHT = {"Authorization": "Bearer s3cret-t0ken"}
+RIGHT = {"Authorization": "Bearer s3cret-t0ken-0123456789abcdefghijkl"}
 
 
 @pytest.mark.parametrize("headers, path", [
-    ({}, "/api/health"), ({"Authorization": "Bearer wrong"}, "/api/health"),
+    ({"Authorization": "Bearer wrong"}, "/api/health"),
     ({"Authorization": "Basic czNjcmV0LXQwa2Vu"}, "/api/status"),
-    ({"Authorization": "Basic s3cret-t0ken"}, "/api/status"),
-    ({"Authorization": "s3cret-t0ken"}, "/api/status"),
+    ({"Authorization": "Basic s3cret-t0ken-0123456789abcdefghijkl"}, "/api/status"),
+    ({"Authorization": "s3cret-t0ken-0123456789abcdefghijkl"}, "/api/status"),
     ({"Authorization": "Bearer"}, "/api/status"), ({"Authorization": "Bearer "}, "/api/status"),
     ({"Authorization": "Bearer s3cret-t0ke"}, "/api/status"),
-    ({"Authorization": "Bearer s3cret-t0ken2"}, "/api/status"),
-    ({"Authorization": "Bearer s3cret-t0ken "}, "/api/status"),
+    ({"Authorization": "Bearer s3cret-t0ken-0123456789abcdefghijkl2"}, "/api/status"),
+    ({"Authorization": "Bearer s3cret-t0ken-0123456789abcdefghijkl x"}, "/api/status"),
     ({"Authorization": "Bearer s3cret-t0k\xe9n"}, "/api/status"),
-    ({"X-Token": "s3cret-t0ken"}, "/api/status"), ({"Cookie": "token=s3cret-t0ken"}, "/api/status"),
-    ({}, "/api/status?token=s3cret-t0ken"), ({}, "/api/status?access_token=s3cret-t0ken"),
+    ({"X-Token": "s3cret-t0ken-0123456789abcdefghijkl"}, "/api/status"),
+    ({"Cookie": "token=s3cret-t0ken-0123456789abcdefghijkl"}, "/api/status"),
+    ({}, "/api/status?token=s3cret-t0ken-0123456789abcdefghijkl"),
+    ({}, "/api/status?access_token=s3cret-t0ken-0123456789abcdefghijkl"),
     ({}, "/api/nowhere"), ({}, "/api/tree/../../etc/passwd"),
 ])
 def test_off_loopback_every_request_needs_the_token(exposed: Served, headers: dict[str, str],
                                                     path: str) -> None:
     status, body = exposed.call("GET", path, headers=headers)
     assert_error((status, body), 401, "token")
+
+
+def test_health_without_a_token_says_only_ok(exposed: Served) -> None:
+    assert exposed.call("GET", "/api/health", headers={}) == (200, {"ok": True})
+    status, body = exposed.call("GET", "/api/health", headers=RIGHT)
+    assert status == 200 and body["pid"] == os.getpid()
 
 
 def test_off_loopback_with_the_right_token(exposed: Served) -> None:

@@ -136,7 +136,8 @@ DAMAGES: dict[str, tuple[Callable[[Path], None], str]] = {
 
 def api_query(daemon: Daemon, text: str, mode: str) -> list[dict[str, Any]]:
     body = json.dumps({"text": text, "mode": mode, "k": 5}).encode()
-    request = urllib.request.Request(daemon.api.url + "/api/query", data=body, method="POST")
+    request = urllib.request.Request(daemon.api.url + "/api/query", data=body, method="POST",
+                                     headers={"Authorization": f"Bearer {daemon.api.token}"})
     with urllib.request.urlopen(request, timeout=30) as response:
         assert response.status == 200
         return json.loads(response.read())["results"]

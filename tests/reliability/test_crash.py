@@ -110,10 +110,13 @@ def start(data: Path, folder: Path, *point: str) -> tuple[subprocess.Popen, str]
     return proc, line.split("serving ")[1].split(";")[0]
 
 
-def idle(url: str) -> bool:
+def idle(url: str, data: Path) -> bool:
     """Whether the daemon has nothing queued (its start-up scan included)."""
+    token = (data / "api.token").read_text().strip()
+    request = urllib.request.Request(url + "/api/status",
+                                     headers={"Authorization": f"Bearer {token}"})
     try:
-        with urllib.request.urlopen(url + "/api/status", timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10) as response:
             status = json.loads(response.read())
     except OSError:
         return False
@@ -145,7 +148,7 @@ def reconcile(data: Path, folder: Path, timeout: float = 120.0) -> None:
     proc, url = start(data, folder)
     assert url, f"daemon did not start (exit status {proc.returncode})"
     deadline = time.monotonic() + timeout
-    while not idle(url):
+    while not idle(url, data):
         assert time.monotonic() < deadline, "reconciliation did not finish"
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)

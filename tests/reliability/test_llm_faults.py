@@ -42,7 +42,8 @@ def query_ok(daemon: Daemon, word: str = "glacier") -> bool:
 def answer_lines(daemon: Daemon, text: str) -> tuple[int, list[dict[str, Any]]]:
     """POST /api/answer; the HTTP status and every NDJSON line."""
     request = urllib.request.Request(daemon.api.url + "/api/answer",
-                                     data=json.dumps({"text": text}).encode(), method="POST")
+                                     data=json.dumps({"text": text}).encode(), method="POST",
+                                     headers={"Authorization": f"Bearer {daemon.api.token}"})
     with urllib.request.urlopen(request, timeout=30) as response:
         return response.status, [json.loads(line) for line in response if line.strip()]
 

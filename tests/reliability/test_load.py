@@ -27,8 +27,12 @@ SECONDS = 10.0
 TOPICS = ["glacier", "violin", "harbour", "orbit", "pepper", "lantern", "falcon", "quarry"]
 
 
+TOKEN = "load-test-token-" + "l" * 32
+
+
 def post(url: str, body: dict[str, Any]) -> tuple[int, Any]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Authorization": f"Bearer {TOKEN}"})
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, json.loads(response.read())
@@ -49,7 +53,7 @@ def daemon(config: Config, tmp_path: Path, minilm) -> Iterator[Daemon]:
     for n in range(40):
         (docs / f"base{n:03d}.md").write_text(note(n), encoding="utf-8")
     config = config.replace("watch", folders=[str(docs)], quiet_period_s=0.3)
-    running = Daemon(config.replace("api", port=0), embedder=minilm)
+    running = Daemon(config.replace("api", port=0, token=TOKEN), embedder=minilm)
     running.start()
     yield running
     running.stop()

@@ -41,10 +41,11 @@ def app() -> AnsweringApp:
 
 @pytest.fixture
 def client(app: AnsweringApp) -> Iterator[HTTPClient]:
-    server = APIServer(app, "127.0.0.1", 0, "")
+    token = "answer-test-token-" + "a" * 32
+    server = APIServer(app, "127.0.0.1", 0, token)
     server.start()
     try:
-        yield HTTPClient(server.url)
+        yield HTTPClient(server.url, token)
     finally:
         server.stop()
 

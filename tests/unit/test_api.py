@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 
 from psirag_kb.errors import KBError, NodeNotFound
 from psirag_kb.service.api import APIServer, is_loopback
+from psirag_kb.service.auth import FailureLimiter, TokenError, check_token
 
 
 class FakeApp:
@@ -25,8 +28,9 @@ class FakeApp:
     def status(self) -> dict[str, Any]:
         return {"files": {}, "daemon": {"pid": 1}}
 
-    def query(self, text: str, mode: str | None, k: int | None, summarize: bool) -> dict:
-        self.calls.append(("query", (text, mode, k, summarize)))
+    def query(self, text: str, mode: str | None, k: int | None, summarize: bool,
+              within: list[str] | None = None) -> dict:
+        self.calls.append(("query", (text, mode, k, summarize, within)))
         if text == "boom":
             raise RuntimeError("a bug")
         if not text.strip():
@@ -38,15 +42,25 @@ class FakeApp:
             raise NodeNotFound(f"no tree node {node_id}")
         return {"id": node_id or 1, "children": []}
 
+    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]:
+        if chunk_id != 5:
+            raise NodeNotFound(f"no chunk {chunk_id}")
+        return {"chunk_id": chunk_id, "neighbours": neighbours}
+
     def reindex(self, path: str) -> dict[str, Any]:
         if ".." in path:
             raise KBError("no traversal")
         return {"path": path}
 
 
-def serve(token: str = "", max_body: int = 1000) -> tuple[APIServer, FakeApp]:
+TOKEN = "unit-test-token-" + "t" * 32
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def serve(token: str = TOKEN, max_body: int = 1000, host: str = "127.0.0.1",
+          **options: Any) -> tuple[APIServer, FakeApp]:
     app = FakeApp()
-    server = APIServer(app, "127.0.0.1", 0, token, max_body)
+    server = APIServer(app, host, 0, token, max_body, **options)
     server.start()
     return server, app
 
@@ -60,10 +74,11 @@ def api() -> Iterator[tuple[APIServer, FakeApp]]:
 
 def call(server: APIServer, method: str, path: str, body: bytes | None = None,
          headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
-    host, port = server.server_address[:2]
-    connection = http.client.HTTPConnection(host, port, timeout=10)
+    """One request with the token (unless `headers` are given) on a fresh connection."""
+    port = server.server_address[1]
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        connection.request(method, path, body=body, headers=headers or {})
+        connection.request(method, path, body=body, headers=AUTH if headers is None else headers)
         response = connection.getresponse()
         return response.status, json.loads(response.read() or b"{}")
     finally:
@@ -72,14 +87,17 @@ def call(server: APIServer, method: str, path: str, body: bytes | None = None,
 
 def post(server: APIServer, path: str, payload: Any) -> tuple[int, dict[str, Any]]:
     return call(server, "POST", path, json.dumps(payload).encode(),
-                {"Content-Type": "application/json"})
+                {"Content-Type": "application/json", **AUTH})
 
 
 def test_query_passes_fields(api) -> None:
     server, app = api
     status, body = post(server, "/api/query", {"text": "cats", "mode": "sparse", "k": 3})
     assert status == 200 and body["query"] == "cats"
-    assert app.calls == [("query", ("cats", "sparse", 3, False))]
+    assert app.calls == [("query", ("cats", "sparse", 3, False, None))]
+    status, body = post(server, "/api/query", {"text": "cats", "in": ["/notes", "/a/b.md"]})
+    assert status == 200 and app.calls[-1] == ("query", ("cats", None, None, False,
+                                                          ["/notes", "/a/b.md"]))
 
 
 @pytest.mark.parametrize("payload, fragment", [
@@ -91,19 +109,24 @@ def test_query_passes_fields(api) -> None:
     ({"text": "x", "colour": "red"}, "unknown field"),
     ({"mode": "sparse"}, "missing field"),
     (["text"], "JSON object"),
+    ({"text": "x", "in": "/notes"}, "type list"),
+    ({"text": "x", "in": []}, "1 to"),
+    ({"text": "x", "in": [3]}, "list of strings"),
+    ({"text": "x", "in": ["notes"]}, "absolute"),
+    ({"text": "x", "in": ["/a\x00b"]}, "absolute"),
 ])
 def test_bad_query_bodies_are_400(api, payload: Any, fragment: str) -> None:
     status, body = post(api[0], "/api/query", payload)
-    assert status == 400 and fragment in body["error"]
+    assert status == 400 and fragment in body["error"], body
 
 
 def test_malformed_json_and_missing_length(api) -> None:
     server, _ = api
     status, body = call(server, "POST", "/api/query", b"{not json",
-                        {"Content-Type": "application/json"})
+                        {"Content-Type": "application/json", **AUTH})
     assert status == 400 and "malformed JSON" in body["error"]
     status, body = call(server, "POST", "/api/query", b"\xff\xfe",
-                        {"Content-Type": "application/json"})
+                        {"Content-Type": "application/json", **AUTH})
     assert status == 400
 
 
@@ -123,6 +146,11 @@ def test_routes_methods_and_nodes(api) -> None:
     assert status == 404 and "99" in body["error"]
     assert call(server, "GET", "/api/tree/../../etc")[0] == 404
     assert call(server, "GET", "/api/tree/abc")[0] == 404
+    assert call(server, "GET", "/api/chunk/5?neighbours=2") == (200, {"chunk_id": 5,
+                                                                       "neighbours": 2})
+    assert call(server, "GET", "/api/chunk/5")[1]["neighbours"] == 0
+    assert call(server, "GET", "/api/chunk/6")[0] == 404
+    assert call(server, "GET", "/api/chunk/5?neighbours=x")[0] == 400
 
 
 def test_kb_errors_are_400_and_bugs_500_without_killing_the_server(api) -> None:
@@ -134,23 +162,130 @@ def test_kb_errors_are_400_and_bugs_500_without_killing_the_server(api) -> None:
     assert call(server, "GET", "/api/health")[0] == 200
 
 
-def test_token_required_on_every_request() -> None:
-    server, _ = serve(token="s3cret")
+def test_token_required_on_every_route_but_health_on_loopback(api) -> None:
+    server, _ = api
+    assert call(server, "GET", "/api/health", headers={}) == (200, {"ok": True})
+    assert call(server, "GET", "/api/health")[1] == {"ok": True, "pid": 1}
+    for path in ("/api/status", "/api/tree", "/api/nowhere", "/mcp", "/api/chunk/5"):
+        status, body = call(server, "GET", path, headers={})
+        assert status == 401 and "token" in body["error"], path
+    wrong = {"Authorization": "Bearer " + "n" * 48}
+    assert call(server, "GET", "/api/status", headers=wrong)[0] == 401
+    assert call(server, "GET", "/api/health", headers=wrong)[0] == 401
+    assert call(server, "GET", "/api/status")[0] == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example", "attacker.com:8765", "localhost.evil.com",
+                                  "127.0.0.1.nip.io"])
+def test_rebinding_hosts_are_refused(api, host: str) -> None:
+    status, body = call(api[0], "GET", "/api/status", headers={"Host": host, **AUTH})
+    assert status == 403 and "Host" in body["error"]
+    status, _ = call(api[0], "GET", "/api/health", headers={"Host": host})
+    assert status == 403
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.1:8765", "localhost:8765", "[::1]:1",
+                                  "LOCALHOST", "app.localhost"])
+def test_own_hosts_are_served(api, host: str) -> None:
+    assert call(api[0], "GET", "/api/status", headers={"Host": host, **AUTH})[0] == 200
+
+
+@pytest.mark.parametrize("origin", ["https://evil.example", "http://attacker.com:8765", "null",
+                                    "file://", "chrome-extension://abc"])
+def test_cross_origin_browser_requests_are_refused(api, origin: str) -> None:
+    status, body = call(api[0], "GET", "/api/status", headers={"Origin": origin, **AUTH})
+    assert status == 403 and "cross-origin" in body["error"]
+    status, _ = post_with(api[0], {"Origin": origin})
+    assert status == 403
+
+
+def test_same_origin_and_fetch_metadata(api) -> None:
+    server = api[0]
+    port = server.server_address[1]
+    assert post_with(server, {"Origin": f"http://127.0.0.1:{port}"})[0] == 200
+    assert post_with(server, {"Origin": f"http://localhost:{port}"})[0] == 200
+    assert post_with(server, {"Sec-Fetch-Site": "cross-site"})[0] == 403
+
+
+def post_with(server: APIServer, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    return call(server, "POST", "/api/query", json.dumps({"text": "cats"}).encode(),
+                {"Content-Type": "application/json", **AUTH, **headers})
+
+
+def test_allowed_hosts_and_machine_names_off_loopback() -> None:
+    server, _ = serve(host="0.0.0.0", allowed_hosts=("kb.example.org",))
     try:
-        assert call(server, "GET", "/api/health")[0] == 401
-        wrong = {"Authorization": "Bearer nope"}
-        assert call(server, "GET", "/api/status", headers=wrong)[0] == 401
-        right = {"Authorization": "Bearer s3cret"}
-        assert call(server, "GET", "/api/status", headers=right)[0] == 200
-        assert call(server, "GET", "/api/nowhere")[0] == 401
+        assert call(server, "GET", "/api/status", headers={"Host": "kb.example.org", **AUTH})[0] \
+            == 200
+        own = socket.gethostname()
+        assert call(server, "GET", "/api/status", headers={"Host": own, **AUTH})[0] == 200
+        assert call(server, "GET", "/api/status", headers={"Host": "evil.example", **AUTH})[0] \
+            == 403
     finally:
         server.stop()
 
 
-def test_non_loopback_needs_a_token() -> None:
+def test_wrong_tokens_are_rate_limited_per_address() -> None:
+    server, _ = serve(failures_per_minute=3)
+    try:
+        wrong = {"Authorization": "Bearer " + "w" * 40}
+        assert [call(server, "GET", "/api/status", headers=wrong)[0] for _ in range(3)] == \
+            [401] * 3
+        status, body = call(server, "GET", "/api/status", headers=wrong)
+        assert status == 429 and "retry in" in body["error"]
+        assert call(server, "GET", "/api/status")[0] == 429  # even the right token, for a while
+        assert call(server, "GET", "/api/health", headers={})[0] == 200  # liveness stays open
+    finally:
+        server.stop()
+
+
+def test_failure_limiter_forgets_after_the_window() -> None:
+    limiter = FailureLimiter(limit=2, window_s=0.2)
+    limiter.failed("a")
+    limiter.failed("a")
+    assert limiter.retry_after("a") > 0 and limiter.retry_after("b") == 0
+    time.sleep(0.25)
+    assert limiter.retry_after("a") == 0
+
+
+def test_keep_alive_serves_many_requests_on_one_connection(api) -> None:
+    server = api[0]
+    connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+    try:
+        for _ in range(5):
+            connection.request("GET", "/api/status", headers=AUTH)
+            response = connection.getresponse()
+            assert response.status == 200 and json.loads(response.read())["files"] == {}
+        assert connection.sock is not None  # the same socket all along
+    finally:
+        connection.close()
+
+
+def test_connections_beyond_the_limit_are_refused() -> None:
+    server, _ = serve(max_connections=2)
+    held = []
+    try:
+        for _ in range(2):
+            held.append(socket.create_connection(("127.0.0.1", server.server_address[1])))
+        time.sleep(0.2)
+        status, body = call(server, "GET", "/api/health", headers={})
+        assert status == 503 and "connections" in body["error"]
+        for sock in held:
+            sock.close()
+        held.clear()
+        time.sleep(0.2)
+        assert call(server, "GET", "/api/health", headers={})[0] == 200
+    finally:
+        for sock in held:
+            sock.close()
+        server.stop()
+
+
+def test_tokens_must_be_long_enough() -> None:
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
-    with pytest.raises(KBError, match="without a token"):
+    with pytest.raises(KBError, match="token"):
         APIServer(FakeApp(), "0.0.0.0", 0, "")
-    server = APIServer(FakeApp(), "0.0.0.0", 0, "tok")
-    server.stop()
+    with pytest.raises(TokenError, match="at least 32"):
+        check_token("s3cret", "[api] token")
+    assert check_token(" " + "x" * 32 + "\n", "x") == "x" * 32

@@ -34,6 +34,7 @@ def test_unknown_key_is_named(tmp_path):
         ({"tree": {"max_children": 2}}, "at least 3"),
         ({"tree": {"pair_mode": "fast"}}, "must be one of"),
         ({"ingest": {"include_hidden": 1}}, "true or false"),
+        ({"ingest": {"follow_external_links": "yes"}}, "true or false"),
         ({"watch": {"folders": "docs"}}, "list of path strings"),
         ({"retrieval": {"k": 0}}, "must be positive"),
     ],
@@ -41,6 +42,12 @@ def test_unknown_key_is_named(tmp_path):
 def test_bad_values_are_explained(tmp_path, data, message):
     with pytest.raises(ConfigError, match=message):
         parse_config(data, tmp_path)
+
+
+def test_external_links_are_not_followed_unless_enabled(tmp_path):
+    assert Config().ingest.follow_external_links is False
+    config = parse_config({"ingest": {"follow_external_links": True}}, tmp_path)
+    assert config.ingest.follow_external_links is True
 
 
 def test_relative_paths_are_taken_from_the_config_folder(tmp_path):

@@ -1,0 +1,417 @@
+"""The knowledge base as an MCP server: search, fetch, answer, browse and status tools."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, NotRequired, Protocol
+
+import anyio.from_thread
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+from typing_extensions import TypedDict  # pydantic reads nested TypedDicts from here on 3.11
+
+from psirag_kb.errors import KBError
+from psirag_kb.search.retrieval import MODES
+
+log = logging.getLogger(__name__)
+
+MAX_K = 100
+MAX_NEIGHBOURS = 5
+SNIPPET_CHARS = 300
+MAX_PROBLEMS = 20
+NO_LLM = "no LLM is configured"
+NO_LLM_NOTE = f"{NO_LLM}; these are the passages multi-round retrieval found"
+
+INSTRUCTIONS = (
+    "psirag-kb is the user's own knowledge base: the documents in their indexed folders (notes, "
+    "papers, docs, code), searchable by meaning and by keyword. Call `search` first, then "
+    "`fetch` a result's id to read its full passage and the text around it; `answer` drafts a "
+    "cited answer, `browse` walks the topic tree, `status` says what is indexed and how fresh."
+)
+SEARCH = (
+    "Search the user's indexed documents; returns ranked passages, each with an `id` for "
+    "`fetch`, its `source` file, its `location` (lines [first, last] of the file), a score and "
+    "a ~300-character snippet. Use `path` to search only inside a folder or file."
+)
+FETCH = (
+    "Read one search result in full: the passage's text, source and location, plus up to 5 "
+    "passages before and after it in the same file with `neighbours`."
+)
+ANSWER = (
+    "Answer a question from the documents: with an LLM configured, a written answer and the "
+    "passages it cites; without one, the passages several rounds of retrieval found (answer it "
+    "yourself from them). Slower than `search`; prefer `search` + `fetch` for lookups."
+)
+BROWSE = (
+    "Browse the topic tree: a node's abstract (key phrases or a summary of everything below "
+    "it) and its children, the root by default. Pass a child's `node` to go down; a child "
+    "chunk's `id` works with `fetch`."
+)
+STATUS = (
+    "What the knowledge base holds and how fresh it is: files by state, chunks, files that "
+    "failed or were skipped (and why), pending work and stale indexes."
+)
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                            open_world_hint=False)
+
+
+class Backend(Protocol):
+    """What the tools ask of a knowledge base (a KBClient, or the daemon object)."""
+
+    def query(self, text: str, mode: str | None = None, k: int | None = None,
+              summarize: bool = False, within: list[str] | None = None) -> dict[str, Any]: ...
+    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]: ...
+    def answer(self, text: str, k: int | None = None,
+               on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]: ...
+    def node(self, node_id: int | None = None) -> dict[str, Any]: ...
+    def status(self) -> dict[str, Any]: ...
+
+
+class Location(TypedDict, total=False):
+    """Where a passage is in its source: lines [first, last] of the file, or a page."""
+
+    lines: list[int]
+    page: int
+
+
+class Passage(TypedDict):
+    """One search result."""
+
+    id: str
+    source: str
+    location: Location | None
+    score: float
+    snippet: str
+
+
+class SearchResult(TypedDict):
+    """Ranked passages for a query."""
+
+    query: str
+    mode: str
+    results: list[Passage]
+    within: NotRequired[list[str]]
+    degraded: NotRequired[list[str]]
+
+
+class Neighbour(TypedDict):
+    """A passage next to a fetched one in the same file (offset -1 is just before it)."""
+
+    id: str
+    offset: int
+    location: Location | None
+    text: str
+
+
+class Fetched(TypedDict):
+    """One passage in full."""
+
+    id: str
+    source: str
+    location: Location | None
+    text: str
+    neighbours: list[Neighbour]
+
+
+class Cited(TypedDict):
+    """A passage an answer rests on (number: its [n] in the answer's reasoning)."""
+
+    id: str
+    source: str
+    location: Location | None
+    text: str
+    number: NotRequired[int]
+
+
+class AnswerResult(TypedDict):
+    """An answer with its citations, or the passages found without one."""
+
+    question: str
+    status: str
+    answer: str | None
+    citations: list[Cited]
+    passages: list[Cited]
+    note: NotRequired[str]
+
+
+class Child(TypedDict):
+    """A child of a tree node: an abstract node (browse it) or a chunk (fetch it)."""
+
+    kind: str
+    leaves: int
+    abstract: str
+    node: NotRequired[int]
+    id: NotRequired[str]
+    source: NotRequired[str | None]
+    location: NotRequired[Location | None]
+    stale: NotRequired[bool]
+
+
+class NodeResult(TypedDict):
+    """One node of the topic tree."""
+
+    node: int
+    layer: int
+    abstract: str
+    stale: bool
+    parent: int | None
+    leaves: int
+    children: list[Child]
+
+
+class Problem(TypedDict):
+    """A file that was skipped or failed, and why."""
+
+    path: str
+    state: str
+    reason: str
+
+
+class StatusResult(TypedDict):
+    """What is indexed, what went wrong and how fresh it is."""
+
+    data_dir: str
+    files: dict[str, int]
+    chunks: int
+    problems: list[Problem]
+    problems_total: int
+    freshness: dict[str, Any]
+
+
+@contextmanager
+def _reported() -> Iterator[None]:
+    """Turn a knowledge-base error into a tool error the assistant reads."""
+    try:
+        yield
+    except KBError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def location(item: dict[str, Any]) -> Location | None:
+    """A result's location: its page when it has one, else its line range (None for records)."""
+    if item.get("page") is not None:
+        return {"page": int(item["page"])}
+    if item.get("lines"):
+        return {"lines": [int(n) for n in item["lines"]]}
+    return None
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """The text on one line, cut at a word boundary near `limit` characters."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit].rsplit(" ", 1)[0]
+    return (cut if len(cut) > limit // 2 else flat[:limit]) + "…"
+
+
+def within(path: str | list[str] | None, remote: bool = False) -> list[str] | None:
+    """Absolute, normalised paths from a search's `path` argument (None: everything); `~` is
+    this machine's home, so it is left alone for a remote daemon."""
+    if path is None:
+        return None
+    raws = [path] if isinstance(path, str) else list(path)
+    out = []
+    for raw in raws:
+        text = raw.strip() if remote else os.path.expanduser(raw.strip())
+        if not os.path.isabs(text):
+            raise ToolError(f"path {raw!r} must be an absolute path of an indexed folder or "
+                            "file, such as /home/me/notes")
+        out.append(os.path.normpath(text))
+    return out or None
+
+
+def search_result(result: dict[str, Any]) -> SearchResult:
+    """The compact form of a query result."""
+    out: SearchResult = {"query": result["query"], "mode": result["mode"], "results": [
+        {"id": str(item["chunk_id"]), "source": item["source"], "location": location(item),
+         "score": round(float(item["score"]), 4), "snippet": snippet(item["text"])}
+        for item in result["results"]]}
+    if result.get("in"):
+        out["within"] = list(result["in"])
+    if result.get("degraded"):
+        out["degraded"] = list(result["degraded"])
+    return out
+
+
+def fetched(chunk: dict[str, Any]) -> Fetched:
+    """A chunk with its neighbours, ids as strings."""
+    return {"id": str(chunk["chunk_id"]), "source": chunk["source"],
+            "location": location(chunk), "text": chunk["text"],
+            "neighbours": [{"id": str(n["chunk_id"]), "offset": int(n["offset"]),
+                            "location": location(n), "text": n["text"]}
+                           for n in chunk.get("neighbours", [])]}
+
+
+def _cited(passage: dict[str, Any]) -> Cited:
+    """A citation or passage of an answer."""
+    out: Cited = {"id": str(passage["chunk_id"]), "source": passage["source"],
+                  "location": location(passage), "text": passage["text"]}
+    if passage.get("number") is not None:
+        out["number"] = int(passage["number"])
+    return out
+
+
+def answer_result(result: dict[str, Any]) -> AnswerResult:
+    """The agent's answer: citations when it answered, else the passages it found."""
+    answered = result["status"] == "answered"
+    out: AnswerResult = {
+        "question": result["query"], "status": result["status"], "answer": result["answer"],
+        "citations": [_cited(c) for c in result["citations"]] if answered else [],
+        "passages": [] if answered else [_cited(r) for r in result["results"]],
+    }
+    message = result.get("message") or ""
+    if result["status"] == "no_llm" and message.startswith(NO_LLM):
+        out["note"] = NO_LLM_NOTE
+    elif message:
+        out["note"] = message
+    return out
+
+
+def node_result(node: dict[str, Any]) -> NodeResult:
+    """A tree node with compact children: abstract nodes to browse, chunks to fetch."""
+    children: list[Child] = []
+    for child in node["children"]:
+        if child["kind"] == "leaf":
+            children.append({"kind": "chunk", "id": str(child["id"]), "leaves": 1,
+                             "abstract": snippet(child["abstract"]),
+                             "source": child.get("source"), "location": location(child)})
+        else:
+            children.append({"kind": "node", "node": int(child["id"]),
+                             "leaves": int(child["leaves"]),
+                             "abstract": snippet(child["abstract"]),
+                             "stale": bool(child.get("dirty"))})
+    return {"node": int(node["id"]), "layer": int(node["layer"]), "abstract": node["abstract"],
+            "stale": bool(node["dirty"]), "parent": node["parent"],
+            "leaves": int(node["leaves"]), "children": children}
+
+
+def status_result(status: dict[str, Any]) -> StatusResult:
+    """Counts, problems and freshness from a status object (the KB's or the daemon's)."""
+    problems = status.get("problems", [])
+    tree = status.get("tree", {})
+    abstracts = status.get("abstracts", {})
+    freshness: dict[str, Any] = {
+        "generation": status.get("generation"),
+        "tree": tree.get("state", "ok"),
+        "dirty_abstracts": abstracts.get("dirty", tree.get("dirty", 0)),
+        "abstracts_last_run": abstracts.get("last_run"),
+        "stale_indexes": sorted(name for name, index in status.get("indexes", {}).items()
+                                if index.get("state") != "ok"),
+        "writer_queued": status.get("writer", {}).get("queued", 0),
+    }
+    daemon = status.get("daemon")
+    if daemon:
+        freshness |= {"served_by": f"daemon pid {daemon.get('pid')} at {daemon.get('url')}",
+                      "queue": daemon.get("queue", 0), "processed": daemon.get("processed"),
+                      "recent_errors": list(daemon.get("errors", []))[-3:]}
+    if status.get("watch") is not None:
+        freshness["watch"] = list(status["watch"])
+    last = status.get("last_change", (daemon or {}).get("last_change"))
+    if last is not None:
+        freshness["last_change"] = last
+    return {
+        "data_dir": status.get("data_dir", ""), "files": dict(status.get("files", {})),
+        "chunks": int(status.get("chunks", 0)),
+        "problems": [{"path": p["path"], "state": p["state"], "reason": p["reason"]}
+                     for p in problems[:MAX_PROBLEMS]],
+        "problems_total": len(problems), "freshness": freshness,
+    }
+
+
+def _progress(ctx: Context | None) -> Callable[[dict[str, Any]], None]:
+    """An agent step callback (on a worker thread) that reports each retrieval as progress."""
+    count = 0
+
+    def on_step(step: dict[str, Any]) -> None:
+        nonlocal count
+        count += 1
+        if ctx is None:
+            return
+        try:
+            anyio.from_thread.run(ctx.report_progress, count, None,
+                                  f"retrieval {count}: {step.get('query', '')}")
+        except Exception as exc:  # progress is a courtesy; the answer must not fail for it
+            log.debug("progress not reported: %s", exc)
+
+    return on_step
+
+
+def build_server(backend: Backend) -> MCPServer:
+    """An MCP server whose tools call `backend` (a KBClient or the daemon object)."""
+    # WARNING: the SDK configures the root logger when nothing has (cli.py and daemon.py have)
+    server = MCPServer("psirag-kb", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    @server.tool(description=SEARCH, annotations=READ_ONLY)
+    def search(
+        query: Annotated[str, Field(description="the question or search terms")],
+        k: Annotated[int, Field(description=f"number of results, 1-{MAX_K}",
+                                json_schema_extra={"minimum": 1, "maximum": MAX_K})] = 10,
+        mode: Annotated[str, Field(
+            description="hybrid (default: keywords and meaning fused), tree, sparse (BM25 "
+                        "keywords), dense (meaning)",
+            json_schema_extra={"enum": list(MODES)})] = "hybrid",
+        path: Annotated[str | list[str] | None, Field(
+            description="only search inside these absolute folder or file paths")] = None,
+    ) -> SearchResult:
+        """Ranked passages for a query."""
+        if mode not in MODES:
+            raise ToolError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        if not 1 <= k <= MAX_K:
+            raise ToolError(f"k must be between 1 and {MAX_K}, not {k}")
+        paths = within(path, remote=bool(getattr(backend, "remote", False)))
+        extra = {"within": paths} if paths else {}  # backends without the filter still search
+        with _reported():
+            return search_result(backend.query(query, mode=mode, k=k, **extra))
+
+    @server.tool(description=FETCH, annotations=READ_ONLY)
+    def fetch(
+        id: Annotated[str, Field(description="a result id from search (or a chunk id from "
+                                             "browse)")],
+        neighbours: Annotated[int, Field(
+            description=f"passages to add before and after it, 0-{MAX_NEIGHBOURS}",
+            json_schema_extra={"minimum": 0, "maximum": MAX_NEIGHBOURS})] = 0,
+    ) -> Fetched:
+        """One passage in full, with its neighbours."""
+        if not id.strip().isdigit():
+            raise ToolError(f"id {id!r} is not a result id; ids are the digits search returns")
+        if not 0 <= neighbours <= MAX_NEIGHBOURS:
+            raise ToolError(f"neighbours must be between 0 and {MAX_NEIGHBOURS}, not "
+                            f"{neighbours}")
+        with _reported():
+            return fetched(backend.chunk(int(id), neighbours))
+
+    @server.tool(description=ANSWER, annotations=READ_ONLY)
+    def answer(
+        question: Annotated[str, Field(description="the question, in a full sentence")],
+        ctx: Context | None = None,
+    ) -> AnswerResult:
+        """The agent's answer or the passages it found."""
+        if not question.strip():
+            raise ToolError("the question is empty")
+        with _reported():
+            return answer_result(backend.answer(question, on_step=_progress(ctx)))
+
+    @server.tool(description=BROWSE, annotations=READ_ONLY)
+    def browse(
+        node: Annotated[int | None, Field(
+            description="an abstract node's id (from a child's `node`); omit for the root")]
+        = None,
+    ) -> NodeResult:
+        """A tree node's abstract and children."""
+        with _reported():
+            return node_result(backend.node(node))
+
+    @server.tool(description=STATUS, annotations=READ_ONLY)
+    def status() -> StatusResult:
+        """Counts, problems and freshness."""
+        with _reported():
+            return status_result(backend.status())
+
+    return server
