@@ -43,8 +43,10 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
         running = Daemon(config, embedder=FakeEmbedder())
         running.start()
         try:
-            wait_for(lambda: api(running, "GET", "/api/status")[1]["files"]["indexed"]
-                     == len(NOTES))
+            # status counts a file at its DuckDB commit, a moment before BM25 publishes it
+            wait_for(lambda: len(api(running, "POST", "/api/query", {
+                "text": "zebras okapis", "mode": "sparse", "k": 10})[1]["results"])
+                == len(NOTES))
             yield running
         finally:
             running.stop()

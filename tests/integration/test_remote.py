@@ -38,8 +38,10 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Daemon, Pat
         running = Daemon(config, embedder=FakeEmbedder())
         running.start()
         try:
-            wait_for(lambda: api(running, "GET", "/api/status")[1]["files"]["indexed"]
-                     == len(NOTES))
+            # status counts a file at its DuckDB commit, a moment before BM25 publishes it
+            wait_for(lambda: len(api(running, "POST", "/api/query", {
+                "text": "still shallow swifts", "mode": "sparse", "k": 10})[1]["results"])
+                == len(NOTES))
             yield running, docs
         finally:
             running.stop()
