@@ -6,7 +6,9 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 
@@ -36,3 +38,35 @@ def api(daemon: Any, method: str, path: str, body: Any = None,
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
+
+
+@contextmanager
+def serving_notes(base: Path, notes: dict[str, str], words: str) -> Iterator[tuple[Any, Path]]:
+    """A daemon (fake embedder, loopback, its generated token) watching `base/docs` with these
+    notes, once a sparse query for `words` returns every one of them: status counts a file at
+    its DuckDB commit, a moment before BM25 publishes it."""
+    import os
+
+    from conftest import FakeEmbedder
+
+    from psirag_kb.config import Config
+    from psirag_kb.service.daemon import Daemon
+
+    docs = base / "docs"
+    for name, text in notes.items():
+        (docs / name).parent.mkdir(parents=True, exist_ok=True)
+        (docs / name).write_text(text)
+    config = Config().with_data_dir(base / "data")
+    config = config.replace("watch", folders=[str(docs)], quiet_period_s=0.2)
+    config = config.replace("api", port=0)
+    saved = os.environ.pop("PSIRAG_KB_TOKEN", None)
+    running = Daemon(config, embedder=FakeEmbedder())
+    running.start()
+    try:
+        wait_for(lambda: len(api(running, "POST", "/api/query", {
+            "text": words, "mode": "sparse", "k": 10})[1]["results"]) == len(notes))
+        yield running, docs
+    finally:
+        running.stop()
+        if saved is not None:
+            os.environ["PSIRAG_KB_TOKEN"] = saved

@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeEmbedder
-from daemon_helpers import api, wait_for
+from daemon_helpers import serving_notes
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from psirag_kb.config import Config
 from psirag_kb.service.daemon import Daemon
 
 NOTES = {
@@ -30,26 +28,8 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
-    base = tmp_path_factory.mktemp("mcp-http")
-    docs = base / "docs"
-    docs.mkdir()
-    for name, text in NOTES.items():
-        (docs / name).write_text(text)
-    config = Config().with_data_dir(base / "data")
-    config = config.replace("watch", folders=[str(docs)], quiet_period_s=0.2)
-    config = config.replace("api", port=0)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("PSIRAG_KB_TOKEN", raising=False)
-        running = Daemon(config, embedder=FakeEmbedder())
-        running.start()
-        try:
-            # status counts a file at its DuckDB commit, a moment before BM25 publishes it
-            wait_for(lambda: len(api(running, "POST", "/api/query", {
-                "text": "zebras okapis", "mode": "sparse", "k": 10})[1]["results"])
-                == len(NOTES))
-            yield running
-        finally:
-            running.stop()
+    with serving_notes(tmp_path_factory.mktemp("mcp-http"), NOTES, "zebras okapis") as served:
+        yield served[0]
 
 
 def session(daemon: Daemon, token: str | None) -> Client:

@@ -8,11 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import FakeEmbedder
-from daemon_helpers import api, wait_for
+from daemon_helpers import serving_notes
 
 from psirag_kb.cli import main
-from psirag_kb.config import Config
 from psirag_kb.service.daemon import Daemon
 
 NOTES = {
@@ -25,26 +23,9 @@ NOTES = {
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Daemon, Path]]:
     """The team's daemon (its own data directory, bound to loopback here)."""
-    base = tmp_path_factory.mktemp("team")
-    docs = base / "docs"
-    for name, text in NOTES.items():
-        (docs / name).parent.mkdir(parents=True, exist_ok=True)
-        (docs / name).write_text(text)
-    config = Config().with_data_dir(base / "server-data")
-    config = config.replace("watch", folders=[str(docs)], quiet_period_s=0.2)
-    config = config.replace("api", port=0)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("PSIRAG_KB_TOKEN", raising=False)
-        running = Daemon(config, embedder=FakeEmbedder())
-        running.start()
-        try:
-            # status counts a file at its DuckDB commit, a moment before BM25 publishes it
-            wait_for(lambda: len(api(running, "POST", "/api/query", {
-                "text": "still shallow swifts", "mode": "sparse", "k": 10})[1]["results"])
-                == len(NOTES))
-            yield running, docs
-        finally:
-            running.stop()
+    with serving_notes(tmp_path_factory.mktemp("team"), NOTES,
+                       "still shallow swifts") as served:
+        yield served
 
 
 @pytest.fixture
