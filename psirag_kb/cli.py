@@ -14,6 +14,7 @@ from typing import Any
 
 from psirag_kb.config import DEFAULT_MODEL, Config, load_config
 from psirag_kb.errors import KBError
+from psirag_kb.locations import place
 from psirag_kb.search.retrieval import EVAL_MODES, MODES
 
 log = logging.getLogger("psirag_kb")
@@ -59,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--questions", type=Path, required=True,
                           help='JSONL of {"question", "supporting_ids"}')
     evaluate.add_argument("--modes", default="sparse,dense,tree,hybrid",
-                          help=f"comma-separated, from {','.join(EVAL_MODES)}")
+                          help=f"comma-separated, from {','.join(EVAL_MODES)},flat_whole "
+                               "(exact cosine over whole passages, the baseline)")
     evaluate.add_argument("-k", type=int, default=5, help="retrieval depth (at least 5)")
     evaluate.add_argument("--batches", type=int, default=1,
                           help="feed the corpora in N shuffled incremental batches")
@@ -238,9 +240,7 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
 def _print_results(result: dict[str, Any]) -> None:
     print(f"{len(result['results'])} results for {result['query']!r} ({result['mode']})")
     for item in result["results"]:
-        where = item["source"]
-        if item["lines"]:
-            where += f":{item['lines'][0]}-{item['lines'][1]}"
+        where = place(item)
         text = " ".join(item["text"].split())
         if len(text) > 300:
             text = text[:297] + "..."
@@ -256,8 +256,7 @@ def _print_answer(result: dict[str, Any]) -> None:
     if result["citations"]:
         print("\nCitations:")
     for number, cited in enumerate(result["citations"], start=1):
-        where = cited["source"] + (f":{cited['lines'][0]}-{cited['lines'][1]}"
-                                   if cited["lines"] else "")
+        where = place(cited)
         text = " ".join(cited["text"].split())
         print(f"  [{cited.get('number', number)}] {where}: "
               f"{text[:157] + '...' if len(text) > 160 else text}")
@@ -338,7 +337,7 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
     from psirag_kb.evaluation import evaluate
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in EVAL_MODES]
+    unknown = [m for m in modes if m not in (*EVAL_MODES, "flat_whole")]
     if unknown or not modes:
         raise KBError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(EVAL_MODES)}")
     report = evaluate(config, args.corpus, args.questions, modes, k=args.k,
@@ -411,9 +410,43 @@ def cmd_distill(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace, config: Config) -> int:
+    """Run upkeep; on a terminal, abstract regeneration shows nodes done, rate and ETA."""
     _local_only(config, "maintain")
+    bar = None
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        bar = Progress("[progress.description]{task.description}", BarColumn(),
+                       MofNCompleteColumn(), TextColumn("{task.fields[speed]}"),
+                       console=Console(stderr=True), transient=True)
+        task = bar.add_task("abstracts", total=None, speed="")
+
+    def show(progress: dict[str, Any]) -> None:
+        if bar is None or not progress.get("running"):
+            return
+        eta = progress["eta_s"]
+        speed = f"{progress['rate_per_s']:.2f} nodes/s, " + (
+            "ETA ?" if eta is None else f"ETA {int(eta) // 60}:{int(eta) % 60:02d}")
+        if progress["failed"]:
+            speed += f", {progress['failed']} failed"
+        handled = progress["done"] + progress["failed"] + progress["skipped"]
+        bar.update(task, completed=handled, total=progress["total"], speed=speed)
+
     with _open(config) as kb:
-        _print_report(kb.maintain(), args.json)
+        kb.abstract_job.on_progress = show
+        try:
+            if bar is not None:
+                bar.start()
+            report = kb.maintain()
+        except KeyboardInterrupt:
+            done = kb.abstract_job.last_result.get("regenerated", 0)
+            print(f"abstracts kept: {done} written before the interruption", file=sys.stderr)
+            raise
+        finally:
+            if bar is not None:
+                bar.stop()
+        _print_report(report, args.json)
     return 0
 
 

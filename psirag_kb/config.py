@@ -38,6 +38,8 @@ class IngestConfig:
     """Index hidden files and folders (names starting with a dot)."""
     follow_external_links: bool = False
     """Index symlinked files whose target lies outside the watched or ingested folder."""
+    ocr: bool = True
+    """Read PDF pages that have no text layer (scans) with tesseract OCR when it is installed."""
     ignore: tuple[str, ...] = (
         ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv",
         "*.swp", "*.swo", "*~", "*.tmp", "*.part", "*.crdownload", ".#*", "#*#",
@@ -85,8 +87,9 @@ class TreeConfig:
 class RetrievalConfig:
     """How queries are answered."""
 
-    default_mode: str = "hybrid"
-    """Mode used when a query does not name one."""
+    default_mode: str = "auto"
+    """Mode used when a query does not name one: auto gives a question the hop discriminator
+    judges one-hop one round of dense + BM25, and one needing more that many rounds."""
     k: int = 5
     """Results returned."""
     k_per_retriever: int = 10
@@ -122,6 +125,10 @@ class LLMConfig:
     """Model that answers questions."""
     timeout_s: float = 120.0
     """Seconds before a generation is abandoned."""
+    structured: bool = True
+    """Ask the agent for JSON replies constrained by a schema (Ollama's `format`), which small
+    models can follow; false uses the text protocol (a final "Answer:" or "Retrieve:" line).
+    A server that refuses `format` gets the text protocol anyway."""
 
 
 @dataclass(frozen=True)
@@ -202,7 +209,7 @@ _CHOICES = {
     ("tree", "pair_mode"): {"auto", "exact", "hnsw", "bucketing"},
     ("tree", "abstract_kind"): {"keyword", "summative"},
     ("tree", "node_vectors"): {"abstract", "centroid"},
-    ("retrieval", "default_mode"): {"hybrid", "tree", "sparse", "dense"},
+    ("retrieval", "default_mode"): {"auto", "hybrid", "tree", "sparse", "dense"},
     ("retrieval", "fusion"): {"rrf", "rerank"},
     ("retrieval", "tree_search"): {"collapsed", "beam"},
 }

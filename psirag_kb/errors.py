@@ -14,9 +14,12 @@ class ConfigError(KBError):
 class SkippedFile(KBError):
     """A file deliberately not indexed (unsupported, binary, empty, too large, undecodable)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, incomplete: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.incomplete = incomplete
+        """The file looks cut short (a zip without its end): if it was just written, its writer
+        may not have finished, so it is retried instead of skipped."""
 
 
 class FileReadError(KBError):

@@ -169,7 +169,12 @@ class KnowledgeBase:
         paths = normalise(within)
         return Scope(paths, lambda: self.store.scope_ids(paths))
 
-    def rank(self, text: str, mode: str, k: int, within: Within | None = None) -> Ranking:
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """Unit vectors of several queries in one batched call."""
+        return self.query_embedder.embed_many(texts)
+
+    def rank(self, text: str, mode: str, k: int, within: Within | None = None,
+             vector: np.ndarray | None = None) -> Ranking:
         """Chunk ids for a query in one mode, best first (a stale index is left out); with
         `within`, each retriever searches only the chunks of files under those paths."""
         if mode not in EVAL_MODES:
@@ -186,8 +191,12 @@ class KnowledgeBase:
         if mode == "agent":  # retrieval of agent mode without an LLM
             from psirag_kb.search.multiround import multi_round
 
-            return multi_round(self, text, k, within=scope).ranking
-        query = self.embed_query(text)
+            return multi_round(self, text, k, within=scope, vector=vector).ranking
+        if mode == "auto":
+            from psirag_kb.search.multiround import auto_rank
+
+            return auto_rank(self, text, k, scope, vector)
+        query = self.embed_query(text) if vector is None else vector
         if mode in ("dense", "sparse"):  # sparse lands here only while BM25 is rebuilt
             if dense_ok:
                 return Ranking(*self._near(query, k, scope))
@@ -274,6 +283,7 @@ class KnowledgeBase:
                 "score": float(score),
                 "source": hit.source,
                 "lines": lines,
+                "location": hit.location,
                 "text": hit.text,
                 "chunk_id": chunk_id,
                 "path": hit.path,
@@ -344,8 +354,8 @@ class KnowledgeBase:
         return path_view(self.tree_index.view, chunk_id)
 
     def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]:
-        """One chunk's source, lines and full text, with up to `neighbours` chunks either side
-        of it in its file (`offset` -1 is the one just before)."""
+        """One chunk's source, lines, location and full text, with up to `neighbours` chunks
+        either side of it in its file (`offset` -1 is the one just before)."""
         from psirag_kb.errors import ChunkNotFound
 
         if neighbours < 0:
@@ -359,9 +369,9 @@ class KnowledgeBase:
                  for row in rows}
         return {
             "chunk_id": hit.id, "source": hit.source, "path": hit.path,
-            "lines": lines[hit.id], "text": hit.text,
-            "neighbours": [{"chunk_id": row.id, "lines": lines[row.id], "text": row.text,
-                            "offset": row.ordinal - hit.ordinal}
+            "lines": lines[hit.id], "location": hit.location, "text": hit.text,
+            "neighbours": [{"chunk_id": row.id, "lines": lines[row.id], "location": row.location,
+                            "text": row.text, "offset": row.ordinal - hit.ordinal}
                            for row in rows if row.id != hit.id],
         }
 
@@ -394,6 +404,14 @@ class KnowledgeBase:
             "stores": self.stores.sizes(),
             "problems": problems,
         }
+
+
+def result_row(hit: Any, chunk_id: int, score: float, rank: int) -> dict[str, Any]:
+    """One result as the CLI, API and MCP server show it."""
+    lines = [hit.line_first, hit.line_last] if hit.line_first is not None else None
+    return {"rank": rank, "score": float(score), "source": hit.source, "lines": lines,
+            "location": getattr(hit, "location", None), "text": hit.text,
+            "chunk_id": int(chunk_id), "path": hit.path}
 
 
 def _label(key: Any) -> str | None:

@@ -22,6 +22,20 @@ NOTES = {
 }
 """Three small notes in three formats, each with a sentence of its own."""
 
+
+def scanned_pdf(path: Path, pages: list[str]) -> Path:
+    """Write a PDF whose pages are images of these sentences (no text layer), as a scanner does."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.load_default(size=40)
+    images = []
+    for sentence in pages:
+        image = Image.new("L", (1700, 600), 255)
+        ImageDraw.Draw(image).text((60, 250), sentence, fill=0, font=font)
+        images.append(image)
+    images[0].save(path, "PDF", resolution=150, save_all=True, append_images=images[1:])
+    return path
+
 pytest_plugins = ["fake_ollama"]  # tests/fake_ollama.py: the `fake_ollama` fixture
 
 

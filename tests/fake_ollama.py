@@ -15,6 +15,60 @@ import pytest
 
 JUNK = "!!! ... ,,, ---"
 MODES = ("normal", "missing", "slow", "junk", "error", "close")
+OLD_SERVER_ERROR = ("json: cannot unmarshal object into Go struct field ChatRequest.format "
+                    "of type string")
+"""What an Ollama without structured output says about a JSON schema in `format`."""
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
+    "boolean": bool, "null": type(None),
+}
+
+
+def schema_problem(value: Any, schema: dict[str, Any], where: str = "$") -> str | None:
+    """Why `value` breaks a JSON schema (type, enum, required, properties, items, minItems,
+    maxItems, additionalProperties false), or None when it conforms."""
+    kind = schema.get("type")
+    if isinstance(kind, str) and kind in _TYPES:
+        wrong_bool = isinstance(value, bool) and kind in ("integer", "number")
+        if not isinstance(value, _TYPES[kind]) or wrong_bool:
+            return f"{where} is {type(value).__name__}, not {kind}"
+    if "enum" in schema and value not in schema["enum"]:
+        return f"{where} = {value!r} is not one of {schema['enum']}"
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        for key in schema.get("required", []):
+            if key not in value:
+                return f"{where} lacks the required {key!r}"
+        if schema.get("additionalProperties") is False:
+            extra = sorted(set(value) - set(properties))
+            if extra:
+                return f"{where} has properties the schema does not allow: {extra}"
+        for key, sub in properties.items():
+            if key in value:
+                problem = schema_problem(value[key], sub, f"{where}.{key}")
+                if problem:
+                    return problem
+    if isinstance(value, list):
+        if len(value) > schema.get("maxItems", len(value)):
+            return f"{where} has more than {schema['maxItems']} items"
+        if len(value) < schema.get("minItems", 0):
+            return f"{where} has fewer than {schema['minItems']} items"
+        for i, item in enumerate(value):
+            problem = schema_problem(item, schema.get("items", {}), f"{where}[{i}]")
+            if problem:
+                return problem
+    return None
+
+
+def format_problem(text: str, wanted: Any) -> str | None:
+    """Why a reply breaks a request's `format` ("json" or a JSON schema), or None."""
+    if not wanted:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return f"the reply is not JSON: {text[:60]!r}"
+    return schema_problem(value, wanted) if isinstance(wanted, dict) else None
 
 
 @dataclass
@@ -31,6 +85,11 @@ class Recorded:
         return dict(self.body.get("options") or {})
 
     @property
+    def format(self) -> Any:
+        """The request's `format` (a JSON schema, "json" or None)."""
+        return self.body.get("format") or None
+
+    @property
     def text(self) -> str:
         """All prompt text of a chat or generate request, joined by newlines."""
         if "messages" in self.body:
@@ -38,7 +97,7 @@ class Recorded:
         return "\n".join(str(self.body.get(k) or "") for k in ("system", "prompt"))
 
 
-Reply = str | Callable[[dict[str, Any]], str]
+Reply = str | dict[str, Any] | Callable[[dict[str, Any]], str | dict[str, Any]]
 
 
 class FakeOllama:
@@ -52,6 +111,13 @@ class FakeOllama:
         self.answered = 0
         self.fail_after: int | None = None
         self.then = "error"
+        self.structured = True
+        """Honour `format`; False answers it like an Ollama without structured output (400)."""
+        self.format_check = "refuse"
+        """A scripted reply that breaks the request's `format`: "refuse" (HTTP 500 naming the
+        schema, the reply stays queued) or "pass" (sent as is); both record it in violations."""
+        self.violations: list[str] = []
+        """Scripted replies that broke the request's `format`, and why."""
         self._queue: deque[Reply] = deque()
         self._fn: Callable[[dict[str, Any]], str] | None = None
         self._lock = threading.Lock()
@@ -80,6 +146,8 @@ class FakeOllama:
         delay: float = 0.0,
         fail_after: int | None = None,
         then: str = "error",
+        structured: bool = True,
+        format_check: str = "refuse",
     ) -> FakeOllama:
         """Queue replies (texts or functions of the request), set a default `fn`, or a mode.
 
@@ -87,9 +155,13 @@ class FakeOllama:
         `delay` seconds before answering); junk (reply with punctuation only); error (HTTP 500);
         close (drop the connection without an answer). With `fail_after`, the first
         `fail_after` generations from now on follow `mode` and every later one follows `then`.
+        A reply may be a dict (sent as JSON). `structured` and `format_check` say how requests
+        with a `format` are treated (see the attributes).
         """
         if mode not in MODES or then not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
+        if format_check not in ("refuse", "pass"):
+            raise ValueError("format_check must be refuse or pass")
         with self._lock:
             self._queue.extend(replies)
             if fn is not None:
@@ -98,6 +170,8 @@ class FakeOllama:
             self.delay = delay
             self.fail_after = fail_after
             self.then = then
+            self.structured = structured
+            self.format_check = format_check
             self.answered = 0
         return self
 
@@ -111,11 +185,35 @@ class FakeOllama:
 
     def reply_for(self, body: dict[str, Any]) -> str:
         """The scripted text for one generation request."""
+        return self._take(body)[0]
+
+    def _take(self, body: dict[str, Any]) -> tuple[str, Reply | None]:
+        """The scripted text, and the queued item it came from (None for `fn` or the default)."""
         with self._lock:
-            item = self._queue.popleft() if self._queue else self._fn
+            queued = self._queue.popleft() if self._queue else None
+            item = queued if queued is not None else self._fn
         if item is None:
-            return "fake reply"
-        return item if isinstance(item, str) else item(body)
+            return "fake reply", None
+        reply = item(body) if callable(item) else item
+        return (reply if isinstance(reply, str) else json.dumps(reply)), queued
+
+    def answer_for(self, body: dict[str, Any]) -> tuple[int, str]:
+        """(200, the reply) for a generation request, or (status, error) when `format` is
+        refused; a refused queued reply stays first in the queue."""
+        wanted = body.get("format") or None
+        if wanted is not None and not self.structured:
+            return 400, OLD_SERVER_ERROR
+        text, queued = self._take(body)
+        problem = format_problem(text, wanted)
+        if problem is None:
+            return 200, text
+        with self._lock:
+            self.violations.append(problem)
+            if self.format_check == "pass":
+                return 200, text
+            if queued is not None:
+                self._queue.appendleft(queued)
+        return 500, f"fake ollama: the scripted reply does not match the format schema: {problem}"
 
     def wait(self, seconds: float) -> None:
         """Sleep, waking early when the server stops."""
@@ -201,7 +299,13 @@ def _handler_for(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
             if mode == "error":
                 self._send(500, {"error": "llama runner process has terminated"})
                 return
-            text = JUNK if mode == "junk" else fake.reply_for(body)
+            if mode == "junk":
+                self._answer(body, model, JUNK)
+                return
+            status, text = fake.answer_for(body)
+            if status != 200:
+                self._send(status, {"error": text})
+                return
             self._answer(body, model, text)
 
         def _answer(self, body: dict[str, Any], model: str, text: str) -> None:

@@ -11,6 +11,8 @@ from typing import Any
 from rich.markup import escape
 from rich.text import Text
 
+from psirag_kb.locations import suffix
+
 HIGHLIGHT = "bold reverse"
 SNIPPET_CHARS = 100
 STOPWORDS = frozenset(
@@ -66,11 +68,11 @@ def short_path(path: str, width: int = 40) -> str:
 
 
 def where(result: dict[str, Any], width: int = 40) -> str:
-    """`source:first-last` (a path shortened) or the corpus id."""
+    """`source slide 3`, `source p. 4` or `source:first-last` (a path shortened), or the corpus
+    id."""
     source = str(result.get("source") or result.get("path") or "?")
-    lines = result.get("lines")
-    suffix = f":{lines[0]}-{lines[1]}" if lines else ""
-    return short_path(source, max(10, width - len(suffix))) + suffix
+    after = suffix(result)
+    return short_path(source, max(10, width - len(after))) + after
 
 
 def result_label(result: dict[str, Any], words: list[str]) -> Text:

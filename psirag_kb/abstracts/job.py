@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from psirag_kb.abstracts.writers import KeywordAbstractor, LLMAbstractor
@@ -18,13 +21,66 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BATCH_NODES = 256
-"""Nodes abstracted between two commits (a crash loses at most one batch)."""
+"""Same-layer nodes whose children are read from the tree at a time."""
+KEYWORD_NODES = 32
+"""Nodes given to the offline extractor at once."""
+COMMIT_EVERY_S = 2.0
+"""Longest offline work held before a commit; each LLM abstract is committed at once."""
 BACKOFF_S = (30.0, 3600.0)
 """First and longest wait before retrying the LLM after a failure."""
 
+OnProgress = Callable[[dict[str, Any]], None]
+
+
+class _Stopped(Exception):
+    """Raised between nodes once `AbstractJob.stop` was called."""
+
+
+class Progress:
+    """Nodes done of a run's dirty total, with rate and ETA; read from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.running = False
+        self.total = self.done = self.failed = self.skipped = 0
+        self.started = 0.0
+
+    def start(self, total: int) -> None:
+        """A run begins with `total` nodes to go."""
+        with self._lock:
+            self.running, self.started = True, time.monotonic()
+            self.total, self.done, self.failed, self.skipped = total, 0, 0, 0
+
+    def advance(self, done: int = 0, failed: int = 0, skipped: int = 0) -> None:
+        """Count nodes written, failed, or left for later (the LLM is down, the tree moved)."""
+        with self._lock:
+            self.done += done
+            self.failed += failed
+            self.skipped += skipped
+
+    def stop(self) -> None:
+        """The run ended (finished or interrupted)."""
+        with self._lock:
+            self.running = False
+
+    def snapshot(self) -> dict[str, Any]:
+        """{"running": false}, or the counts with nodes per second and seconds left."""
+        with self._lock:
+            if not self.running:
+                return {"running": False}
+            elapsed = max(time.monotonic() - self.started, 1e-6)
+            handled = self.done + self.failed + self.skipped
+            rate = handled / elapsed
+            left = max(self.total - handled, 0)
+            return {"running": True, "done": self.done, "total": self.total,
+                    "failed": self.failed, "skipped": self.skipped,
+                    "rate_per_s": round(rate, 3), "elapsed_s": round(elapsed, 1),
+                    "eta_s": round(left / rate, 1) if handled else None}
+
 
 class AbstractJob:
-    """Regenerates the abstracts of dirty nodes, lowest layer first, committing per batch."""
+    """Regenerates the abstracts of dirty nodes, lowest layer first, committing as it goes:
+    each LLM abstract at once, offline ones at least every COMMIT_EVERY_S seconds."""
 
     def __init__(self, config: Config, embedder: Embedder, stores: Stores) -> None:
         self.config = config
@@ -44,15 +100,30 @@ class AbstractJob:
         self.last_run: float | None = None
         self.last_result: dict[str, Any] = {}
         self.last_error = ""
+        self.progress = Progress()
+        self.on_progress: OnProgress | None = None
+        """Called with the progress snapshot after every commit (a terminal's progress bar)."""
         self._failures = 0
         self._retry_at = 0.0
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        """End a running regeneration after the node in hand (what it committed stays); later
+        runs return at once. For a daemon stopping: call it before waiting for the job."""
+        self._stopping.set()
+
+    def _check_stop(self) -> None:
+        """Raise _Stopped between two nodes when a stop was asked for."""
+        if self._stopping.is_set():
+            raise _Stopped
 
     def status(self) -> dict[str, Any]:
-        """Dirty count, last run and errors, for `status`."""
+        """Dirty count, the running job's progress, last run and errors, for `status`."""
         return {
             "dirty": self.stores.tree_index.view.dirty,
             "kind": self.config.tree.abstract_kind if self.llm else "keyword",
             "source": "ollama" if self.llm else "offline",
+            **self.progress.snapshot(),
             "last_run": self.last_run,
             "last_result": self.last_result,
             "last_error": self.last_error,
@@ -78,7 +149,11 @@ class AbstractJob:
         log.warning("abstract generation failed: %s", exc)
 
     def run(self, max_nodes: int | None = None) -> dict[str, Any]:
-        """Regenerate dirty abstracts bottom-up; returns counts and seconds."""
+        """Regenerate dirty abstracts bottom-up; returns counts and seconds.
+
+        Whatever was committed before an interruption (an exception, Ctrl-C, the daemon
+        stopping) stays: those nodes are clean and the rest stay dirty for the next run.
+        """
         started = time.perf_counter()
         use_llm = self._llm_ready()
         view = self.stores.tree_index.view
@@ -86,62 +161,119 @@ class AbstractJob:
         for node, info in view.nodes.items():
             if info.dirty:
                 by_layer[info.layer].append(node)
+        total = sum(len(nodes) for nodes in by_layer.values())
+        self.progress.start(total if max_nodes is None else min(total, max_nodes))
+        self._report()
         done = failed = 0
-        for layer in sorted(by_layer):
-            nodes = sorted(by_layer[layer])
-            for start in range(0, len(nodes), BATCH_NODES):
-                if max_nodes is not None and done >= max_nodes:
-                    break
-                batch = nodes[start:start + BATCH_NODES]
-                made, errors = self._batch(batch, layer, use_llm)
-                done += made
-                failed += errors
-                if errors and use_llm:
-                    use_llm = False  # keep the rest for the retry after the backoff
+        finished = False
+        try:
+            for layer in sorted(by_layer):
+                nodes = sorted(by_layer[layer])
+                for start in range(0, len(nodes), BATCH_NODES):
+                    if max_nodes is not None and done >= max_nodes:
+                        break
+                    batch = nodes[start:start + BATCH_NODES]
+                    if max_nodes is not None:
+                        batch = batch[:max_nodes - done]
+                    self._check_stop()
+                    made, errors = self._batch(batch, layer, use_llm)
+                    done += made
+                    failed += errors
+                    if errors and use_llm:
+                        use_llm = False  # keep the rest for the retry after the backoff
+            finished = True
+        except _Stopped:
+            log.info("abstract regeneration stopped; the abstracts written so far are kept")
+        finally:
+            self.progress.stop()
+            self.last_run = time.time()
+            self.last_result = {  # counted per commit: right after an interruption too
+                "regenerated": self.progress.done, "failed": self.progress.failed,
+                "seconds": round(time.perf_counter() - started, 2),
+            }
+            if not finished:
+                self.last_result["interrupted"] = True
         if done and not failed:
             self._failures = 0
             if use_llm:
                 self.last_error = ""  # Ollama answered again: the old error is history
-        self.last_run = time.time()
-        self.last_result = {
-            "regenerated": done, "failed": failed,
-            "seconds": round(time.perf_counter() - started, 2),
-        }
         return self.last_result
 
+    def _report(self) -> None:
+        """Hand the progress to the caller's callback, if any."""
+        if self.on_progress is not None:
+            self.on_progress(self.progress.snapshot())
+
     def _batch(self, nodes: list[int], layer: int, use_llm: bool) -> tuple[int, int]:
-        """Abstract one batch of same-layer nodes and commit them.
+        """Abstract a batch of same-layer nodes, committing as it goes; (written, failed).
 
         Reading the children and writing the abstracts are writer tasks; generating the text
         (the LLM, or the offline extractor) happens outside, so writes go on meanwhile.
         """
-        writer = self.stores.writer
-        work = writer.call(lambda: self._read(nodes, layer, use_llm))
+        work = self.stores.writer.call(lambda: self._read(nodes, layer, use_llm))
         if work is None:
+            self.progress.advance(skipped=len(nodes))
             return 0, 0
-        nodes, groups, vectors, shapes, keep_dirty = work
-        texts: list[str | None]
-        errors = 0
+        chosen, groups, vectors, shapes, keep_dirty = work
+        self.progress.advance(skipped=len(nodes) - len(chosen))
         if use_llm and self.llm_abstractor is not None:
-            texts = []
-            down = False
-            for group in groups:
-                if down:  # the server failed: the rest stay dirty for the retry after the backoff
-                    texts.append(None)
-                    continue
-                try:
-                    texts.append(self.llm_abstractor.abstract(group) if group else "")
-                except LLMError as exc:
-                    self._fail(exc)
-                    texts.append(None)
-                    errors += 1
-                    down = isinstance(exc, LLMUnavailable)
-        else:
-            texts = list(self.keywords.abstract_many(groups, vectors))
-        fresh = [t for t in texts if t]
-        embedded = dict(zip(fresh, self.embedder.embed(fresh), strict=True)) if fresh else {}
-        made = writer.call(lambda: self._write(nodes, texts, embedded, shapes, keep_dirty))
+            return self._with_llm(chosen, groups, shapes, keep_dirty)
+        made = 0
+        pending: list[tuple[int, str | None]] = []
+        since = time.monotonic()
+        idf = self.keywords.idf_of(groups)  # rarity over the whole batch, as in one call
+        try:
+            for start in range(0, len(chosen), KEYWORD_NODES):
+                self._check_stop()
+                part = slice(start, start + KEYWORD_NODES)
+                texts = self.keywords.abstract_many(
+                    groups[part], None if vectors is None else vectors[part], idf)
+                pending += zip(chosen[part], texts, strict=True)
+                if time.monotonic() - since >= COMMIT_EVERY_S:
+                    ready, pending, since = pending, [], time.monotonic()
+                    made += self._commit(ready, shapes, keep_dirty)
+        except BaseException:  # an interruption keeps the offline work done so far
+            if pending:
+                with contextlib.suppress(Exception):
+                    self._commit(pending, shapes, keep_dirty)
+            raise
+        if pending:
+            made += self._commit(pending, shapes, keep_dirty)
+        return made, 0
+
+    def _with_llm(self, nodes: list[int], groups: list[list[str]],
+                  shapes: dict[int, tuple[int, ...]], keep_dirty: set[int]) -> tuple[int, int]:
+        """Ask the LLM node by node, committing each abstract as soon as it is written."""
+        assert self.llm_abstractor is not None
+        made = errors = 0
+        for number, (node, group) in enumerate(zip(nodes, groups, strict=True)):
+            self._check_stop()
+            try:
+                text = self.llm_abstractor.abstract(group) if group else ""
+            except LLMError as exc:
+                self._fail(exc)
+                errors += 1
+                self.progress.advance(failed=1)
+                if isinstance(exc, LLMUnavailable):  # the server failed: the rest wait
+                    self.progress.advance(skipped=len(nodes) - number - 1)
+                    break
+                self._report()
+                continue
+            made += self._commit([(node, text)], shapes, keep_dirty)
+        self._report()
         return made, errors
+
+    def _commit(self, texts: list[tuple[int, str | None]], shapes: dict[int, tuple[int, ...]],
+                keep_dirty: set[int]) -> int:
+        """Embed fresh abstracts, store them in one transaction and count the progress."""
+        fresh = list(dict.fromkeys(t for _, t in texts if t))
+        embedded = dict(zip(fresh, self.embedder.embed(fresh), strict=True)) if fresh else {}
+        nodes = [n for n, _ in texts]
+        made = self.stores.writer.call(
+            lambda: self._write(nodes, [t for _, t in texts], embedded, shapes, keep_dirty))
+        self.progress.advance(done=made, skipped=len(texts) - made)
+        self._report()
+        return made
 
     def _read(self, nodes: list[int], layer: int, use_llm: bool) -> tuple | None:
         """The children's texts (or abstracts) of the nodes still dirty (on the writer)."""

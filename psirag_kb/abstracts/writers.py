@@ -120,17 +120,19 @@ class KeywordAbstractor:
         return self.abstract_many([texts], None if vectors is None else [vectors])[0]
 
     def abstract_many(
-        self, groups: list[list[str]], vectors: Sequence[np.ndarray] | None = None
+        self, groups: list[list[str]], vectors: Sequence[np.ndarray] | None = None,
+        idf: dict[str, float] | None = None,
     ) -> list[str]:
         """One abstract per group of child texts; `vectors` are the children's embeddings if known.
 
         Without `vectors` each child is represented by its candidates' weighted phrase vectors, so
         the children themselves are never re-embedded. A group without any words gets "".
+        Phrase rarity is measured over these groups, or given as `idf` (see `idf_of`).
         """
         if vectors is not None and len(vectors) != len(groups):
             raise ValueError("vectors must hold one array per group")
         counts = [[child_phrases(t) for t in group] for group in groups]
-        idf = self._idf(counts)
+        idf = self._idf(counts) if idf is None else idf
         pools = [self._candidates(group, idf) for group in counts]
         self._embed_missing([s for cands in pools for s in cands[0]])
         out = []
@@ -141,6 +143,10 @@ class KeywordAbstractor:
             child_vectors = None if vectors is None else np.asarray(vectors[number], np.float32)
             out.append(self._select(cands, weights, occurs, child_vectors, spare))
         return out
+
+    def idf_of(self, groups: list[list[str]]) -> dict[str, float]:
+        """Phrase rarity over every child of `groups`, for abstracting them in several calls."""
+        return self._idf([[child_phrases(t) for t in group] for group in groups])
 
     @staticmethod
     def _idf(counts: list[list[Counter[str]]]) -> dict[str, float]:
@@ -365,8 +371,8 @@ def clean_keywords(text: str, max_keywords: int) -> str:
     for raw in re.split(r"[,;\n]", _strip_preamble(text)):
         item = _LABEL.sub("", _BULLET.sub("", raw.strip())).strip(_QUOTES).rstrip(".").strip()
         item = " ".join(item.split())
-        if not re.search(r"[^\W_]", item) or len(item.split()) > 10:
-            continue
+        if not re.search(r"[^\W_]", item) or len(item.split()) > 10 or item.endswith(":"):
+            continue  # wordless, a sentence, or a lead-in ("The key phrases in the text are:")
         seen.setdefault(item.casefold(), item)
         if len(seen) == max_keywords:
             break
@@ -377,6 +383,62 @@ def looks_like_junk(text: str) -> bool:
     """True for a cleaned reply that must not be stored: empty, wordless or an error message."""
     letters = sum(ch.isalnum() for ch in text)
     return letters < 2 or bool(_ERRORISH.match(text.strip()))
+
+
+_WORD = re.compile(r"[^\W\d_]+(?:[-'’][^\W\d_]+)*")
+_GENERIC = frozenset("hotel hotels group summary indian august suites ballroom".split())
+"""Capitalised words of the example that are not names of its own."""
+_ABSTRACT_WORDS = frozenset("""
+architecture becoming brands building built changes companies company competition construction
+dates facing founders group historic history industry largest locations luxury next owners
+ownership part passed phases runs sale sales serves summary tower
+""".split())
+"""Words of the example's replies that any abstract may use."""
+
+
+def _words(text: str) -> set[str]:
+    """The distinct lower-cased words of a text."""
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def _example_names() -> frozenset[str]:
+    """Distinctive names of the one-shot example (Tallcorn, Marshalltown, Oberoi, ...)."""
+    text = " ".join((_EXAMPLE_INPUT, _EXAMPLE_SUMMARY, _EXAMPLE_KEYWORDS))
+    return frozenset(w.lower() for w in _WORD.findall(text)
+                     if w[:1].isupper() and len(w) >= 4 and w.lower() not in STOP_WORDS
+                     and w.lower() not in _GENERIC)
+
+
+def _example_words() -> frozenset[str]:
+    """Particular words of the example's replies (hotels, bankruptcies, Tallcorn, ...)."""
+    return frozenset(w for w in _words(_EXAMPLE_SUMMARY + " " + _EXAMPLE_KEYWORDS)
+                     if len(w) >= 4 and w not in STOP_WORDS and w not in _ABSTRACT_WORDS)
+
+
+_EXAMPLE_NAMES = _example_names()
+_EXAMPLE_WORDS = _example_words()
+_EXAMPLE_MARKERS = frozenset({"tallcorn", "marshalltown", "oberoi", "bahadur", "ritz-carlton"})
+"""Names so particular to the example that one of them, absent from the input, is a copy."""
+_EXAMPLE_PHRASES = tuple(" ".join(_WORD.findall(p.lower())) for p in _EXAMPLE_KEYWORDS.split(", "))
+"""The example's key phrases, as lower-case words."""
+
+
+def copies_example(text: str, sources: Sequence[str]) -> bool:
+    """True for an abstract that repeats the prompt's one-shot example instead of its input:
+    one of its most particular names, two of its names or key phrases, or mostly its words,
+    that the input never uses."""
+    own = _words(text)
+    given = _words(" ".join(sources))
+    names = (own & _EXAMPLE_NAMES) - given
+    if len(names) >= 2 or names & _EXAMPLE_MARKERS:
+        return True
+    flat = f" {' '.join(_WORD.findall(text.lower()))} "
+    phrases = [p for p in _EXAMPLE_PHRASES if f" {p} " in flat and not set(p.split()) <= given]
+    if len(phrases) >= 2:
+        return True
+    content = {w for w in own if len(w) >= 4 and w not in STOP_WORDS}
+    borrowed = (content & _EXAMPLE_WORDS) - given
+    return len(borrowed) >= 3 and 2 * len(borrowed) >= len(content)
 
 
 def estimate_tokens(text: str) -> int:
@@ -471,6 +533,9 @@ class LLMAbstractor:
             raise LLMError(
                 f"model {self.model} returned an unusable {self.kind} abstract: {reply[:80]!r}"
             )
+        if copies_example(cleaned, texts):
+            raise LLMError(f"model {self.model} returned an unusable {self.kind} abstract that "
+                           f"copies the prompt's example: {reply[:80]!r}")
         return cleaned
 
 

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from psirag_kb.answer import agent_prompts as prompts
+from psirag_kb.answer.llm import FormatRefused
+from psirag_kb.answer.replies import (
+    Decision,
+    NotJSON,
+    ReplyError,
+    as_json,
+    as_text,
+    parse_json,
+    parse_text,
+    schema,
+)
 from psirag_kb.config import LLMConfig
 from psirag_kb.errors import LLMError
 from psirag_kb.search.multiround import multi_round, predict_hops
@@ -19,20 +29,9 @@ log = logging.getLogger(__name__)
 NUM_CTX = 8192
 """Context window asked of Ollama: instructions, up to four rounds of passages and replies."""
 NUM_PREDICT = 512
-"""Tokens a reply may use (a bounded Thought plus the final line)."""
+"""Tokens a reply may use (a bounded Thought plus the final line, or one JSON object)."""
 NOT_MENTIONED = "Not mentioned"
 STATUSES = ("answered", "not_mentioned", "error", "no_llm")
-
-_FINAL = re.compile(
-    r"^[ \t>*_#-]*(answer|retrieve)[ \t*_]*:[ \t*_]*(.*?)[ \t*_]*$", re.IGNORECASE | re.MULTILINE
-)
-_CITED = re.compile(r"\[(\d{1,3})\]")
-_UNANSWERABLE = re.compile(
-    r"^(not mentioned|not (?:stated|given|provided|found|known)|unknown|none|n/?a|"
-    r"(?:it )?cannot be (?:determined|answered|found)|no (?:answer|information)"
-    r"(?: (?:is )?(?:given|provided|available))?)\W*$",
-    re.IGNORECASE,
-)
 
 OnStep = Callable[[dict[str, Any]], None]
 
@@ -76,27 +75,16 @@ def answer_question(kb: Any, question: str, k: int | None = None,
     """Agent mode for a knowledge base with the LLM its config names (or none); with `within`
     (paths, or the Scope they resolve to), every retrieval searches only there."""
     llm, reason = llm_for(kb.config.llm)
-    agent = RetrieveAndAnswer(kb, llm, kb.config.llm.agent_model, reason=reason, within=within)
+    agent = RetrieveAndAnswer(kb, llm, kb.config.llm.agent_model, reason=reason, within=within,
+                              structured=kb.config.llm.structured)
     return agent.run(question, k, on_step)
 
 
-def parse_reply(reply: str) -> tuple[str, str] | None:
-    """("answer" | "retrieve", text) from the last Answer:/Retrieve: line, or None."""
-    found = [m for m in _FINAL.finditer(reply) if m.group(2).strip()]
-    if not found:
-        return None
-    last = found[-1]
-    return last.group(1).lower(), last.group(2).strip().strip('"“”').strip()
-
-
-def unanswerable(answer: str) -> bool:
-    """Whether an answer says the documents do not contain it."""
-    return bool(_UNANSWERABLE.match(answer.strip()))
-
-
 def citation(passage: dict[str, Any], number: int | None = None) -> dict[str, Any]:
-    """A citation: source, line range (files) or None (corpus records), chunk id and text."""
-    cited = {key: passage.get(key) for key in ("source", "lines", "chunk_id", "text", "path")}
+    """A citation: source, line range (files) or None (corpus records), location (a page, a
+    slide, a sheet's rows; None for text files), chunk id and text."""
+    cited = {key: passage.get(key)
+             for key in ("source", "lines", "location", "chunk_id", "text", "path")}
     if number is not None:
         cited["number"] = number
     return cited
@@ -135,16 +123,55 @@ class _Context:
         return [self.numbered[self.number_of[c]] for c in order]
 
 
+class _Conversation:
+    """The chat so far, kept as turns so it can be written in either reply protocol."""
+
+    def __init__(self, structured: bool) -> None:
+        self.structured = structured
+        """JSON replies constrained by a schema (else the Answer:/Retrieve: text protocol)."""
+        self.turns: list[tuple[str, Any]] = []
+
+    def ask(self, question: str, docs: str, remaining: int) -> None:
+        """A user turn: new documents, the question and the retrieval budget."""
+        self.turns.append(("turn", (question, docs, remaining)))
+
+    def refuse(self) -> None:
+        """A user turn saying that the retrieval asked for at the cap was not run."""
+        self.turns.append(("refuse", None))
+
+    def replied(self, reply: str, decision: Decision) -> None:
+        """The assistant's reply and what it decided."""
+        self.turns.append(("reply", (reply, self.structured, decision)))
+
+    def messages(self) -> list[dict[str, str]]:
+        """The chat in the current protocol (replies given in the other one are rewritten)."""
+        structured = self.structured
+        out = [{"role": "system", "content": prompts.agent_system(structured)}]
+        for kind, value in self.turns:
+            if kind == "turn":
+                out.append({"role": "user", "content": prompts.agent_turn(*value, structured)})
+            elif kind == "refuse":
+                out.append({"role": "user", "content": prompts.no_retrieval_left(structured)})
+            else:
+                reply, was_structured, decision = value
+                if was_structured != structured:
+                    reply = as_json(decision) if structured else as_text(decision)
+                out.append({"role": "assistant", "content": reply})
+        return out
+
+
 class RetrieveAndAnswer:
     """Algorithm 3: hybrid retrieval, then answer or ask for a reorganised query, up to a cap."""
 
     def __init__(self, kb: Any, llm: Any | None, model: str, hops_model: Any | None = None,
-                 reason: str = "", within: Any | None = None) -> None:
+                 reason: str = "", within: Any | None = None, structured: bool = True) -> None:
         self.kb, self.llm, self.model = kb, llm, model
         self.hops_model = hops_model
         self.reason = reason or "no LLM is configured ([llm] enabled = false)"
         self.within = within
         """The folders and files every retrieval is limited to (None: everything)."""
+        self.structured = structured
+        """Ask for JSON replies constrained by a schema; the text protocol when refused."""
 
     def hops(self, question: str) -> int:
         """Predicted hops (1..4): its minus one is the number of extra retrievals allowed."""
@@ -178,10 +205,6 @@ class RetrieveAndAnswer:
                                  "step(s); showing passages retrieved without the LLM)",
                                  on_step, steps)
 
-    def _ask(self, messages: list[dict[str, str]]) -> str:
-        """One chat turn at temperature 0."""
-        return self.llm.chat(self.model, messages, num_ctx=NUM_CTX, num_predict=NUM_PREDICT)
-
     def _loop(self, question: str, k: int, hops: int, steps: list[dict[str, Any]],
               on_step: OnStep | None) -> Answer:
         """The agent's conversation; appends each step to `steps` as it completes."""
@@ -190,65 +213,104 @@ class RetrieveAndAnswer:
         query = question
         results = self._retrieve(query, k)
         new = context.add(results)
-        messages = [{"role": "system", "content": prompts.agent_system()}]
+        talk = _Conversation(self.structured and self.llm.structured(self.model))
         while True:
             docs = prompts.documents(new) if new else prompts.NOTHING_NEW.format(
                 numbers=", ".join(f"[{context.number_of[int(r['chunk_id'])]}]"
                                   for r in results) or "none")
-            messages.append({"role": "user",
-                             "content": prompts.agent_turn(question, docs, remaining)})
+            talk.ask(question, docs, remaining)
             step: dict[str, Any] = {"query": query, "passages": _ids(new), "remaining": remaining}
             steps.append(step)
-            reply, parsed = self._reply(messages, step)
-            if parsed is not None and parsed[0] == "retrieve" and remaining <= 0:
-                step["refused"] = parsed[1]  # the cap is enforced here, not left to the model
-                messages += [{"role": "assistant", "content": reply},
-                             {"role": "user", "content": prompts.NO_RETRIEVAL_LEFT}]
-                reply, parsed = self._reply(messages, step)
-            step["action"] = parsed[0] if parsed else "error"
+            numbers = len(context.numbered)
+            decision = self._reply(talk, step, numbers, remaining > 0)
+            if decision is not None and decision.action == "retrieve" and remaining <= 0:
+                step["refused"] = decision.text  # the cap is enforced here, not left to the model
+                talk.refuse()
+                decision = self._reply(talk, step, numbers, False)
+            step["action"] = decision.action if decision else "error"
             _emit(on_step, step)
-            if parsed is None:
-                return self._finish(question, None, "error", context, steps, hops, reply,
-                                    "the model's reply ended with neither \"Answer:\" nor "
-                                    "\"Retrieve:\", twice; the raw reply is in the last step")
-            action, text = parsed
-            if action == "answer":
-                if unanswerable(text):
-                    return self._finish(question, NOT_MENTIONED, "not_mentioned", context,
-                                        steps, hops, reply)
-                return self._finish(question, text, "answered", context, steps, hops, reply)
+            if decision is None:
+                return self._finish(question, None, "error", context, steps, hops, None,
+                                    f"the model's reply could not be used, twice "
+                                    f"({step.get('problem', '')}); the raw reply is in the "
+                                    "last step")
+            if decision.action == "answer":
+                return self._finish(question, decision.text, "answered", context, steps, hops,
+                                    decision)
+            if decision.action == "not_mentioned":
+                return self._finish(question, NOT_MENTIONED, "not_mentioned", context, steps,
+                                    hops, decision)
             if remaining <= 0:
                 return self._finish(question, NOT_MENTIONED, "not_mentioned", context, steps,
-                                    hops, reply, "the model asked to retrieve again with no "
+                                    hops, decision, "the model asked to retrieve again with no "
                                     "retrievals left")
-            messages.append({"role": "assistant", "content": reply})
             remaining -= 1
-            query = text
+            query = decision.text
             results = self._retrieve(query, k)
             new = context.add(results)
 
-    def _reply(self, messages: list[dict[str, str]], step: dict[str, Any]
-               ) -> tuple[str, tuple[str, str] | None]:
-        """Ask; an unparseable reply is retried once with a reminder of the format."""
-        reply = self._ask(messages)
-        parsed = parse_reply(reply)
-        if parsed is None:
+    def _reply(self, talk: _Conversation, step: dict[str, Any], numbers: int,
+               may_retrieve: bool) -> Decision | None:
+        """Ask; a reply that cannot be used is retried once with a reminder of the protocol."""
+        reply, decision, problem = self._ask(talk, numbers, may_retrieve)
+        if decision is None:
             step.setdefault("unparseable", []).append(reply)
-            retry = [*messages, {"role": "assistant", "content": reply},
-                     {"role": "user", "content": prompts.FORMAT_REMINDER}]
-            reply = self._ask(retry)
-            parsed = parse_reply(reply)
+            reply, decision, problem = self._ask(talk, numbers, may_retrieve, (reply, problem))
         step["reply"] = reply
-        return reply, parsed
+        step["protocol"] = "json" if talk.structured else "text"
+        if decision is None:
+            step["problem"] = problem
+        else:
+            talk.replied(reply, decision)
+        return decision
+
+    def _ask(self, talk: _Conversation, numbers: int, may_retrieve: bool,
+             retry: tuple[str, str] | None = None) -> tuple[str, Decision | None, str]:
+        """One chat turn: (reply, its decision or None, what was wrong with it).
+
+        A server that refuses `format`, or ignores it (the reply is not JSON at all), gets the
+        turn again in the text protocol, and the model is remembered as text-only.
+        """
+        while True:
+            messages = talk.messages()
+            if retry is not None:
+                messages += [{"role": "assistant", "content": retry[0]}, {
+                    "role": "user", "content": prompts.format_reminder(retry[1], talk.structured)}]
+            if not talk.structured:
+                reply = self._chat(messages)
+                try:
+                    return reply, parse_text(reply, numbers), ""
+                except ReplyError as exc:
+                    return reply, None, str(exc)
+            try:
+                reply = self._chat(messages, schema(numbers, may_retrieve))
+            except FormatRefused as exc:
+                log.info("structured output refused, using the text protocol: %s", exc)
+                talk.structured = False
+                continue
+            try:
+                return reply, parse_json(reply, numbers), ""
+            except NotJSON:
+                self.llm.refuse_format(self.model)  # the server ignored `format`
+                talk.structured = False
+            except ReplyError as exc:
+                return reply, None, str(exc)
+
+    def _chat(self, messages: list[dict[str, str]], reply_schema: dict[str, Any] | None = None
+              ) -> str:
+        """One chat at temperature 0, constrained to `reply_schema` when given."""
+        extra = {} if reply_schema is None else {"schema": reply_schema}
+        return self.llm.chat(self.model, messages, num_ctx=NUM_CTX, num_predict=NUM_PREDICT,
+                             **extra)
 
     def _finish(self, question: str, answer: str | None, status: str, context: _Context,
-                steps: list[dict[str, Any]], hops: int, reply: str, message: str = ""
-                ) -> Answer:
+                steps: list[dict[str, Any]], hops: int, decision: Decision | None,
+                message: str = "") -> Answer:
         """The Answer: cited passages when the reply names them, else every passage given."""
         passages = context.by_score()
-        cited = [int(n) for n in _CITED.findall(reply) if int(n) in context.numbered]
         if status == "answered":
-            chosen = [context.numbered[n] for n in dict.fromkeys(cited)] or passages
+            cited = decision.cited if decision is not None else []
+            chosen = [context.numbered[n] for n in cited if n in context.numbered] or passages
             citations = [citation(p, context.number_of[int(p["chunk_id"])]) for p in chosen]
         else:
             citations = []

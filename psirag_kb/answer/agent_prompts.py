@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from psirag_kb.locations import place
+
 THOUGHT_WORDS = 120
 """Upper bound on the words of the agent's reasoning."""
 SUMMARY_WORDS = 200
@@ -54,17 +56,65 @@ Thought: Mohan Singh Oberoi founded Oberoi Hotels & Resorts [4], whose company, 
 Group, has its head office in Delhi [3].
 Answer: Delhi"""
 
+AGENT_SYSTEM_JSON = """\
+You are a careful reading-comprehension and retrieval agent. You answer the user's question \
+from numbered documents, asking for more documents when needed.
+
+Reply with one JSON object and nothing else: \
+{{"action": "answer" or "retrieve" or "not_mentioned", "text": "...", "cited": [numbers]}}
+- "answer": the documents answer the question. "text" is the answer, usually a short phrase or \
+a name, with no hedges; "cited" lists the numbers of the documents it rests on.
+- "retrieve": a fact you need is missing, or the question mentions something you cannot place. \
+"text" is one precise sub-question or search phrase that must be resolved to answer the \
+question, enriched with what you already know (for example "the American film producer David \
+Gest" rather than "David Gest"). You may retrieve at most the number of times stated as \
+"Retrieval attempts remaining"; if new documents did not help, rephrase instead of repeating.
+- "not_mentioned": no retrieval attempts remain and the documents do not contain the answer. \
+Never guess or add uncertain information.
+
+Example.
+User:
+Retrieved documents:
+[1] (Hotel Tallcorn) The Hotel Tallcorn is located in Marshalltown, Iowa...
+[2] (Hotel Bond) Hotel Bond is a historic hotel, built in two stages in 1913 and 1921...
+Question: The Oberoi family is part of a hotel company that has a head office in what city?
+Retrieval attempts remaining: 2
+Assistant:
+{{"action": "retrieve", "text": "Which hotel company is the Oberoi family of India part of?", \
+"cited": []}}
+User:
+Retrieved documents:
+[3] (The Oberoi Group) The Oberoi Group is a hotel company with its head office in Delhi...
+[4] (Mohan Singh Oberoi) Rai Bahadur Mohan Singh Oberoi founded Oberoi Hotels & Resorts...
+Question: The Oberoi family is part of a hotel company that has a head office in what city?
+Retrieval attempts remaining: 1
+Assistant:
+{{"action": "answer", "text": "Delhi", "cited": [3, 4]}}"""
+
 MUST_ANSWER = (
     "Retrieval attempts remaining: 0. You cannot retrieve any more: reply with your Thought and "
     "end with \"Answer: <answer>\", or \"Answer: Not mentioned\" if the documents do not say."
+)
+MUST_ANSWER_JSON = (
+    "Retrieval attempts remaining: 0. You cannot retrieve any more: reply with action "
+    "\"answer\", or \"not_mentioned\" if the documents do not say."
 )
 NO_RETRIEVAL_LEFT = (
     "No retrieval attempts remain, so that retrieval was not run. Answer from the documents "
     "above: end with \"Answer: <answer>\", or \"Answer: Not mentioned\" if they do not say."
 )
+NO_RETRIEVAL_LEFT_JSON = (
+    "No retrieval attempts remain, so that retrieval was not run. Answer from the documents "
+    "above with action \"answer\", or \"not_mentioned\" if they do not say."
+)
 FORMAT_REMINDER = (
     "Your reply did not end with a line \"Answer: <answer>\" or \"Retrieve: <query>\". Reply "
     "again: \"Thought: ...\" and then exactly one of those two lines."
+)
+FORMAT_REMINDER_JSON = (
+    "Your reply could not be used ({problem}). Reply again with only one JSON object: "
+    "{{\"action\": \"answer\" or \"retrieve\" or \"not_mentioned\", \"text\": \"...\", "
+    "\"cited\": [numbers]}}."
 )
 NOTHING_NEW = "none new (the best matches are documents {numbers} above)."
 
@@ -83,10 +133,9 @@ the content without the documents. Cite the IDs you draw on in square brackets, 
 
 
 def label(passage: dict[str, Any]) -> str:
-    """Where a passage comes from: `source:first-last` for files, the corpus id otherwise."""
-    lines = passage.get("lines")
-    source = str(passage.get("source", ""))
-    return f"{source}:{lines[0]}-{lines[1]}" if lines else source
+    """Where a passage comes from: `source slide 3` or `source:first-last` for files, the corpus
+    id otherwise."""
+    return place(passage)
 
 
 def documents(passages: Sequence[tuple[int, dict[str, Any]]]) -> str:
@@ -95,15 +144,28 @@ def documents(passages: Sequence[tuple[int, dict[str, Any]]]) -> str:
                      for n, p in passages)
 
 
-def agent_system() -> str:
-    """The agent's system prompt."""
+def agent_system(structured: bool = False) -> str:
+    """The agent's system prompt, for JSON replies or for the text protocol."""
+    if structured:
+        return AGENT_SYSTEM_JSON.format()
     return AGENT_SYSTEM.format(thought_words=THOUGHT_WORDS)
 
 
-def agent_turn(question: str, docs: str, remaining: int) -> str:
+def agent_turn(question: str, docs: str, remaining: int, structured: bool = False) -> str:
     """One user turn: the new documents, the question and the retrieval budget left."""
-    budget = MUST_ANSWER if remaining <= 0 else f"Retrieval attempts remaining: {remaining}"
+    must = MUST_ANSWER_JSON if structured else MUST_ANSWER
+    budget = must if remaining <= 0 else f"Retrieval attempts remaining: {remaining}"
     return f"Retrieved documents:\n{docs}\nQuestion: {question}\n{budget}"
+
+
+def no_retrieval_left(structured: bool = False) -> str:
+    """The turn refusing a retrieval asked for at the cap."""
+    return NO_RETRIEVAL_LEFT_JSON if structured else NO_RETRIEVAL_LEFT
+
+
+def format_reminder(problem: str, structured: bool = False) -> str:
+    """The turn asking again after a reply that could not be used."""
+    return FORMAT_REMINDER_JSON.format(problem=problem) if structured else FORMAT_REMINDER
 
 
 def summary_messages(request: str, passages: Sequence[tuple[int, dict[str, Any]]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from typing import Any
@@ -16,6 +17,12 @@ log = logging.getLogger(__name__)
 DEFAULT_HOST = "http://127.0.0.1:11434"
 AVAILABILITY_TTL_S = 30.0
 REPEAT_PENALTY = 1.3
+"""Repeat penalty of every generation: small models otherwise loop on a phrase."""
+_FORMAT_WORDS = re.compile(r"format|schema|grammar", re.IGNORECASE)
+
+
+class FormatRefused(LLMError):
+    """The server refused structured output (a JSON schema in `format`): use the text protocol."""
 
 
 def ollama_host(config: LLMConfig) -> str:
@@ -40,6 +47,7 @@ class OllamaLLM:
         self._client = ollama.Client(host=self.host, timeout=config.timeout_s)
         self._lock = threading.Lock()
         self._checked: dict[str, tuple[float, bool]] = {}
+        self._plain: set[str] = set()
 
     def _unreachable(self) -> LLMUnavailable:
         """The error for a server that cannot be contacted."""
@@ -120,6 +128,18 @@ class OllamaLLM:
             self._checked[model] = (now, ok)
         return ok
 
+    def structured(self, model: str) -> bool:
+        """Whether `model` may be asked for structured output (not refused before)."""
+        with self._lock:
+            return model not in self._plain
+
+    def refuse_format(self, model: str) -> None:
+        """Remember that the server will not give `model` structured output."""
+        with self._lock:
+            self._plain.add(model)
+        log.warning("Ollama at %s gives no structured output for %s: using the text protocol",
+                    self.host, model)
+
     def chat(
         self,
         model: str,
@@ -127,20 +147,32 @@ class OllamaLLM:
         *,
         num_ctx: int | None = None,
         num_predict: int | None = None,
+        schema: dict[str, Any] | None = None,
     ) -> str:
-        """Send one non-streaming chat at temperature 0 and return the reply text."""
+        """Send one non-streaming chat at temperature 0 and return the reply text.
+
+        With `schema`, the reply is constrained to that JSON schema (Ollama's `format`); a
+        server refusing it raises FormatRefused and is remembered for the model.
+        """
         options: dict[str, Any] = {"temperature": 0, "repeat_penalty": REPEAT_PENALTY}
         if num_ctx is not None:
             options["num_ctx"] = int(num_ctx)
         if num_predict is not None:
             options["num_predict"] = int(num_predict)
+        extra = {} if schema is None else {"format": schema}
         started = time.perf_counter()
         try:
             response = self._client.chat(
-                model=model, messages=messages, options=options, stream=False
+                model=model, messages=messages, options=options, stream=False, **extra
             )
             content = response.message.content if response.message else None
         except self._errors() as exc:
+            if schema is not None and _refuses_format(exc):
+                self.refuse_format(model)
+                raise FormatRefused(
+                    f"Ollama at {self.host} refused structured output for model {model}: "
+                    f"{getattr(exc, 'error', exc)}"
+                ) from exc
             error = self._translate(exc, model, "a chat request")
             if "not reachable" in str(error):
                 with self._lock:
@@ -150,3 +182,12 @@ class OllamaLLM:
         if not content or not content.strip():
             raise LLMError(f"Ollama at {self.host} returned an empty reply from model {model}")
         return content
+
+
+def _refuses_format(exc: Exception) -> bool:
+    """Whether a failed request was refused because of its `format` (not a missing model)."""
+    import ollama
+
+    if not isinstance(exc, ollama.ResponseError) or exc.status_code == 404:
+        return False
+    return bool(_FORMAT_WORDS.search(str(exc.error)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
@@ -74,11 +74,14 @@ def chunk_text(
     *,
     max_tokens: int = 100,
     hard_max_tokens: int = 240,
+    breaks: Sequence[int] = (),
 ) -> list[Chunk]:
     """Pack whole sentences into chunks of at most `max_tokens` (never over `hard_max_tokens`).
 
     `count_tokens` should count a text's tokens without special tokens; it is called once per
-    sentence (and a few more times only for sentences over `hard_max_tokens`).
+    sentence (and a few more times only for sentences over `hard_max_tokens`). A chunk never
+    runs past one of the `breaks` offsets (where a document's sheet, section or mail part
+    changes): the sentence starting there starts a new chunk.
     """
     if not 1 <= max_tokens <= hard_max_tokens:
         raise ValueError(f"need 1 <= max_tokens ({max_tokens}) <= hard_max_tokens "
@@ -92,7 +95,7 @@ def chunk_text(
         pieces = _split_long(text, start, end, tokens, count_tokens, max_tokens, hard_max_tokens)
         for i, (s, e, n) in enumerate(pieces):
             units.append((s, e, n, heading and i == 0))
-    return _pack(text, units, max_tokens)
+    return _pack(text, units, max_tokens, sorted(breaks))
 
 
 def _without_gaps(
@@ -107,14 +110,17 @@ def _without_gaps(
         yield cut, end, heading and cut == start
 
 
-def _pack(text: str, units: list[tuple[int, int, int, bool]], max_tokens: int) -> list[Chunk]:
-    """Greedily pack consecutive units into chunks, starting a new chunk at full or at headings."""
+def _pack(text: str, units: list[tuple[int, int, int, bool]], max_tokens: int,
+          breaks: list[int]) -> list[Chunk]:
+    """Greedily pack consecutive units into chunks, starting a new chunk at full, at headings
+    or past a break (sorted offsets)."""
     chunks: list[Chunk] = []
     line = 1
     line_offset = 0
     first = last = 0
     total = 0
     open_chunk = False
+    next_break = 0
 
     def flush() -> None:
         nonlocal line, line_offset
@@ -128,7 +134,11 @@ def _pack(text: str, units: list[tuple[int, int, int, bool]], max_tokens: int) -
 
     for start, end, tokens, heading in units:
         full = total + tokens > max_tokens or (heading and total * 2 > max_tokens)
-        if open_chunk and (full or start - last > MAX_GAP):
+        crossed = False
+        while next_break < len(breaks) and breaks[next_break] <= start:
+            next_break += 1
+            crossed = True
+        if open_chunk and (full or crossed or start - last > MAX_GAP):
             flush()
             open_chunk = False
         if not open_chunk:

@@ -1,22 +1,33 @@
-"""Readers per file type: a supported file becomes a Document whose text keeps the file's lines."""
+"""Readers per file type: a file becomes a Document, its text (a text file's lines kept) and,
+for PDFs and documents, the segments that say where each part of the text is."""
 
 from __future__ import annotations
 
 import bisect
 import codecs
-import io
 import logging
 import os
 import re
 import stat
+import time
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from html import unescape
-from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 from psirag_kb.errors import FileReadError, SkippedFile
+from psirag_kb.ingest.formats import (
+    STRUCTURED_KINDS,
+    Extracted,
+    Segment,
+    anchor_breaks,
+    read_structured,
+    span_locations,
+)
+from psirag_kb.ingest.htmltext import html_visible_text
+from psirag_kb.ingest.markdowntext import markdown_text
+from psirag_kb.ingest.rest import rest_text
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +52,7 @@ _KIND_BY_SUFFIX: dict[str, str] = {
         ),
         "code",
     ),
+    **STRUCTURED_KINDS,
 }
 
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset(_KIND_BY_SUFFIX)
@@ -51,7 +63,11 @@ SUPPORTED_NAMES: frozenset[str] = frozenset(
 )
 """Lower-case file names without a suffix that are indexed as text or code."""
 
+_CLEANERS: dict[str, Callable[[str], str]] = {
+    "html": html_visible_text, "rst": rest_text, "markdown": markdown_text,
+}
 _NAME_KINDS = {"makefile": "code", "gnumakefile": "code", "dockerfile": "code"}
+_STRUCTURED = frozenset(STRUCTURED_KINDS.values())
 
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32-le"),
@@ -66,16 +82,35 @@ _TEXT_CONTROLS = frozenset("\t\n\x0b\x0c\r\x1b")
 _TEXT_BYTES = bytes(range(32, 256)) + b"\t\n\x0b\x0c\r\x1b"
 _MAX_CONTROL_RATIO = 0.05
 _MAX_NON_ASCII_RATIO = 0.3
+RECENT_WRITE_S = 60.0
+"""A damaged file modified less than this many seconds ago may still be being written."""
 
 
 @dataclass(frozen=True)
 class Document:
-    """The extracted text of one file; line N of `text` is line N of the file (pages for PDFs)."""
+    """The extracted text of one file; line N of `text` is line N of the file (pages for PDFs).
+
+    `segments` say where in the original each part of `text` is (a PDF page, a slide, a sheet's
+    rows); plain text, markdown, code and HTML have none (their lines are their location).
+    `note` is what a person should know about an indexed file (pages left for OCR).
+    """
 
     path: Path
     text: str
     kind: str
     pages: list[int] | None = None
+    segments: list[Segment] | None = None
+    note: str = ""
+
+    def breaks(self) -> list[int]:
+        """Offsets where a chunk must not run on: a new sheet, EPUB section or mail part."""
+        return anchor_breaks(self.segments) if self.segments else []
+
+    def locations(self, spans: list[tuple[int, int]]) -> list[dict[str, Any] | None]:
+        """The location of each [start, end) span of `text` (None without segments)."""
+        if not self.segments:
+            return [None] * len(spans)
+        return span_locations(Extracted(self.text, self.segments), spans)
 
 
 def kind_of(path: Path) -> str | None:
@@ -94,8 +129,13 @@ def is_supported(path: Path) -> bool:
     return kind_of(path) is not None
 
 
-def read_document(path: Path, *, max_bytes: int = 20_000_000) -> Document:
-    """Read and extract a supported file, raising SkippedFile or FileReadError when it cannot be."""
+def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True) -> Document:
+    """Read and extract a supported file, raising SkippedFile or FileReadError when it cannot be.
+
+    With `ocr`, PDF pages without a text layer are read by tesseract when it is installed. A
+    file that looks cut short and was modified in the last RECENT_WRITE_S seconds raises
+    FileReadError (retried) rather than SkippedFile: its writer may not have finished.
+    """
     path = Path(path)
     kind = kind_of(path)
     if kind is None:
@@ -103,17 +143,61 @@ def read_document(path: Path, *, max_bytes: int = 20_000_000) -> Document:
         what = f"unsupported file type {suffix}" if suffix else "unsupported file type (no suffix)"
         raise SkippedFile(what)
     data = _read_bytes(path, max_bytes)
-    pages: list[int] | None = None
-    if kind == "pdf":
-        text, pages = _pdf_text(data)
-    else:
-        text = _normalise_newlines(_decode(data))
-        if kind == "html":
-            text = html_visible_text(text)
-    if not text.strip():
+    try:
+        document = _extract(path, data, kind, ocr)
+    except SkippedFile as exc:
+        if exc.incomplete:
+            _retry_if_recent(path, exc)
+        raise
+    if not document.text.strip():
         raise SkippedFile("empty file")
-    logger.debug("read %s (%s, %d chars)", path, kind, len(text))
-    return Document(path=path, text=text, kind=kind, pages=pages)
+    logger.debug("read %s (%s, %d chars)", path, kind, len(document.text))
+    return document
+
+
+def _extract(path: Path, data: bytes, kind: str, ocr: bool) -> Document:
+    """Turn a file's bytes into a Document by its kind."""
+    if kind in _STRUCTURED:
+        extracted = read_structured(path, data, kind)
+        return Document(path, extracted.text, kind, segments=extracted.segments)
+    if kind == "pdf":
+        from psirag_kb.ingest.pdf import ocr_note, read_pdf
+
+        pdf = read_pdf(data, ocr=ocr)
+        segments = [Segment(start, {"page": n}) for n, start in enumerate(pdf.pages, start=1)]
+        return Document(path, pdf.text, kind, pages=pdf.pages, segments=segments,
+                        note=ocr_note(pdf, ocr))
+    text = _normalise_newlines(_decode(data))
+    return Document(path, _visible_text(text, kind), kind)
+
+
+def _visible_text(text: str, kind: str) -> str:
+    """Return what a reader sees of marked-up text (HTML, reST, Markdown), line N on line N."""
+    cleaner = _CLEANERS.get(kind)
+    if cleaner is None:
+        return text
+    try:
+        clean = cleaner(text)
+    except Exception:  # a parser's bug must not lose the file: index its source instead
+        logger.warning("could not clean %s markup; indexing the source text", kind, exc_info=True)
+        return text
+    if clean.count("\n") != text.count("\n"):
+        logger.warning("cleaning %s markup moved lines; indexing the source text", kind)
+        return text
+    return clean
+
+
+def _retry_if_recent(path: Path, exc: SkippedFile) -> None:
+    """Raise FileReadError for a file cut short that was modified a moment ago (being written)."""
+    try:
+        age = time.time() - os.stat(path).st_mtime
+    except OSError:
+        return
+    if age < RECENT_WRITE_S:  # a clock ahead of ours (negative age) counts as recent too
+        raise FileReadError(
+            f"{exc.reason}; modified {max(age, 0):.0f}s ago, so probably still being written "
+            "(changing while read): will retry"
+        ) from exc
 
 
 def line_of(text: str, offset: int) -> int:
@@ -252,143 +336,6 @@ def _plausible_single_byte_text(text: str) -> bool:
         return False
     odd = sum(1 for ch in non_ascii if unicodedata.category(ch)[0] == "C")
     return odd == 0 and _control_ratio(sample) <= _MAX_CONTROL_RATIO
-
-
-def _pdf_text(data: bytes) -> tuple[str, list[int]]:
-    """Extract page texts from PDF bytes, joined by blank lines, with each page's start offset."""
-    from pypdf import PdfReader
-
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not _pdf_decrypt(reader):
-            raise SkippedFile("PDF is encrypted (no password available)")
-        pages = list(reader.pages)
-    except SkippedFile:
-        raise
-    except Exception as exc:  # pypdf raises many kinds of errors on malformed input
-        raise SkippedFile(f"PDF could not be parsed: {exc}") from exc
-    parts: list[str] = []
-    starts: list[int] = []
-    offset = 0
-    for number, page in enumerate(pages, start=1):
-        try:
-            page_text = page.extract_text() or ""
-        except Exception as exc:  # one broken page should not lose the others
-            logger.warning("PDF page %d: text extraction failed: %s", number, exc)
-            page_text = ""
-        page_text = _normalise_newlines(page_text.replace("\x00", "")).strip()
-        starts.append(offset)
-        parts.append(page_text)
-        offset += len(page_text) + 2
-    text = "\n\n".join(parts)
-    if not text.strip():
-        raise SkippedFile("no extractable text (scanned PDF?)")
-    return text, starts
-
-
-def _pdf_decrypt(reader: object) -> bool:
-    """Try to open an encrypted PDF with the empty password; tell whether that worked."""
-    try:
-        return bool(reader.decrypt(""))  # type: ignore[attr-defined]
-    except Exception:  # missing crypto backend or unsupported algorithm
-        return False
-
-
-_HTML_DROPPED = frozenset({"script", "style", "template", "title"})
-_HTML_HEAD_TAGS = frozenset(
-    {"title", "meta", "link", "style", "script", "base", "noscript", "template"}
-)
-_HTML_BREAKING = frozenset(
-    {
-        "address", "article", "aside", "blockquote", "br", "caption", "dd", "div", "dl", "dt",
-        "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header",
-        "hr", "img", "li", "main", "nav", "ol", "p", "pre", "section", "table", "td", "th", "tr",
-        "ul", "option", "button", "label", "input", "textarea", "select",
-    }
-)
-_SPACES = re.compile(r"[^\S\n]+")
-_LINE_EDGE_SPACES = re.compile(r" *\n *")
-
-
-class _VisibleTextParser(HTMLParser):
-    """Collects the visible text of an HTML page, keeping every source newline in place."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=False)
-        self.parts: list[str] = []
-        self.newlines = 0
-        self._dropped = 0
-        self._in_head = False
-
-    def _sync(self) -> None:
-        """Emit the newlines skipped since the last event so output lines track source lines."""
-        missing = self.getpos()[0] - 1 - self.newlines
-        if missing > 0:
-            self.parts.append("\n" * missing)
-            self.newlines += missing
-
-    def _emit(self, text: str) -> None:
-        """Append visible text unless inside dropped content."""
-        if not self._dropped and not self._in_head:
-            self.parts.append(text)
-            self.newlines += text.count("\n")
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self._sync()
-        if tag == "head":
-            self._in_head = True
-            return
-        if self._in_head and tag not in _HTML_HEAD_TAGS:
-            self._in_head = False
-        if tag in _HTML_DROPPED:
-            self._dropped += 1
-        elif tag in _HTML_BREAKING:
-            self._emit(" ")
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self._sync()
-        if tag in _HTML_BREAKING:
-            self._emit(" ")
-
-    def handle_endtag(self, tag: str) -> None:
-        self._sync()
-        if tag == "head":
-            self._in_head = False
-        elif tag in _HTML_DROPPED:
-            self._dropped = max(0, self._dropped - 1)
-        elif tag in _HTML_BREAKING:
-            self._emit(" ")
-
-    def handle_data(self, data: str) -> None:
-        self._sync()
-        if self._dropped or self._in_head:
-            return
-        self._emit(data)
-
-    def handle_entityref(self, name: str) -> None:
-        self._sync()
-        self._emit(_single_line(unescape(f"&{name};")))
-
-    def handle_charref(self, name: str) -> None:
-        self._sync()
-        self._emit(_single_line(unescape(f"&#{name};")))
-
-
-def _single_line(text: str) -> str:
-    """Replace line breaks produced by a character reference, which would shift line numbers."""
-    return text.replace("\n", " ").replace("\r", " ")
-
-
-def html_visible_text(source: str) -> str:
-    """Return the visible text of HTML source with tags removed and every newline kept in place."""
-    parser = _VisibleTextParser()
-    parser.feed(source)
-    parser.close()
-    missing = source.count("\n") - parser.newlines
-    if missing > 0:
-        parser.parts.append("\n" * missing)
-    text = _SPACES.sub(" ", "".join(parser.parts))
-    return _LINE_EDGE_SPACES.sub("\n", text).strip(" ")
 
 
 def link_inside(path: Path, folders: Iterable[Path]) -> bool:

@@ -229,20 +229,24 @@ class QueryEmbedder:
 
     def embed_one(self, text: str) -> np.ndarray:
         """The unit vector of one question."""
+        return self.embed_many([text])[0]
+
+    def embed_many(self, texts: list[str]) -> np.ndarray:
+        """The unit vectors of several questions, asked together (one batched call)."""
         self._last_asked = time.monotonic()
-        question = _Question(text)
+        questions = [_Question(text) for text in texts]
         with self._ready:
-            self._waiting.append(question)
+            self._waiting.extend(questions)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="psirag-query-embed",
                                                 daemon=True)
                 self._thread.start()
             self._ready.notify()
-        question.done.wait()
-        if question.error is not None:
-            raise question.error
-        assert question.vector is not None
-        return question.vector
+        for question in questions:
+            question.done.wait()
+            if question.error is not None:
+                raise question.error
+        return np.stack([q.vector for q in questions]) if questions else np.zeros((0, 0))
 
     def _run(self) -> None:
         while True:

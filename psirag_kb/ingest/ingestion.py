@@ -19,6 +19,7 @@ import numpy as np
 from psirag_kb.errors import FileReadError, KBError, SkippedFile
 from psirag_kb.ingest.chunking import chunk_text, content_hash
 from psirag_kb.ingest.documents import is_supported, link_inside, link_outside, read_document
+from psirag_kb.ingest.pdf import awaits_ocr, tesseract_ready
 from psirag_kb.paths import inside
 from psirag_kb.storage.store import ChunkRow, FileChange, FileRecord
 
@@ -51,7 +52,8 @@ class IngestReport:
     chunks_embedded: int = 0
     chunks_kept: int = 0
     problems: list[tuple[str, str, str]] = field(default_factory=list)
-    """(path, state, reason) of skipped and failed files."""
+    """(path, state, reason) of skipped and failed files, and of indexed files with a note
+    (PDF pages that need OCR)."""
     seconds: dict[str, float] = field(default_factory=dict)
     """Wall time by stage: read (and chunk), embed, store, tree."""
     tree_build: dict[str, Any] | None = None
@@ -312,10 +314,12 @@ class Ingestion:
                     f"{self.config.ingest.max_file_bytes})"
                 )
             digest = path_hash(path)
-            if record and record.hash == digest and record.state != "failed":
+            if (record and record.hash == digest and record.state != "failed"
+                    and not self._ocr_now(record)):
                 report.unchanged += 1
                 return None
-            document = read_document(path, max_bytes=self.config.ingest.max_file_bytes)
+            document = read_document(path, max_bytes=self.config.ingest.max_file_bytes,
+                                     ocr=self.config.ingest.ocr)
             after = path.stat()
             if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
                 raise FileReadError(f"{path} changed while being read; will retry")
@@ -337,22 +341,31 @@ class Ingestion:
         chunks = chunk_text(
             document.text, self.embedder.count_tokens,
             max_tokens=self.config.ingest.chunk_tokens,
-            hard_max_tokens=self.config.ingest.max_chunk_tokens,
+            hard_max_tokens=self.config.ingest.max_chunk_tokens, breaks=document.breaks(),
         )
+        locations = document.locations([(c.start, c.end) for c in chunks])
         rows = [
-            ChunkRow(c.ordinal, key, c.start, c.end, c.line_first, c.line_last, c.text, c.hash)
-            for c in chunks
+            ChunkRow(c.ordinal, key, c.start, c.end, c.line_first, c.line_last, c.text, c.hash,
+                     location=None if where is None else json.dumps(where, ensure_ascii=False))
+            for c, where in zip(chunks, locations, strict=True)
         ]
         if record is None:
             report.added += 1
         else:
             report.updated += 1
-        change = FileChange(key, "file", digest, after.st_size, after.st_mtime, "indexed", "", rows)
+        change = FileChange(key, "file", digest, after.st_size, after.st_mtime, "indexed",
+                            document.note, rows)
         if not rows:
             change.state, change.reason = "skipped", "no text to index"
             report.skipped += 1
             report.problems.append((key, "skipped", change.reason))
+        elif document.note:
+            report.problems.append((key, "indexed", document.note))
         return change
+
+    def _ocr_now(self, record: FileRecord) -> bool:
+        """Whether an unchanged file is read again because OCR can now read pages it lacks."""
+        return awaits_ocr(record.reason) and tesseract_ready(self.config.ingest.ocr)
 
     def _reuse_and_embed(self, changes: list[FileChange], report: IngestReport) -> None:
         """Keep chunks whose hash is unchanged; embed the others in one pass."""

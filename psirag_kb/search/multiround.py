@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -27,6 +26,10 @@ MAX_TERMS = 4
 TITLE_CHARS = 120
 """A passage's first line counts as its title when it is at most this long."""
 RRF_K = 60
+SINGLE_HOP_MODE = "flat_hybrid"
+"""One round for a one-hop question: on single-hop sets the tree's list costs recall."""
+MULTI_HOP_MODE = "hybrid"
+"""Each round of a multi-hop question."""
 
 _SPAN = re.compile(
     r"\b[A-Z][\w'’\-]*(?:\.(?=[ \t]+[A-Z]))?"
@@ -59,13 +62,14 @@ def _hop_model() -> Any:
     return HopDiscriminator.load()
 
 
-def predict_hops(kb: Any, question: str) -> int:
+def predict_hops(kb: Any, question: str, vector: np.ndarray | None = None) -> int:
     """The hop discriminator's 1..4 for a question, or DEFAULT_HOPS when it cannot judge it."""
     try:
         model = _hop_model()
         if model.dim != kb.dim:
             return DEFAULT_HOPS
-        return int(model.predict(question, kb.embed_query(question)))
+        return int(model.predict(question, kb.embed_query(question) if vector is None
+                                 else vector))
     except KBError as exc:
         log.warning("hop discriminator unavailable (%s); using %d rounds", exc, DEFAULT_HOPS)
         return DEFAULT_HOPS
@@ -119,21 +123,17 @@ def expand(query: str, text: str, limit: int = MAX_TERMS) -> str:
     return " ".join([query, *salient_phrases(query, text, limit)])
 
 
-def max_score(lists: list[list[dict[str, Any]]], k: int) -> list[dict[str, Any]]:
-    """Fuse ranked lists by each passage's best reciprocal rank, earlier lists winning ties."""
-    best: dict[int, tuple[float, int, dict[str, Any]]] = {}
-    for index, results in enumerate(lists):
-        for rank, result in enumerate(results, start=1):
-            chunk = int(result["chunk_id"])
+def max_score(lists: list[np.ndarray], k: int) -> Ranking:
+    """Fuse ranked id lists by each id's best reciprocal rank, earlier lists winning ties."""
+    best: dict[int, tuple[float, int]] = {}
+    for index, ids in enumerate(lists):
+        for rank, chunk in enumerate(ids.tolist(), start=1):
             score = 1.0 / (RRF_K + rank)
             if chunk not in best or score > best[chunk][0]:
-                best[chunk] = (score, index, result)
-    order = sorted(best.values(), key=lambda item: (-item[0], item[1]))[:k]
-    return [{**result, "rank": i, "score": score}
-            for i, (score, _, result) in enumerate(order, start=1)]
-
-
-Retriever = Callable[[str, int], list[dict[str, Any]]]
+                best[chunk] = (score, index)
+    order = sorted(best.items(), key=lambda item: (-item[1][0], item[1][1]))[:k]
+    return Ranking(np.array([c for c, _ in order], dtype=np.int64),
+                   np.array([v[0] for _, v in order], dtype=np.float32))
 
 
 def multi_round(
@@ -143,45 +143,73 @@ def multi_round(
     rounds: int | None = None,
     fanout: int = FANOUT,
     depth: int = ROUND_DEPTH,
-    retrieve: Retriever | None = None,
     within: Any | None = None,
+    mode: str = "hybrid",
+    vector: np.ndarray | None = None,
 ) -> MultiRound:
-    """Round 1 is hybrid(q); each next round queries q plus the salient phrases of each of the
+    """Round 1 ranks q; each next round ranks q plus the salient phrases of each of the
     previous round's top `fanout` new passages; all lists are fused into a max-score list.
-    With `within` (paths, or the Scope they resolve to), every round searches only there.
-    """
-    if retrieve is None:
-        scoped = {} if within is None else {"within": within}
 
-        def retrieve(text: str, size: int) -> list[dict[str, Any]]:
-            return kb.query(text, mode="hybrid", k=size, **scoped)["results"]
-    hops = max(1, rounds if rounds is not None else predict_hops(kb, question))
+    The question is embedded once (the hop discriminator and round 1 share its vector); each
+    later round embeds its expanded queries in one batched call and reads the texts of its
+    seeds only. With `within` (paths, or the Scope they resolve to), every round searches
+    only there.
+    """
+    scope = None if within is None else kb.scope_of(within)
+    vector = kb.embed_query(question) if vector is None else vector
+    hops = max(1, rounds if rounds is not None else predict_hops(kb, question, vector))
     depth = max(depth, k)
-    first = retrieve(question, depth)
-    lists = [first]
-    steps = [_step(1, question, first)]
-    frontier, seen = first, {r["chunk_id"] for r in first}
+    first = kb.rank(question, mode, depth, scope, vector=vector).ids
+    lists, queries = [first], [(1, question)]
+    frontier, seen = first, set(first.tolist())
     for number in range(2, hops + 1):
-        found: list[dict[str, Any]] = []
-        for seed in frontier[:fanout]:
-            text = expand(question, seed["text"])
-            if text == question:
-                continue
-            results = retrieve(text, depth)
-            lists.append(results)
-            steps.append(_step(number, text, results))
-            found.extend(r for r in results if r["chunk_id"] not in seen)
-            seen.update(r["chunk_id"] for r in results)
+        seeds = frontier[:fanout].tolist()
+        hits = kb.store.hits(seeds)
+        texts = [expand(question, hits[i].text) for i in seeds if i in hits]
+        texts = [t for t in dict.fromkeys(texts) if t != question]
+        if not texts:
+            break
+        vectors = kb.embed_queries(texts)
+        found: list[int] = []
+        for text, expanded in zip(texts, vectors, strict=True):
+            ids = kb.rank(text, mode, depth, scope, vector=expanded).ids
+            lists.append(ids)
+            queries.append((number, text))
+            found.extend(i for i in ids.tolist() if i not in seen)
+            seen.update(ids.tolist())
         if not found:
             break
-        frontier = found
-    results = max_score(lists, k)
-    ranking = Ranking(np.array([r["chunk_id"] for r in results], dtype=np.int64),
-                      np.array([r["score"] for r in results], dtype=np.float32))
-    return MultiRound(ranking, results, hops, steps)
+        frontier = np.array(list(dict.fromkeys(found)), dtype=np.int64)
+    ranking = max_score(lists, k)
+    return _hydrated(kb, ranking, lists, queries, hops)
 
 
-def _step(number: int, query: str, results: list[dict[str, Any]]) -> dict[str, Any]:
-    """One query of one round, with the passages it returned."""
-    return {"round": number, "query": query,
-            "passages": [{"chunk_id": r["chunk_id"], "source": r["source"]} for r in results]}
+def auto_rank(kb: Any, question: str, k: int, scope: Any = None,
+              vector: np.ndarray | None = None) -> Ranking:
+    """Mode auto: a question the hop discriminator judges one-hop gets one round of flat
+    dense + BM25; one needing more gets that many rounds of multi-round retrieval."""
+    vector = kb.embed_query(question) if vector is None else vector
+    hops = predict_hops(kb, question, vector)
+    if hops <= 1:
+        return kb.rank(question, SINGLE_HOP_MODE, k, scope, vector=vector)
+    return multi_round(kb, question, k, rounds=hops, within=scope, mode=MULTI_HOP_MODE,
+                       vector=vector).ranking
+
+
+def _hydrated(kb: Any, ranking: Ranking, lists: list[np.ndarray],
+              queries: list[tuple[int, str]], hops: int) -> MultiRound:
+    """The fused results as result rows and each query's step, from one row lookup."""
+    from psirag_kb.kb import result_row
+
+    hits = kb.store.hits(set(np.concatenate([ranking.ids, *lists]).tolist()))
+    pairs = zip(ranking.ids.tolist(), ranking.scores.tolist(), strict=True)
+    results = [result_row(hits[i], i, score, 0) for i, score in pairs if i in hits]
+    for number, row in enumerate(results, start=1):
+        row["rank"] = number
+    kept = np.array([r["chunk_id"] for r in results], dtype=np.int64)
+    scores = np.array([r["score"] for r in results], dtype=np.float32)
+    steps = [{"round": number, "query": text,
+              "passages": [{"chunk_id": i, "source": hits[i].source}
+                           for i in ids.tolist() if i in hits]}
+             for (number, text), ids in zip(queries, lists, strict=True)]
+    return MultiRound(Ranking(kept, scores), results, hops, steps)

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from psirag_kb.answer import agent_prompts as prompts
-from psirag_kb.answer.agent import llm_for
+from psirag_kb.answer.agent import citation, llm_for
 from psirag_kb.errors import KBError, LLMError
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,6 @@ def add_summary(kb: Any, result: dict[str, Any], llm: Any | None = None) -> dict
     chosen = [passages[n - 1] for n in dict.fromkeys(cited)] or passages
     result.update(
         status="summarized", summary=text,
-        citations=[{key: p.get(key) for key in ("source", "lines", "chunk_id", "text", "path")}
-                   for p in chosen],
+        citations=[citation(p) for p in chosen],
     )
     return result

@@ -173,6 +173,7 @@ def node_view(
                 "source": hit.source if hit else None,
                 "lines": [hit.line_first, hit.line_last]
                 if hit and hit.line_first is not None else None,
+                "location": hit.location if hit else None,
             })
         else:
             info = view.nodes[kid]

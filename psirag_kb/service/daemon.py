@@ -132,6 +132,8 @@ class Daemon:
             self.api.stop()
         if self.watcher is not None:
             self.watcher.stop()
+        if self.kb is not None:
+            self.kb.abstract_job.stop()  # a slow LLM run ends after its node in progress
         if self.jobs is not None:
             self.jobs.shutdown(wait=True)
         self._close_kb()

@@ -36,8 +36,10 @@ INSTRUCTIONS = (
 )
 SEARCH = (
     "Search the user's indexed documents; returns ranked passages, each with an `id` for "
-    "`fetch`, its `source` file, its `location` (lines [first, last] of the file), a score and "
-    "a ~300-character snippet. Use `path` to search only inside a folder or file."
+    "`fetch`, its `source` file, its `location` (the page of a PDF, the slide, the sheet and rows "
+    "of a spreadsheet, the paragraphs and heading of a document, the notebook cell, the mail "
+    "part; lines [first, last] of a text file), a score and a ~300-character snippet. Use `path` "
+    "to search only inside a folder or file."
 )
 FETCH = (
     "Read one search result in full: the passage's text, source and location, plus up to 5 "
@@ -74,10 +76,28 @@ class Backend(Protocol):
 
 
 class Location(TypedDict, total=False):
-    """Where a passage is in its source: lines [first, last] of the file, or a page."""
+    """Where a passage is in its source: lines [first, last] of a text file, or the place in a
+    document a person can open (a page, a slide, a sheet's rows, paragraphs under a heading, an
+    EPUB section, a notebook cell, a mail part); ranges are [first, last]."""
 
     lines: list[int]
     page: int
+    pages: list[int]
+    slide: int
+    slides: list[int]
+    title: str
+    sheet: str
+    rows: list[int]
+    row: int
+    table: int
+    paragraph: int
+    paragraphs: list[int]
+    heading: str
+    section: str
+    cell: int
+    cells: list[int]
+    type: str
+    part: str
 
 
 class Passage(TypedDict):
@@ -194,7 +214,10 @@ def _reported() -> Iterator[None]:
 
 
 def location(item: dict[str, Any]) -> Location | None:
-    """A result's location: its page when it has one, else its line range (None for records)."""
+    """A result's location: where it is in its document when known (a page, a slide, a
+    sheet's rows...), else its line range (None for corpus records)."""
+    if isinstance(item.get("location"), dict) and item["location"]:
+        return dict(item["location"])  # type: ignore[return-value]
     if item.get("page") is not None:
         return {"page": int(item["page"])}
     if item.get("lines"):

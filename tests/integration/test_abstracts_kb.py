@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -136,3 +138,126 @@ def test_regeneration_resumes_after_an_interruption(config, minilm, small_corpus
         assert len(kb.tree_index.live.dirty) == total - 3
         kb.regenerate_abstracts()
         assert not kb.tree_index.live.dirty
+
+
+# -- commits as it goes, progress, interruptions --------------------------------------------------
+
+def many_nodes(config):
+    """Four children at most per node: the 60 passages make about 25 abstract nodes."""
+    return config.replace("tree", max_children=4)
+
+
+def keyword_reply(body: dict) -> str:
+    """An LLM keyword abstract quoting the first word of the node's text."""
+    words = body["messages"][-1]["content"].split()
+    return f"llm view of {words[0] if words else 'nothing'}, llm themes"
+
+
+@pytest.mark.parametrize("how", ["server fails", "ctrl-c", "stop"])
+def test_an_interrupted_llm_run_keeps_the_finished_nodes(config, minilm, small_corpus,
+                                                         fake_ollama, monkeypatch, how):
+    finished = 3
+    config = llm_config(many_nodes(config), fake_ollama.url)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest_jsonl(small_corpus)
+        live = kb.tree_index.live
+        nodes = set(live.children)
+        if how == "server fails":
+            fake_ollama.script(fn=keyword_reply, fail_after=finished, then="error")
+            report = kb.regenerate_abstracts()
+            assert report["failed"] == 1  # the rest: offline placeholders at most, still dirty
+        elif how == "stop":  # a daemon stopping: the run ends after the node in hand
+            fake_ollama.script(fn=keyword_reply)
+            job = kb.abstract_job
+            job.on_progress = lambda p: job.stop() if p.get("done") == finished else None
+            report = kb.regenerate_abstracts()
+            assert report["interrupted"] and report["regenerated"] == finished
+            assert len(fake_ollama.chats) == finished
+            assert kb.regenerate_abstracts()["regenerated"] == 0  # stopped for good
+        else:
+            fake_ollama.script(fn=keyword_reply)
+            job = kb.abstract_job
+            chat = job.llm.chat
+            calls = []
+
+            def interrupted(*args, **kwargs):
+                calls.append(1)
+                if len(calls) > finished:
+                    raise KeyboardInterrupt  # Ctrl-C while waiting for Ollama
+                return chat(*args, **kwargs)
+
+            monkeypatch.setattr(job.llm, "chat", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                kb.regenerate_abstracts()
+            assert job.last_result["regenerated"] == finished and len(calls) == finished + 1
+        status = kb.status()["abstracts"]
+        assert status["dirty"] == len(nodes) - finished and status["running"] is False
+        done = {n: t for n, t in live.abstracts.items() if n not in live.dirty}
+        assert len(done) == finished and all(t.startswith("llm view of") for t in done.values())
+    with KnowledgeBase(config, embedder=minilm) as kb:  # committed, not just in memory
+        live = kb.tree_index.live
+        assert {n: live.abstracts[n] for n in done} == done
+        assert live.dirty == nodes - set(done)
+
+
+def test_an_interrupted_offline_run_keeps_what_it_finished(config, minilm, small_corpus,
+                                                           monkeypatch):
+    import psirag_kb.abstracts.job as abstraction
+
+    config = many_nodes(config)
+    monkeypatch.setattr(abstraction, "KEYWORD_NODES", 4)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest_jsonl(small_corpus)
+        nodes = set(kb.tree_index.live.children)
+        extract = kb.abstract_job.keywords.abstract_many
+        calls = []
+
+        def interrupted(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 3:
+                raise KeyboardInterrupt
+            return extract(*args, **kwargs)
+
+        monkeypatch.setattr(kb.abstract_job.keywords, "abstract_many", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            kb.regenerate_abstracts()
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        assert len(kb.tree_index.live.dirty) == len(nodes) - 8  # two slices of four kept
+
+
+def test_progress_shows_in_status_while_running(config, minilm, small_corpus, fake_ollama):
+    config = llm_config(many_nodes(config), fake_ollama.url)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest_jsonl(small_corpus)
+        total = len(kb.tree_index.live.children)
+        fake_ollama.script(fn=keyword_reply, mode="slow", delay=0.15)
+        seen: list[dict] = []
+        thread = threading.Thread(target=kb.regenerate_abstracts, daemon=True)
+        thread.start()
+        while thread.is_alive():
+            status = kb.status()["abstracts"]
+            if status["running"]:
+                seen.append(status)
+            thread.join(0.05)
+        assert kb.status()["abstracts"]["running"] is False
+        assert kb.abstract_job.last_result["regenerated"] == total
+    assert len(seen) >= 5 and all(s["total"] == total for s in seen)
+    assert [s["done"] for s in seen] == sorted(s["done"] for s in seen)
+    middle = [s for s in seen if 0 < s["done"] < total]
+    assert middle and all(s["rate_per_s"] > 0 and s["eta_s"] > 0 for s in middle)
+    assert any(s["dirty"] == total - s["done"] for s in middle)  # committed node by node
+    options = fake_ollama.chats[0].options
+    assert options["num_ctx"] == 8192 and options["repeat_penalty"] == 1.3
+    assert options["temperature"] == 0 and options["num_predict"] > 0
+
+
+def test_maintain_shows_progress_on_a_terminal(config, small_corpus, fake_ollama, capsys,
+                                               monkeypatch):
+    data = ["--data-dir", str(config.data_dir)]
+    assert main([*data, "ingest", "--jsonl", str(small_corpus)]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main([*data, "maintain", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["abstracts"]["failed"] == 0
+    assert "abstracts" in err and "nodes/s" in err and "ETA" in err

@@ -76,7 +76,7 @@ def test_file_answers_cite_path_and_lines(fake_ollama, tmp_path):
     notes.mkdir()
     (notes / "tern.txt").write_text("Shopping list.\n\nThe arctic tern flies from pole to pole.\n"
                                     "It covers seventy thousand kilometres a year.\n")
-    fake_ollama.script("Thought: [1] says so.\nAnswer: pole to pole")
+    fake_ollama.script({"action": "answer", "text": "pole to pole", "cited": [1]})
     config = Config().with_data_dir(tmp_path / "data").replace(
         "llm", enabled=True, host=fake_ollama.url, timeout_s=10.0)
     with KnowledgeBase(config, embedder=FakeEmbedder()) as kb:
@@ -87,7 +87,29 @@ def test_file_answers_cite_path_and_lines(fake_ollama, tmp_path):
     cited = result["citations"][0]
     assert cited["source"] == str(notes / "tern.txt") and cited["lines"][0] >= 1
     assert cited["lines"][0] <= 3 <= cited["lines"][1]
-    assert len(steps) == 1 and steps[0]["action"] == "answer"
+    assert len(steps) == 1 and steps[0]["action"] == "answer" and steps[0]["protocol"] == "json"
+    assert fake_ollama.chats[0].format["required"] == ["action", "text", "cited"]
+    assert fake_ollama.violations == []
+
+
+@pytest.mark.parametrize("structured", [True, False])
+def test_cli_agent_with_an_llm_in_either_protocol(fake_ollama, tmp_path, capsys, monkeypatch,
+                                                   structured: bool):
+    monkeypatch.setattr("psirag_kb.kb.make_embedder", lambda *_: FakeEmbedder())
+    config = tmp_path / "config.toml"
+    config.write_text(f'[llm]\nenabled = true\nhost = "{fake_ollama.url}"\n'
+                      f"structured = {str(structured).lower()}\n")
+    data = ["--config", str(config), "--data-dir", str(tmp_path / "data")]
+    assert main([*data, "ingest", "--jsonl", str(FIXTURE / "corpus.jsonl")]) == 0
+    fake_ollama.script({"action": "not_mentioned", "text": "", "cited": []} if structured
+                       else "Thought: nothing.\nAnswer: Not mentioned")
+    capsys.readouterr()
+    assert main([*data, "query", "--mode", "agent", "--json", "Who painted the demon Lilu?"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["status"], result["answer"]) == ("not_mentioned", "Not mentioned")
+    assert [bool(chat.format) for chat in fake_ollama.chats] == [structured]
+    assert result["steps"][0]["protocol"] == ("json" if structured else "text")
+    assert fake_ollama.violations == []
 
 
 def test_cli_agent_json(tmp_path, capsys, monkeypatch):
@@ -108,7 +130,7 @@ def test_cli_agent_json(tmp_path, capsys, monkeypatch):
 def test_eval_agent_mode_with_an_llm_reports_em_and_f1(fake_ollama, tmp_path):
     from psirag_kb.evaluation import evaluate
 
-    fake_ollama.script(fn=lambda body: "Thought: the passages say so.\nAnswer: a spirit")
+    fake_ollama.script(fn=lambda body: {"action": "answer", "text": "a spirit", "cited": [1]})
     lines = (FIXTURE / "questions.jsonl").read_text().splitlines()[:2]
     questions = tmp_path / "q.jsonl"
     questions.write_text("\n".join(lines))
@@ -120,3 +142,4 @@ def test_eval_agent_mode_with_an_llm_reports_em_and_f1(fake_ollama, tmp_path):
     right = sum("a spirit" in json.loads(line)["answers"] for line in lines)
     assert right >= 1 and row["em"] == pytest.approx(right / 2)
     assert row["em"] <= row["f1"] <= 1.0 and "recall@5" in row
+    assert fake_ollama.violations == [] and all(chat.format for chat in fake_ollama.chats)

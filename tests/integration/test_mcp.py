@@ -132,7 +132,7 @@ def test_lists_the_five_tools_with_usable_schemas(server):
     assert {"search", "fetch", "answer", "browse", "status"} <= set(tools)
     search = tools["search"].input_schema
     assert search["required"] == ["query"]
-    assert search["properties"]["mode"]["enum"] == ["hybrid", "tree", "sparse", "dense"]
+    assert search["properties"]["mode"]["enum"] == ["auto", "hybrid", "tree", "sparse", "dense"]
     assert search["properties"]["k"]["maximum"] == 100
     assert tools["fetch"].input_schema["required"] == ["id"]
     assert tools["answer"].input_schema["required"] == ["question"]

@@ -104,7 +104,7 @@ def test_eval_cli_json(tmp_path, capsys):
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out["modes"]) == {"sparse", "tree"}
-    assert set(out["modes"]["tree"]) == {"recall@2", "recall@5", "ms_per_query"}
+    assert set(out["modes"]["tree"]) == {"recall@2", "recall@5", "ms_per_query", "ms_p50"}
 
 
 def test_reranker_orders_fused_candidates(config, minilm, tmp_path):

@@ -21,7 +21,7 @@ from daemon_helpers import api, wait_for
 from fake_ollama import JUNK, FakeOllama
 
 import psirag_kb.abstracts.job as abstraction
-from psirag_kb.abstracts.writers import looks_like_junk
+from psirag_kb.abstracts.writers import _EXAMPLE_KEYWORDS, looks_like_junk
 from psirag_kb.config import Config
 from psirag_kb.service.daemon import Daemon
 
@@ -224,6 +224,36 @@ def test_down_in_the_middle_of_a_run(running: Daemon, fake_ollama: FakeOllama,
     assert query_ok(daemon)
 
 
+def test_progress_over_http_and_a_stop_keeps_the_finished_nodes(
+        config: Config, docs: Path, fake_embedder, running: Daemon,
+        fake_ollama: FakeOllama) -> None:
+    daemon = running
+    nodes = tree(daemon)[0]
+    fake_ollama.script(fn=keyword_reply, mode="slow", delay=0.1)  # slow, within the timeout
+    thread, out = maintain_in_background(daemon)
+
+    def two_done() -> dict[str, Any] | None:
+        shown = api(daemon, "GET", "/api/status")[1]["abstracts"]
+        return shown if shown["running"] and shown["done"] >= 2 else None
+
+    shown = wait_for(two_done)
+    assert shown["total"] == len(nodes) and shown["rate_per_s"] > 0 and shown["eta_s"] > 0
+    assert shown["dirty"] <= len(nodes) - shown["done"]  # each abstract committed at once
+    daemon.kb.abstract_job.stop()  # what a stopping daemon asks before waiting for its jobs
+    thread.join(10)
+    assert not thread.is_alive() and out["abstracts"]["interrupted"]
+    kept = out["abstracts"]["regenerated"]
+    assert 2 <= kept < len(nodes)
+    daemon.stop()
+    again = start(llm_config(config, docs, fake_ollama.url), fake_embedder)
+    try:
+        _, abstracts, dirty = tree(again)
+        assert len(nodes - dirty) == kept and all(is_llm(abstracts[n]) for n in nodes - dirty)
+        assert api(again, "GET", "/api/status")[1]["abstracts"]["running"] is False
+    finally:
+        again.stop()
+
+
 def test_slow_beyond_the_timeout(running: Daemon, fake_ollama: FakeOllama) -> None:
     daemon = running
     nodes = tree(daemon)[0]
@@ -254,6 +284,7 @@ JUNK_REPLIES = {
     "refusal": "I'm sorry, but I cannot help with that.",
     "preamble": "Here are the key phrases:",
     "error": "Error: CUDA out of memory",
+    "example": _EXAMPLE_KEYWORDS,  # a small model copying the prompt's one-shot example
 }
 
 
@@ -270,6 +301,7 @@ def test_junk_is_never_stored_and_retried(running: Daemon, fake_ollama: FakeOlla
         assert_no_junk(daemon, *(r for r in JUNK_REPLIES.values() if r.strip()))
         error = api(daemon, "GET", "/api/status")[1]["abstracts"]["last_error"]
         assert "empty reply" in error or "unusable" in error, (name, error)
+        assert name != "example" or "copies the prompt's example" in error
         assert query_ok(daemon)
     fake_ollama.script(fn=keyword_reply)
     maintain_with_llm(daemon, fake_ollama)

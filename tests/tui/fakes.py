@@ -15,9 +15,10 @@ MEMORY = {
     "chunk_id": 11, "path": "/docs/python/memory.md",
 }
 HTTP = {
-    "rank": 2, "score": 0.5012, "source": "/docs/web/http.md", "lines": [1, 4],
+    "rank": 2, "score": 0.5012, "source": "/docs/web/http.pdf", "lines": [1, 4],
+    "location": {"page": 4},
     "text": "HTTP caches keep responses in memory or on disk until they expire.",
-    "chunk_id": 22, "path": "/docs/web/http.md",
+    "chunk_id": 22, "path": "/docs/web/http.pdf",
 }
 CORPUS = {
     "rank": 3, "score": 0.2001, "source": "hotpot:Ada_Lovelace", "lines": None,
@@ -49,7 +50,7 @@ NODES = {
     91: {"id": 91, "layer": 1, "abstract": "http caches, responses", "dirty": False,
          "parent": 100, "leaves": 1, "children": [
              {"id": 22, "kind": "leaf", "leaves": 1, "abstract": HTTP["text"],
-              "source": HTTP["source"], "lines": HTTP["lines"]}]},
+              "source": HTTP["source"], "lines": HTTP["lines"], "location": HTTP["location"]}]},
 }
 STATUS = {
     "data_dir": "/data", "files": {"indexed": 12, "skipped": 1, "failed": 1}, "chunks": 48,

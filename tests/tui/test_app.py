@@ -57,6 +57,7 @@ async def test_query_results_and_tree_path(app: PsiragApp, client: FakeClient) -
         await ask(pilot, "python memory")
         await until(pilot, lambda: len(options(app)) == 3)
         assert "/docs/python/memory.md:3-9" in options(app)[0]
+        assert "/docs/web/http.pdf p. 4" in options(app)[1]  # a location, not lines
         assert "hotpot:Ada_Lovelace" in options(app)[2]
         screen = app.screen
         chunk = screen.query_one("#chunk", Static)
@@ -67,23 +68,24 @@ async def test_query_results_and_tree_path(app: PsiragApp, client: FakeClient) -
         assert shown.index("python, memory, web") < shown.index("reference counting")
         await pilot.press("ctrl+r", "down")
         await until(pilot, lambda: "HTTP caches keep" in text_of(chunk))
+        assert text_of(chunk).startswith("/docs/web/http.pdf p. 4  score 0.501")
         await until(pilot, lambda: "http caches, responses" in text_of(treepath))
         assert ("path", 22) in client.calls
-        assert ("query", ("python memory", "hybrid", False)) in client.calls
+        assert ("query", ("python memory", "auto", False)) in client.calls
 
 
 @pytest.mark.asyncio
 async def test_modes_agent_and_summarize(app: PsiragApp, client: FakeClient) -> None:
     async with app.run_test(size=SIZE) as pilot:
         mode = app.screen.query_one("#mode", Select)
-        for _ in range(4):
+        for _ in range(5):
             await pilot.press("ctrl+n")
         assert mode.value == "agent"
         await ask(pilot, "memory")
         answer = app.screen.query_one("#answer", Static)
         await until(pilot, lambda: "Python counts references" in text_of(answer))
         shown = text_of(answer)
-        assert "1. 'python memory' → 2 found: memory.md, http.md → answer" in shown
+        assert "1. 'python memory' → 2 found: memory.md, http.pdf → answer" in shown
         assert "[1] /docs/python/memory.md:3-9 (chunk 11)" in shown
         assert len(options(app)) == 1
         client.agent = {"query": "memory", "mode": "agent", "results": []}
@@ -175,7 +177,7 @@ async def test_a_failing_call_shows_an_error_not_a_crash(app: PsiragApp,
         await ask(pilot, "memory")
         banner = app.screen.query_one(Banner)
         await until(pilot, lambda: banner.display)
-        assert "hybrid query failed: the index is corrupt" in text_of(banner)
+        assert "auto query failed: the index is corrupt" in text_of(banner)
         assert not app.screen.query_one("#results", OptionList).loading
         client.fail = None
         await pilot.press("enter")

@@ -10,13 +10,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from psirag_kb.abstracts.job import Progress
 from psirag_kb.abstracts.writers import (
+    _EXAMPLE_KEYWORDS,
+    _EXAMPLE_SUMMARY,
     STOP_WORDS,
     KeywordAbstractor,
     LLMAbstractor,
     candidate_phrases,
     clean_keywords,
     clean_summary,
+    copies_example,
     estimate_tokens,
     looks_like_junk,
     messages_tokens,
@@ -158,6 +162,8 @@ def test_clean_keywords() -> None:
     )
     assert clean_keywords("Keywords: a1, b2, c3, d4", 2) == "a1, b2"
     assert clean_keywords("!!! ... ,,,", 20) == ""
+    assert clean_keywords("The key phrases in the provided text are:, glaciers, ice", 20) == (
+        "glaciers, ice")
 
 
 @given(st.text(max_size=300), st.integers(min_value=1, max_value=25))
@@ -171,6 +177,50 @@ def test_clean_keywords_properties(reply: str, limit: int) -> None:
 @pytest.mark.parametrize("text", ["", "!!", "Error: model crashed", "I'm sorry, I cannot help"])
 def test_junk(text: str) -> None:
     assert looks_like_junk(text)
+
+
+GLACIERS = ["Glaciers of the Alps retreat every summer.", "Moraines mark where ice stood."]
+
+
+@pytest.mark.parametrize("reply", [
+    _EXAMPLE_KEYWORDS,
+    clean_summary(_EXAMPLE_SUMMARY),
+    "glaciers, moraines, Hotel Tallcorn, Marshalltown Iowa",
+    "historic hotels, hotel companies, bankruptcies and renovations, glaciers",
+    "Summary: The Oberoi Group, based in Delhi, runs glaciers.",
+    "glaciers, athletes and sportspeople, The Oberoi Group (2019)",  # seen with SmolLM2-135M
+    "The Hotel Tallcorn, glaciers",
+    "historic hotels, hotel companies (1), historic buildings, landmarks of the town",
+])
+def test_copies_of_the_example_are_recognised(reply: str) -> None:
+    assert copies_example(reply, GLACIERS)
+
+
+@pytest.mark.parametrize(("reply", "sources"), [
+    ("glaciers, moraines, Alps, ice ages", GLACIERS),
+    ("bridge history, construction dates, locations, Golden Gate Bridge",
+     ["The Golden Gate Bridge was built in 1937."]),
+    ("hotels, Hotel Bond, Delhi", ["Hotel Bond is in Hartford.", "Oberoi is in Delhi."]),
+    ("Oberoi hotels, luxury hotels in Delhi", ["The Oberoi Group runs hotels from Delhi."]),
+    ("bond markets, interest rates", ["Government bonds pay interest."]),
+    ("historic hotels, hotel companies", ["Historic hotels and the companies that run them."]),
+])
+def test_abstracts_of_their_own_input_are_not_copies(reply: str, sources: list[str]) -> None:
+    assert not copies_example(reply, sources)
+
+
+def test_progress_rate_and_eta() -> None:
+    progress = Progress()
+    assert progress.snapshot() == {"running": False}
+    progress.start(10)
+    progress.started -= 2.0  # two seconds ago
+    progress.advance(done=3, failed=1)
+    shown = progress.snapshot()
+    assert shown["running"] and (shown["done"], shown["failed"], shown["total"]) == (3, 1, 10)
+    assert shown["rate_per_s"] == pytest.approx(2.0, rel=0.05)
+    assert shown["eta_s"] == pytest.approx(3.0, rel=0.05)
+    progress.stop()
+    assert progress.snapshot() == {"running": False}
 
 
 # -- LLM abstracts against the fake server -------------------------------------------------------
@@ -200,7 +250,7 @@ def test_summative_prompt_strips_summary_prefix(fake_ollama) -> None:
     fake_ollama.script("Summary: Two hotels, one in Hartford and one in Delhi.")
     abstractor = LLMAbstractor(llm_for(fake_ollama), "llama3.1:8b", kind="summative",
                                summary_words=60)
-    assert abstractor.abstract(["a hotel", "another hotel"]) == (
+    assert abstractor.abstract(["a hotel in Hartford", "another hotel in Delhi"]) == (
         "Two hotels, one in Hartford and one in Delhi."
     )
     system = fake_ollama.chats[0].body["messages"][0]["content"]
@@ -214,6 +264,17 @@ def test_junk_reply_raises(fake_ollama, reply: str) -> None:
     abstractor = LLMAbstractor(llm_for(fake_ollama), "llama3.1:8b", kind="summative")
     with pytest.raises(LLMError, match="unusable"):
         abstractor.abstract(["some text"])
+
+
+@pytest.mark.parametrize("kind", ["keyword", "summative"])
+def test_a_reply_copying_the_example_is_refused(fake_ollama, kind: str) -> None:
+    fake_ollama.script(_EXAMPLE_KEYWORDS if kind == "keyword" else _EXAMPLE_SUMMARY)
+    abstractor = LLMAbstractor(llm_for(fake_ollama), "llama3.1:8b", kind=kind)
+    with pytest.raises(LLMError, match="unusable .* copies the prompt's example"):
+        abstractor.abstract(GLACIERS)
+    fake_ollama.script("Summary: Glaciers retreat and leave moraines."
+                       if kind == "summative" else "glaciers, moraines, Alps")
+    assert "moraines" in abstractor.abstract(GLACIERS)
 
 
 def test_junk_mode_raises_for_keywords(fake_ollama) -> None:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from psirag_kb.answer import agent_prompts as prompts
-from psirag_kb.answer.agent import RetrieveAndAnswer, parse_reply, unanswerable
+from psirag_kb.answer.agent import RetrieveAndAnswer
 from psirag_kb.answer.llm import OllamaLLM
+from psirag_kb.answer.replies import ReplyError, parse_json, parse_reply, schema, unanswerable
 from psirag_kb.config import Config
 from psirag_kb.search.multiround import expand, max_score, salient_phrases
+from psirag_kb.search.retrieval import Ranking
 
 MODEL = "llama3.1:8b"
 QUESTION = "The Oberoi family is part of a hotel company that has a head office in what city?"
@@ -44,19 +48,200 @@ class StubKB:
                    for i, (body, source) in enumerate(PASSAGES[key][:k], start=1)]
         return {"query": text, "mode": mode, "results": results}
 
+    # what multi-round retrieval (the fallback without an LLM) asks of a knowledge base
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return np.ones((len(texts), 3), dtype=np.float32)
+
+    def scope_of(self, within: Any) -> Any:
+        return within
+
+    def rank(self, text: str, mode: str, k: int, within: Any = None,
+             vector: Any = None) -> Ranking:
+        ids = [r["chunk_id"] for r in self.query(text, mode, k)["results"]]
+        return Ranking(np.array(ids, dtype=np.int64), np.ones(len(ids), dtype=np.float32))
+
+    @property
+    def store(self) -> Any:
+        rows = {int(source[2:]): SimpleNamespace(
+            source=source, text=body, line_first=None, line_last=None, path="/corpus.jsonl")
+            for passages in PASSAGES.values() for body, source in passages}
+        return SimpleNamespace(hits=lambda ids: {i: rows[i] for i in ids if i in rows})
+
 
 @pytest.fixture
-def setup(fake_ollama):
+def structured(fake_ollama):
+    """The agent asking for JSON replies (the default)."""
     config = Config().replace("llm", enabled=True, host=fake_ollama.url, timeout_s=10.0)
     kb = StubKB(config)
     return kb, RetrieveAndAnswer(kb, OllamaLLM(config.llm), MODEL), fake_ollama
+
+
+@pytest.fixture
+def setup(fake_ollama):
+    """The agent forced to the text protocol ([llm] structured = false)."""
+    config = Config().replace("llm", enabled=True, host=fake_ollama.url, timeout_s=10.0,
+                              structured=False)
+    kb = StubKB(config)
+    agent = RetrieveAndAnswer(kb, OllamaLLM(config.llm), MODEL, structured=False)
+    yield kb, agent, fake_ollama
+    assert all(chat.format is None for chat in fake_ollama.chats)
 
 
 def last_user(request) -> str:
     return [m["content"] for m in request.body["messages"] if m["role"] == "user"][-1]
 
 
-def test_answers_at_once_with_cited_passages(setup):
+def reply(action: str, text: str = "", cited: tuple[int, ...] = ()) -> dict:
+    return {"action": action, "text": text, "cited": list(cited)}
+
+
+# -- structured replies (JSON constrained by a schema) -------------------------------------------
+
+def test_structured_answer_with_citations(structured):
+    kb, agent, fake = structured
+    fake.script(reply("answer", "Delhi", (2,)))
+    steps: list[dict] = []
+    answer = agent.run(QUESTION, k=2, hops=2, on_step=steps.append)
+    assert (answer.status, answer.answer) == ("answered", "Delhi")
+    assert [(c["source"], c["number"]) for c in answer.citations] == [("h-2", 2)]
+    assert [r["source"] for r in answer.results] == ["h-2"]
+    (chat,) = fake.chats
+    assert chat.format == schema(2, may_retrieve=True) and fake.violations == []
+    assert chat.format["properties"]["action"]["enum"] == ["answer", "retrieve", "not_mentioned"]
+    assert chat.format["properties"]["cited"]["items"]["enum"] == [1, 2]
+    assert chat.options["temperature"] == 0 and chat.options["num_ctx"] == 8192
+    system = chat.body["messages"][0]["content"]
+    assert "one JSON object" in system and '"action": "answer", "text": "Delhi"' in system
+    assert "Retrieval attempts remaining: 1" in last_user(chat)
+    assert steps == [{**answer.steps[0]}] and steps[0]["action"] == "answer"
+    assert steps[0]["protocol"] == "json" and "unparseable" not in steps[0]
+
+
+def test_structured_not_mentioned(structured):
+    _, agent, fake = structured
+    fake.script(reply("not_mentioned"))
+    answer = agent.run(QUESTION, k=2, hops=1)
+    assert (answer.status, answer.answer, answer.citations) == ("not_mentioned",
+                                                               "Not mentioned", [])
+    assert fake.chats[0].format["properties"]["action"]["enum"] == ["answer", "not_mentioned"]
+    assert prompts.MUST_ANSWER_JSON in last_user(fake.chats[0])
+    assert answer.steps[0]["action"] == "not_mentioned" and fake.violations == []
+
+
+def test_structured_answer_saying_not_mentioned_is_not_mentioned(structured):
+    _, agent, fake = structured
+    fake.script(reply("answer", "Not mentioned.", (1,)))
+    assert agent.run(QUESTION, k=2, hops=2).status == "not_mentioned"
+
+
+def test_structured_retrieve_then_answer(structured):
+    kb, agent, fake = structured
+    fake.script(reply("retrieve", "Which hotel company is it?"), reply("answer", "Delhi", (3,)))
+    answer = agent.run(QUESTION, k=2, hops=2)
+    assert (answer.status, answer.answer) == ("answered", "Delhi")
+    assert kb.queries == [QUESTION, "Which hotel company is it?"]
+    first, second = fake.chats
+    assert first.format["properties"]["cited"]["items"]["enum"] == [1, 2]
+    assert second.format == schema(3, may_retrieve=False)  # the cap, enforced by the server
+    messages = second.body["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert json.loads(messages[2]["content"])["action"] == "retrieve"
+    assert "[3] (h-3) The Oberoi Group" in messages[3]["content"]
+    assert prompts.MUST_ANSWER_JSON in messages[3]["content"]
+    assert [c["source"] for c in answer.citations] == ["h-3"]
+    assert [s["action"] for s in answer.steps] == ["retrieve", "answer"]
+    assert fake.violations == []
+
+
+def test_structured_answer_without_citations_still_answers(structured):
+    _, agent, fake = structured
+    fake.script(reply("answer", "Delhi"))
+    answer = agent.run(QUESTION, k=2, hops=2)
+    assert (answer.status, answer.answer) == ("answered", "Delhi")
+    assert [c["source"] for c in answer.citations] == ["h-1", "h-2"]  # every passage given
+
+
+def test_citations_out_of_range_are_dropped(structured):
+    _, agent, fake = structured
+    fake.script({"action": "answer", "text": "Delhi", "cited": [7, 0, 2, "1", 2, True]},
+                format_check="pass")
+    answer = agent.run(QUESTION, k=2, hops=2)
+    assert answer.status == "answered"
+    assert [c["number"] for c in answer.citations] == [2, 1]
+    assert len(fake.violations) == 1 and "cited[0]" in fake.violations[0]
+
+
+def test_invalid_json_is_retried_with_a_reminder(structured):
+    _, agent, fake = structured
+    fake.script('{"action": "answer", "text": "Del', reply("answer", "Delhi", (1,)),
+                format_check="pass")
+    answer = agent.run(QUESTION, k=2, hops=2)
+    assert (answer.status, answer.answer) == ("answered", "Delhi")
+    first, second = fake.chats
+    assert first.format and second.format  # still structured: the server honours format
+    assert "could not be used (the reply is not valid JSON" in last_user(second)
+    assert answer.steps[0]["unparseable"] == ['{"action": "answer", "text": "Del']
+    assert agent.llm.structured(MODEL)
+
+
+@pytest.mark.parametrize("bad", [
+    '{"action": "answer", "text": "Del',
+    '{"action": "guess", "text": "Delhi", "cited": []}',
+    '{"action": "retrieve", "text": "", "cited": []}',
+    '{"answer": "Delhi"}',
+])
+def test_unusable_json_twice_is_an_error_not_a_crash(structured, bad: str):
+    _, agent, fake = structured
+    fake.script(fn=lambda body: bad, format_check="pass")
+    answer = agent.run(QUESTION, k=2, hops=2)
+    assert answer.status == "error" and answer.answer is None and answer.citations == []
+    assert len(fake.chats) == 2 and all(chat.format for chat in fake.chats)
+    assert answer.steps[-1]["reply"] == bad and answer.steps[-1]["problem"]
+    assert "could not be used, twice" in answer.message and answer.results
+
+
+def test_server_refusing_format_gets_the_text_protocol(structured):
+    kb, agent, fake = structured
+    fake.script("Thought: nothing on the Oberoi family.\nRetrieve: Which hotel company is it?",
+                "Thought: The Oberoi Group [3].\nAnswer: Delhi", structured=False)
+    answer = agent.run(QUESTION, k=2, hops=2)
+    assert (answer.status, answer.answer) == ("answered", "Delhi")
+    assert [bool(chat.format) for chat in fake.chats] == [True, False, False]
+    assert "Answer: <answer>" in fake.chats[1].body["messages"][0]["content"]
+    assert [c["source"] for c in answer.citations] == ["h-3"]
+    assert [s["protocol"] for s in answer.steps] == ["text", "text"]
+    assert not agent.llm.structured(MODEL)  # remembered: no more structured requests
+    fake.script("Thought: [1].\nAnswer: Delhi")
+    assert agent.run(QUESTION, k=2, hops=1).status == "answered"
+    assert not fake.chats[-1].format and len(fake.chats) == 4
+
+
+def test_server_ignoring_format_gets_the_text_protocol(structured):
+    _, agent, fake = structured
+    fake.script("The answer is: Delhi", "Thought: [2] says so.\nAnswer: Delhi",
+                format_check="pass")
+    answer = agent.run(QUESTION, k=2, hops=2)
+    assert (answer.status, answer.answer) == ("answered", "Delhi")
+    assert [bool(chat.format) for chat in fake.chats] == [True, False]
+    assert not agent.llm.structured(MODEL)
+
+
+def test_fallback_mid_conversation_rewrites_earlier_replies(structured):
+    kb, agent, fake = structured
+
+    def then_refuse(body: dict) -> dict:
+        fake.structured = False  # as if the server were swapped for an older one
+        return reply("retrieve", "Which hotel company is it?")
+
+    fake.script(then_refuse, "Thought: The Oberoi Group [3].\nAnswer: Delhi")
+    answer = agent.run(QUESTION, k=2, hops=2)
+    assert answer.status == "answered" and kb.queries[-1] == "Which hotel company is it?"
+    last = fake.chats[-1].body["messages"]
+    assert last[2] == {"role": "assistant", "content": "Retrieve: Which hotel company is it?"}
+
+
+def test_text_protocol_answers_at_once_with_cited_passages(setup):
     kb, agent, fake = setup
     fake.script("Thought: The group is in Delhi [2].\nAnswer: Delhi")
     steps: list[dict] = []
@@ -66,6 +251,7 @@ def test_answers_at_once_with_cited_passages(setup):
     assert answer.citations[0]["number"] == 2 and answer.citations[0]["lines"] is None
     assert kb.queries == [QUESTION]
     assert len(fake.chats) == 1 and fake.chats[0].options["temperature"] == 0
+    assert fake.chats[0].format is None
     assert "Retrieval attempts remaining: 1" in last_user(fake.chats[0])
     assert "[1] (h-1) Hotel Tallcorn" in last_user(fake.chats[0])
     assert len(steps) == 1 and steps[0]["action"] == "answer"
@@ -177,6 +363,25 @@ def test_parse_reply(reply: str, expected):
     assert parse_reply(reply) == expected
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    ('{"action": "answer", "text": " Delhi ", "cited": [1, 9]}', ("answer", "Delhi", [1])),
+    ('```json\n{"action": "retrieve", "text": "who?", "cited": []}\n```', ("retrieve", "who?", [])),
+    ('{"action": "Not Mentioned", "text": "x", "cited": [1]}', ("not_mentioned", "", [])),
+    ('{"action": "answer", "text": "", "cited": [1]}', ("not_mentioned", "", [])),
+    ('{"action": "answer", "text": "Delhi"}', ("answer", "Delhi", [])),
+    ('{"action": "answer", "text": "Delhi", "cited": "2"}', ("answer", "Delhi", [])),
+])
+def test_parse_json(text: str, expected):
+    decision = parse_json(text, 2)
+    assert (decision.action, decision.text, decision.cited) == expected
+
+
+@pytest.mark.parametrize("text", ["Delhi", "{oops", "[1]", '{"action": 3}', "{}"])
+def test_parse_json_refuses(text: str):
+    with pytest.raises(ReplyError):
+        parse_json(text, 2)
+
+
 def test_unanswerable():
     assert unanswerable("Not mentioned") and unanswerable("not mentioned.")
     assert unanswerable("Cannot be determined")
@@ -193,8 +398,6 @@ def test_salient_phrases_skip_title_and_query_terms():
 
 
 def test_max_score_prefers_best_rank_and_earlier_lists():
-    a = [{"chunk_id": 1, "score": 0.5}, {"chunk_id": 2, "score": 0.4}]
-    b = [{"chunk_id": 3, "score": 0.9}, {"chunk_id": 2, "score": 0.8}]
-    fused = max_score([a, b], k=3)
-    assert [r["chunk_id"] for r in fused] == [1, 3, 2]
-    assert [r["rank"] for r in fused] == [1, 2, 3]
+    fused = max_score([np.array([1, 2]), np.array([3, 2])], k=3)
+    assert fused.ids.tolist() == [1, 3, 2]
+    assert fused.scores[0] == fused.scores[1] > fused.scores[2]

@@ -195,3 +195,14 @@ def test_chunks_cover_every_character_once(text: str, max_tokens: int, extra: in
         assert word_token_count(chunk.text) <= hard or len(chunk.text) == 1
     for i, ch in enumerate(text):
         assert owner[i] == 1 or (owner[i] == 0 and ch.isspace())
+
+
+def test_breaks_start_new_chunks() -> None:
+    text = "From: ann@example.org\nSubject: Minutes\n\nThe crane was repaired. It works.\n\nEnd."
+    body = text.index("The crane")
+    whole = chunk_text(text, word_token_count, max_tokens=100)
+    assert len(whole) == 1
+    parts = chunk_text(text, word_token_count, max_tokens=100, breaks=[body, text.index("End")])
+    assert [c.text for c in parts] == ["From: ann@example.org\nSubject: Minutes",
+                                       "The crane was repaired. It works.", "End."]
+    assert parts[1].start == body and parts[1].line_first == 4

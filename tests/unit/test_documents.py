@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import builtins
 import os
+import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +33,7 @@ def write(path: Path, content: str | bytes) -> Path:
     return path
 
 
-def skip_reason(path: Path, **kwargs: int) -> str:
+def skip_reason(path: Path, **kwargs: int | bool) -> str:
     """Return the reason a file is skipped (failing when it is not)."""
     with pytest.raises(SkippedFile) as info:
         read_document(path, **kwargs)
@@ -59,13 +61,11 @@ def test_plain_text_keeps_lines_and_normalises_newlines(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "kind"),
-    [("readme.md", "markdown"), ("guide.rst", "rst"), ("data.json", "json"),
-     ("table.csv", "csv"), ("table.tsv", "csv"), ("tool.py", "code"), ("main.go", "code")],
+    [("data.json", "json"), ("table.csv", "csv"), ("table.tsv", "csv"), ("tool.py", "code"),
+     ("main.go", "code")],
 )
 def test_text_like_kinds_are_read_as_is(tmp_path: Path, name: str, kind: str) -> None:
     content = {
-        "markdown": "# Title\n\nSome *text*.\n",
-        "rst": "Title\n=====\n\nBody text.\n",
         "json": '{\n  "name": "psi",\n  "depth": 3\n}\n',
         "csv": "name,age\nada,36\nalan,41\n",
         "code": "def f(x):\n    return x + 1\n",
@@ -73,6 +73,18 @@ def test_text_like_kinds_are_read_as_is(tmp_path: Path, name: str, kind: str) ->
     doc = read_document(write(tmp_path / name, content))
     assert doc.kind == kind
     assert doc.text == content
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "content", "clean"),
+    [("readme.md", "markdown", "# Title\n\nSome *text*.\n", "Title\n\nSome text.\n"),
+     ("guide.rst", "rst", "Title\n=====\n\nBody text.\n", "Title\n\n\nBody text.\n")],
+)
+def test_marked_up_kinds_are_read_as_their_visible_text(tmp_path: Path, name: str, kind: str,
+                                                        content: str, clean: str) -> None:
+    doc = read_document(write(tmp_path / name, content))
+    assert doc.kind == kind
+    assert doc.text == clean
 
 
 def test_utf8_bom_is_dropped(tmp_path: Path) -> None:
@@ -154,15 +166,119 @@ def test_broken_pdf_is_skipped(tmp_path: Path) -> None:
     assert skip_reason(path).startswith("PDF could not be parsed: ")
 
 
-def test_pdf_without_text_is_skipped(tmp_path: Path) -> None:
+def test_blank_pdf_is_skipped(tmp_path: Path) -> None:
     from pypdf import PdfWriter
 
     writer = PdfWriter()
     writer.add_blank_page(width=200, height=200)
-    path = tmp_path / "scan.pdf"
+    path = tmp_path / "blank.pdf"
     with open(path, "wb") as fh:
         writer.write(fh)
-    assert skip_reason(path) == "no extractable text (scanned PDF?)"
+    assert skip_reason(path) == "no extractable text (no text layer and no images)"
+
+
+def test_pdf_pages_are_locations(tmp_path: Path) -> None:
+    doc = read_document(FIXTURES / "sample.pdf")
+    second = doc.text.index("Second page")
+    assert doc.locations([(0, 10), (second, second + 5), (5, second + 5)]) == [
+        {"page": 1}, {"page": 2}, {"pages": [1, 2]}]
+
+
+def _mixed_pdf(tmp_path: Path, sentence: str) -> Path:
+    """sample.pdf's two text pages followed by one scanned page of `sentence`."""
+    from conftest import scanned_pdf
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    writer.append(str(FIXTURES / "sample.pdf"))
+    writer.append(str(scanned_pdf(tmp_path / "scan-only.pdf", [sentence])))
+    path = tmp_path / "mixed.pdf"
+    with open(path, "wb") as fh:
+        writer.write(fh)
+    return path
+
+
+def test_scanned_pdf_without_ocr_needs_ocr(tmp_path: Path) -> None:
+    from conftest import scanned_pdf
+
+    path = scanned_pdf(tmp_path / "scan.pdf", ["A scanned letter.", "Its second page."])
+    reason = skip_reason(path, ocr=False)
+    assert reason == ("needs OCR (no text layer on any of its 2 page(s): a scanned PDF?); "
+                      "OCR is off ([ingest] ocr = false); turn it on to read it")
+
+
+def test_scanned_pdf_without_tesseract_says_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import scanned_pdf
+
+    from psirag_kb.ingest import pdf
+
+    monkeypatch.setattr(pdf.shutil, "which", lambda name: None)
+    reason = skip_reason(scanned_pdf(tmp_path / "scan.pdf", ["A scanned letter."]))
+    assert reason.startswith("needs OCR (no text layer on any of its 1 page(s)")
+    assert "install tesseract (apt-get install tesseract-ocr)" in reason
+
+
+def test_partly_scanned_pdf_is_indexed_with_a_note(tmp_path: Path) -> None:
+    doc = read_document(_mixed_pdf(tmp_path, "The ferry leaves at noon."), ocr=False)
+    assert doc.note == ("1 of 3 pages needs OCR (no text layer); OCR is off ([ingest] ocr = "
+                        "false); turn it on to read it")
+    assert "Second page here." in doc.text and "ferry" not in doc.text
+    assert len(doc.pages) == 3
+
+
+@pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract is not installed")
+def test_scanned_page_is_read_by_ocr(tmp_path: Path) -> None:
+    doc = read_document(_mixed_pdf(tmp_path, "The ferry leaves the harbour at noon."))
+    assert doc.note == ""
+    start = doc.text.index("The ferry leaves the harbour at noon.")
+    assert doc.locations([(start, start + 10)]) == [{"page": 3}]
+    assert doc.text.startswith("Psi-RAG sample document.")
+
+
+def test_structured_suffixes_are_supported() -> None:
+    for suffix in (".docx", ".pptx", ".xlsx", ".odt", ".odp", ".ods", ".epub", ".eml", ".msg",
+                   ".ipynb"):
+        assert is_supported(Path(f"a/file{suffix.upper()}"))
+        assert documents.kind_of(Path(f"file{suffix}")) == suffix[1:]
+
+
+def test_office_file_has_segments(tmp_path: Path) -> None:
+    doc = read_document(FIXTURES / "docs" / "testPPT.pptx")
+    assert doc.kind == "pptx" and doc.pages is None
+    start = doc.text.index("This is a test file data")
+    assert doc.locations([(start, start + 20)])[0]["slide"] == 2
+
+
+def _truncated_docx(tmp_path: Path, age_s: float) -> Path:
+    """Half of a real .docx, last modified `age_s` seconds ago."""
+    data = (FIXTURES / "docs" / "testWORD.docx").read_bytes()
+    path = write(tmp_path / "half.docx", data[: len(data) // 2])
+    stamp = time.time() - age_s
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def test_truncated_zip_just_written_is_retried(tmp_path: Path) -> None:
+    with pytest.raises(FileReadError) as info:
+        read_document(_truncated_docx(tmp_path, age_s=2))
+    message = str(info.value)
+    assert message.startswith("damaged .docx: truncated or corrupt zip")
+    assert "probably still being written (changing while read): will retry" in message
+
+
+def test_old_truncated_zip_is_skipped(tmp_path: Path) -> None:
+    reason = skip_reason(_truncated_docx(tmp_path, age_s=documents.RECENT_WRITE_S + 60))
+    assert reason.startswith("damaged .docx: truncated or corrupt zip")
+
+
+def test_other_damage_just_written_is_skipped_at_once(tmp_path: Path) -> None:
+    path = write(tmp_path / "photo.docx", b"\x89PNG\r\n\x1a\n" + bytes(64))
+    assert skip_reason(path) == "damaged .docx: not a zip file (it is a PNG image)"
+    encrypted = tmp_path / "locked.docx"
+    encrypted.write_bytes((FIXTURES / "docs" / "testWORD_protected_passtika.docx").read_bytes())
+    assert skip_reason(encrypted) == "encrypted .docx (password-protected)"
 
 
 def test_binary_content_with_text_suffix(tmp_path: Path) -> None:

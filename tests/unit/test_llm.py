@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 
 import pytest
 
-from psirag_kb.answer.llm import DEFAULT_HOST, OllamaLLM, ollama_host
+from psirag_kb.answer.llm import DEFAULT_HOST, FormatRefused, OllamaLLM, ollama_host
 from psirag_kb.config import LLMConfig
 from psirag_kb.errors import LLMError
 
 HELLO = [{"role": "user", "content": "hello"}]
+SCHEMA = {"type": "object", "properties": {"action": {"type": "string", "enum": ["a", "b"]},
+                                           "n": {"type": "array", "items": {"type": "integer"}}},
+          "required": ["action"]}
 
 
 def llm_for(url: str, timeout: float = 10.0) -> OllamaLLM:
@@ -101,3 +105,46 @@ def test_fake_server_streams_when_asked(fake_ollama) -> None:
     parts = [p.message.content for p in client.chat("llama3.1:8b", HELLO, stream=True)]
     assert "".join(parts) == "one two three" and len(parts) > 2
     assert client.generate("llama3.1:8b", "x").response == "fake reply"
+
+
+def test_chat_with_a_schema_sends_format(fake_ollama) -> None:
+    fake_ollama.script({"action": "a", "n": [1]})
+    llm = llm_for(fake_ollama.url)
+    assert llm.chat("llama3.1:8b", HELLO, schema=SCHEMA) == '{"action": "a", "n": [1]}'
+    assert fake_ollama.chats[0].format == SCHEMA and fake_ollama.violations == []
+    assert llm.structured("llama3.1:8b")
+
+
+def test_server_refusing_format_is_remembered_per_model(fake_ollama) -> None:
+    fake_ollama.script("plain text", structured=False)
+    llm = llm_for(fake_ollama.url)
+    with pytest.raises(FormatRefused, match="refused structured output .* ChatRequest.format"):
+        llm.chat("llama3.1:8b", HELLO, schema=SCHEMA)
+    assert not llm.structured("llama3.1:8b") and llm.structured("other:1b")
+    assert llm.chat("llama3.1:8b", HELLO) == "plain text"  # the refused reply stayed queued
+    with pytest.raises(LLMError, match="ollama pull gemma3:27b") as missing:
+        llm.chat("gemma3:27b", HELLO, schema=SCHEMA)
+    assert not isinstance(missing.value, FormatRefused) and llm.structured("gemma3:27b")
+
+
+@pytest.mark.parametrize(("reply", "problem"), [
+    ("not json", "not JSON"),
+    ({"n": [1]}, "lacks the required 'action'"),
+    ({"action": "c"}, "'c' is not one of"),
+    ({"action": "a", "n": ["x"]}, "$.n[0] is str, not integer"),
+    ({"action": "a", "n": [True]}, "$.n[0] is bool, not integer"),
+])
+def test_fake_server_checks_replies_against_the_schema(fake_ollama, reply, problem) -> None:
+    import ollama
+
+    client = ollama.Client(host=fake_ollama.url, timeout=5)
+    fake_ollama.script(reply)
+    with pytest.raises(ollama.ResponseError, match="does not match the format schema") as exc:
+        client.chat("llama3.1:8b", HELLO, format=SCHEMA)
+    assert exc.value.status_code == 500
+    assert len(fake_ollama.violations) == 1 and problem in fake_ollama.violations[0]
+    first = client.chat("llama3.1:8b", HELLO).message.content  # still queued, no format
+    assert first == (reply if isinstance(reply, str) else json.dumps(reply))
+    fake_ollama.script(reply, format_check="pass")
+    assert client.chat("llama3.1:8b", HELLO, format=SCHEMA).message.content == first
+    assert len(fake_ollama.violations) == 2

@@ -90,10 +90,30 @@ def test_snippet_is_one_line_cut_at_a_word():
     assert snippet("x" * 500).startswith("x" * 300)
 
 
-def test_location_prefers_a_page_then_lines():
+def test_location_prefers_the_document_location_then_a_page_then_lines():
     assert location({"lines": [3, 7]}) == {"lines": [3, 7]}
+    assert location({"lines": [3, 7], "location": None}) == {"lines": [3, 7]}
     assert location({"lines": [3, 7], "page": 2}) == {"page": 2}
     assert location({"lines": None}) is None and location({}) is None
+    for where in ({"slide": 3, "title": "Results"}, {"sheet": "Q1", "rows": [2, 41]},
+                  {"pages": [4, 5]}, {"paragraphs": [14, 19], "heading": "Results"},
+                  {"section": "ch2.xhtml", "paragraph": 12}, {"cell": 4, "type": "code"},
+                  {"part": "body"}):
+        assert location({"lines": [3, 7], "location": where}) == where
+
+
+@pytest.mark.asyncio
+async def test_search_and_fetch_show_where_in_the_document(backend):
+    deck = {**PASSAGE, "source": "/d/report.pptx", "location": {"slides": [2, 3], "title": "Q1"}}
+    backend.query = lambda text, **kwargs: {"query": text, "mode": "hybrid", "results": [deck]}
+    backend.chunk = lambda chunk_id, neighbours=0: {
+        **deck, "neighbours": [{"chunk_id": 11, "lines": [1, 2], "text": "before", "offset": -1,
+                                "location": {"sheet": "Q1 2024", "rows": [2, 41]}}]}
+    found = (await call(backend, "search", query="quarter")).structured_content
+    assert found["results"][0]["location"] == {"slides": [2, 3], "title": "Q1"}
+    fetched = (await call(backend, "fetch", id="12", neighbours=1)).structured_content
+    assert fetched["location"] == {"slides": [2, 3], "title": "Q1"}
+    assert fetched["neighbours"][0]["location"] == {"sheet": "Q1 2024", "rows": [2, 41]}
 
 
 def test_within_takes_absolute_paths_only(monkeypatch):

@@ -17,7 +17,7 @@ from .. import keys
 from ..messages import AgentStep, Failed, PathFound, QueryDone
 from .base import FAILED, Banner, KBScreen
 
-MODES = ("hybrid", "tree", "sparse", "dense", "agent", "summarize")
+MODES = ("auto", "hybrid", "tree", "sparse", "dense", "agent", "summarize")
 
 
 class QueryScreen(KBScreen):
@@ -176,5 +176,5 @@ class QueryScreen(KBScreen):
             self.notify(f"{result.get('source')} is not a file here (a corpus passage?)",
                         severity="warning")
             return
-        lines = result.get("lines")
+        lines = None if result.get("location") else result.get("lines")  # lines of a text file
         self.app.open_in_editor(path, lines[0] if lines else None)

@@ -148,5 +148,5 @@ class TreeScreen(KBScreen):
         if not source or not os.path.isfile(source):
             self.notify("Choose a chunk of a file (a leaf) to open it.", severity="warning")
             return
-        lines = data.get("lines")
+        lines = None if data.get("location") else data.get("lines")  # lines of a text file
         self.app.open_in_editor(source, lines[0] if lines else None)
