@@ -274,20 +274,8 @@ class KnowledgeBase:
             ranking = Ranking(ranking.ids[order], ranking.scores[order])
         results = []
         for chunk_id, score in zip(ranking.ids.tolist(), ranking.scores.tolist(), strict=True):
-            hit = hits.get(chunk_id)
-            if hit is None:
-                continue
-            lines = [hit.line_first, hit.line_last] if hit.line_first is not None else None
-            results.append({
-                "rank": len(results) + 1,
-                "score": float(score),
-                "source": hit.source,
-                "lines": lines,
-                "location": hit.location,
-                "text": hit.text,
-                "chunk_id": chunk_id,
-                "path": hit.path,
-            })
+            if chunk_id in hits:
+                results.append(result_row(hits[chunk_id], chunk_id, score, len(results) + 1))
         result: dict[str, Any] = {"query": text, "mode": mode, "results": results}
         if scope is not None:
             result["in"] = list(scope.paths)
@@ -410,8 +398,8 @@ def result_row(hit: Any, chunk_id: int, score: float, rank: int) -> dict[str, An
     """One result as the CLI, API and MCP server show it."""
     lines = [hit.line_first, hit.line_last] if hit.line_first is not None else None
     return {"rank": rank, "score": float(score), "source": hit.source, "lines": lines,
-            "location": getattr(hit, "location", None), "text": hit.text,
-            "chunk_id": int(chunk_id), "path": hit.path}
+            "location": hit.location, "text": hit.text, "chunk_id": int(chunk_id),
+            "path": hit.path}
 
 
 def _label(key: Any) -> str | None:

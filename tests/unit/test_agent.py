@@ -64,7 +64,8 @@ class StubKB:
     @property
     def store(self) -> Any:
         rows = {int(source[2:]): SimpleNamespace(
-            source=source, text=body, line_first=None, line_last=None, path="/corpus.jsonl")
+            source=source, text=body, line_first=None, line_last=None, path="/corpus.jsonl",
+            location=None)
             for passages in PASSAGES.values() for body, source in passages}
         return SimpleNamespace(hits=lambda ids: {i: rows[i] for i in ids if i in rows})
 
