@@ -12,6 +12,27 @@ THOUGHT_WORDS = 120
 SUMMARY_WORDS = 200
 """Upper bound on the words of a summary."""
 
+EXAMPLE_FIRST = """\
+User:
+Retrieved documents:
+[1] (Hotel Tallcorn) The Hotel Tallcorn is located in Marshalltown, Iowa...
+[2] (Hotel Bond) Hotel Bond is a historic hotel, built in two stages in 1913 and 1921...
+Question: The Oberoi family is part of a hotel company that has a head office in what city?
+Retrieval attempts remaining: 2
+Assistant:
+"""
+"""The one-shot example's first turn (shared by both protocols)."""
+EXAMPLE_SECOND = """\
+User:
+Retrieved documents:
+[3] (The Oberoi Group) The Oberoi Group is a hotel company with its head office in Delhi...
+[4] (Mohan Singh Oberoi) Rai Bahadur Mohan Singh Oberoi founded Oberoi Hotels & Resorts...
+Question: The Oberoi family is part of a hotel company that has a head office in what city?
+Retrieval attempts remaining: 1
+Assistant:
+"""
+"""The one-shot example's second turn."""
+
 AGENT_SYSTEM = """\
 You are a careful reading-comprehension and retrieval agent. You answer the user's question \
 from numbered documents, reasoning step by step and asking for more documents when needed.
@@ -35,23 +56,11 @@ An answer is usually a short phrase or a name; avoid hedges like "approximately"
 6. Keep the Thought under {thought_words} words.
 
 Example.
-User:
-Retrieved documents:
-[1] (Hotel Tallcorn) The Hotel Tallcorn is located in Marshalltown, Iowa...
-[2] (Hotel Bond) Hotel Bond is a historic hotel, built in two stages in 1913 and 1921...
-Question: The Oberoi family is part of a hotel company that has a head office in what city?
-Retrieval attempts remaining: 2
-Assistant:
+""" + EXAMPLE_FIRST + """\
 Thought: I first need the hotel company the Oberoi family belongs to. Neither document \
 mentions the Oberoi family.
 Retrieve: Which hotel company is the Oberoi family of India part of?
-User:
-Retrieved documents:
-[3] (The Oberoi Group) The Oberoi Group is a hotel company with its head office in Delhi...
-[4] (Mohan Singh Oberoi) Rai Bahadur Mohan Singh Oberoi founded Oberoi Hotels & Resorts...
-Question: The Oberoi family is part of a hotel company that has a head office in what city?
-Retrieval attempts remaining: 1
-Assistant:
+""" + EXAMPLE_SECOND + """\
 Thought: Mohan Singh Oberoi founded Oberoi Hotels & Resorts [4], whose company, The Oberoi \
 Group, has its head office in Delhi [3].
 Answer: Delhi"""
@@ -73,22 +82,10 @@ Gest" rather than "David Gest"). You may retrieve at most the number of times st
 Never guess or add uncertain information.
 
 Example.
-User:
-Retrieved documents:
-[1] (Hotel Tallcorn) The Hotel Tallcorn is located in Marshalltown, Iowa...
-[2] (Hotel Bond) Hotel Bond is a historic hotel, built in two stages in 1913 and 1921...
-Question: The Oberoi family is part of a hotel company that has a head office in what city?
-Retrieval attempts remaining: 2
-Assistant:
+""" + EXAMPLE_FIRST + """\
 {{"action": "retrieve", "text": "Which hotel company is the Oberoi family of India part of?", \
 "cited": []}}
-User:
-Retrieved documents:
-[3] (The Oberoi Group) The Oberoi Group is a hotel company with its head office in Delhi...
-[4] (Mohan Singh Oberoi) Rai Bahadur Mohan Singh Oberoi founded Oberoi Hotels & Resorts...
-Question: The Oberoi family is part of a hotel company that has a head office in what city?
-Retrieval attempts remaining: 1
-Assistant:
+""" + EXAMPLE_SECOND + """\
 {{"action": "answer", "text": "Delhi", "cited": [3, 4]}}"""
 
 MUST_ANSWER = (
