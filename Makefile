@@ -1,6 +1,7 @@
-# Two commands: `make run` sets up, indexes the bundled sample folder, starts the daemon on it in
-# the background and opens the TUI (quitting it stops the daemon; without a terminal it runs one
-# query through the daemon instead); `make test` runs the suite.
+# Two commands: `make run` sets up, indexes the bundled sample folder and prints the top of its
+# topic tree, starts the daemon on it in the background and opens the TUI (quitting it stops the
+# daemon; without a terminal it runs one query through the daemon instead); `make test` runs the
+# suite.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -37,6 +38,8 @@ export DAEMON_ANSWERS
 
 run: $(STAMP)
 	$(KB) ingest examples/docs
+	@echo "What the sample folder is about (the top of the topic tree; \`psirag-kb tree NODE\` goes down):"
+	@$(KB) tree
 	$(KB) status
 	$(KB) query "$(SAMPLE_QUERY)"
 	@$(KB) daemon --watch examples/docs --port 0 >>$(DATA)/daemon.out 2>&1 & pid=$$!; \

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -40,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--jsonl", type=Path, action="append", default=[],
                         help='a benchmark corpus of {"id","title","text"} lines')
     ingest.add_argument("--json", action="store_true", help="print the report as JSON")
+    ingest.add_argument("--no-abstracts", action="store_true",
+                        help="leave the tree's keyword abstracts to `maintain` or the daemon")
 
     query = commands.add_parser("query", help="search the knowledge base")
     query.add_argument("text", help="the question or search terms")
@@ -221,15 +224,23 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
             for stage, seconds in report.seconds.items():
                 total.timed(stage, seconds)
             total.tree_build = report.tree_build or total.tree_build
+        abstracts = None
+        if not args.no_abstracts:
+            with _AbstractBar(kb):
+                abstracts = kb.regenerate_abstracts(offline=True)
+            total.timed("abstracts", abstracts["seconds"])
         chunks = kb.store.chunk_count()
     if args.json:
-        print(json.dumps(total.as_dict() | {"chunks_total": chunks}))
+        extra = {"chunks_total": chunks} | ({} if abstracts is None else {"abstracts": abstracts})
+        print(json.dumps(total.as_dict() | extra))
         return 0
     print(
         f"added {total.added}, updated {total.updated}, unchanged {total.unchanged}, "
         f"removed {total.removed}, skipped {total.skipped}, failed {total.failed}; "
         f"{total.chunks_embedded} chunks embedded, {total.chunks_kept} kept, {chunks} in total"
     )
+    if abstracts is not None and abstracts["regenerated"]:
+        print(f"abstracts: {abstracts['regenerated']} tree nodes given keyword abstracts")
     if total.seconds:
         print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in total.seconds.items()))
     for path, state, reason in total.problems:
@@ -317,6 +328,7 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     if tree.get("state", "ok") != "ok":
         print(f"tree: {tree['state']} ({tree.get('reason', '')}); queries use BM25 and the "
               "dense index until it is rebuilt (by the daemon, `ingest` or `maintain`)")
+    print(_abstracts_line(status.get("abstracts", {})))
     for name, index in status.get("indexes", {}).items():
         if index["state"] == "stale":
             print(f"index {name}: stale, being rebuilt from the database ({index['reason']}); "
@@ -331,6 +343,25 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
         print(f"daemon: pid {daemon['pid']} at {daemon['url']}, {daemon['queue']} queued, "
               f"watching {', '.join(status.get('watch', [])) or 'nothing'}")
     return 0
+
+
+def _abstracts_line(abstracts: dict[str, Any]) -> str:
+    """Dirty abstracts, a run in progress (done of total, rate, time left) and the last run."""
+    line = (f"abstracts: {abstracts.get('dirty', 0)} dirty ({abstracts.get('source', 'offline')} "
+            f"{abstracts.get('kind', 'keyword')})")
+    if abstracts.get("running"):
+        eta = abstracts.get("eta_s")
+        line += (f", writing {abstracts['done']} of {abstracts['total']} at "
+                 f"{abstracts['rate_per_s']:.2f} nodes/s"
+                 + ("" if eta is None else f", {int(eta) // 60}:{int(eta) % 60:02d} left"))
+    last = abstracts.get("last_run")
+    if last:
+        result = abstracts.get("last_result", {})
+        line += (f"; last run {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(last))}: "
+                 f"{result.get('regenerated', 0)} written")
+    if abstracts.get("last_error"):
+        line += f"; last error: {abstracts['last_error']}"
+    return line
 
 
 def cmd_eval(args: argparse.Namespace, config: Config) -> int:
@@ -412,18 +443,45 @@ def cmd_distill(args: argparse.Namespace, config: Config) -> int:
 def cmd_maintain(args: argparse.Namespace, config: Config) -> int:
     """Run upkeep; on a terminal, abstract regeneration shows nodes done, rate and ETA."""
     _local_only(config, "maintain")
-    bar = None
-    if sys.stderr.isatty():
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    with _open(config) as kb, _AbstractBar(kb):
+        report = kb.maintain()
+    _print_report(report, args.json)
+    return 0
 
-        bar = Progress("[progress.description]{task.description}", BarColumn(),
-                       MofNCompleteColumn(), TextColumn("{task.fields[speed]}"),
-                       console=Console(stderr=True), transient=True)
-        task = bar.add_task("abstracts", total=None, speed="")
 
-    def show(progress: dict[str, Any]) -> None:
-        if bar is None or not progress.get("running"):
+class _AbstractBar:
+    """While open, abstract regeneration shows nodes done, rate and ETA on a terminal, and an
+    interruption says how many abstracts were kept."""
+
+    def __init__(self, kb: Any) -> None:
+        self.kb = kb
+        self.bar = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self.bar = Progress("[progress.description]{task.description}", BarColumn(),
+                                MofNCompleteColumn(), TextColumn("{task.fields[speed]}"),
+                                console=Console(stderr=True), transient=True)
+            self.task = self.bar.add_task("abstracts", total=None, speed="")
+
+    def __enter__(self) -> _AbstractBar:
+        self.kb.abstract_job.on_progress = self.show
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.kb.abstract_job.on_progress = None
+        if self.bar is not None:
+            self.bar.stop()
+        if kind is KeyboardInterrupt:
+            done = self.kb.abstract_job.last_result.get("regenerated", 0)
+            print(f"abstracts kept: {done} written before the interruption", file=sys.stderr)
+
+    def show(self, progress: dict[str, Any]) -> None:
+        """Draw one progress snapshot of the abstract job."""
+        if self.bar is None or not progress.get("running"):
             return
         eta = progress["eta_s"]
         speed = f"{progress['rate_per_s']:.2f} nodes/s, " + (
@@ -431,23 +489,7 @@ def cmd_maintain(args: argparse.Namespace, config: Config) -> int:
         if progress["failed"]:
             speed += f", {progress['failed']} failed"
         handled = progress["done"] + progress["failed"] + progress["skipped"]
-        bar.update(task, completed=handled, total=progress["total"], speed=speed)
-
-    with _open(config) as kb:
-        kb.abstract_job.on_progress = show
-        try:
-            if bar is not None:
-                bar.start()
-            report = kb.maintain()
-        except KeyboardInterrupt:
-            done = kb.abstract_job.last_result.get("regenerated", 0)
-            print(f"abstracts kept: {done} written before the interruption", file=sys.stderr)
-            raise
-        finally:
-            if bar is not None:
-                bar.stop()
-        _print_report(report, args.json)
-    return 0
+        self.bar.update(self.task, completed=handled, total=progress["total"], speed=speed)
 
 
 def _print_report(report: dict[str, Any], as_json: bool) -> None:

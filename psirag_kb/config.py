@@ -78,7 +78,9 @@ class TreeConfig:
     """keyword or summative abstracts."""
     node_vectors: str = "centroid"
     """What guides tree search at abstract nodes: "abstract" (the embedding of the node's
-    abstract, the centroid until it has one) or "centroid" (mean of the children)."""
+    abstract, the centroid until it has one) or "centroid" (mean of the children). Abstracts are
+    embedded only while it is "abstract": switching to it later guides each node once its
+    abstract is next regenerated."""
     insert_threshold: float = 0.5
     """New chunks whose most similar leaf is below this cosine join as a subtree, not one by one."""
 
@@ -142,7 +144,10 @@ class WatchConfig:
     rescan_interval_s: float = 600.0
     """Seconds between periodic rescans."""
     maintain_interval_s: float = 3600.0
-    """Seconds between tree upkeep runs (abstract regeneration, drift repair)."""
+    """Seconds between tree upkeep runs (drift repair, abstracts the refresher left)."""
+    abstracts_quiet_s: float = 3.0
+    """Stale abstracts are rewritten once the queues have been empty this long (offline
+    keywords first, then the LLM's when one is configured)."""
     store_interval_s: float = 1800.0
     """Seconds between store maintenance runs (DuckDB checkpoint)."""
 

@@ -320,9 +320,11 @@ class KnowledgeBase:
         report = self.writer.call(run, key="repair-drift")
         return report | {"seconds": round(time.perf_counter() - started, 3)}
 
-    def regenerate_abstracts(self, max_nodes: int | None = None) -> dict[str, Any]:
-        """Write fresh abstracts for dirty nodes, bottom-up (offline keywords or Ollama)."""
-        return self.abstract_job.run(max_nodes)
+    def regenerate_abstracts(self, max_nodes: int | None = None, offline: bool = False,
+                             yield_to: Callable[[], bool] | None = None) -> dict[str, Any]:
+        """Write fresh abstracts for dirty nodes, bottom-up (offline keywords or Ollama);
+        `offline` never asks the LLM (see `AbstractJob.run`)."""
+        return self.abstract_job.run(max_nodes, offline, yield_to)
 
     def maintain(self) -> dict[str, Any]:
         """Periodic upkeep: repair drifted subtrees, then regenerate dirty abstracts."""

@@ -108,6 +108,28 @@ def tree_path(path: list[dict[str, Any]], width: int = 90) -> Text:
     return out
 
 
+OVERVIEW_PHRASES = 8
+"""Key phrases shown per topic in the query screen's overview."""
+
+
+def overview_text(root: dict[str, Any]) -> Text:
+    """What the knowledge base holds: the root's children as topics of a few key phrases each,
+    the largest first, with a hint to the tree browser."""
+    children = [c for c in root.get("children", []) if c.get("kind") != "leaf"]
+    if not root.get("leaves"):
+        return Text("The knowledge base is empty: index a folder, then type a query.")
+    text = Text()
+    text.append(f"What the knowledge base holds ({root['leaves']} passages)", style="bold")
+    text.append(" - F3 browses the topic tree, or type a query and press enter.\n")
+    for child in sorted(children, key=lambda c: -c.get("leaves", 0)) or [root]:
+        phrases = [p for p in child.get("abstract", "").split(", ") if p][:OVERVIEW_PHRASES]
+        text.append(f"\n• {child.get('leaves', 0):>6} ", style="dim")
+        text.append(", ".join(phrases) if phrases else "(abstract being written)")
+        if child.get("dirty") and phrases:
+            text.append(" (updating)", style="dim")
+    return text
+
+
 def _step_line(number: int, step: Any) -> str:
     """'2. round 1 'query' → 3 passages: a.md, b.md → answer'."""
     if not isinstance(step, dict):

@@ -58,6 +58,14 @@ class NodeLoaded(_Local):
         self.node = node
 
 
+class OverviewLoaded(_Local):
+    """The root of the tree with its children, for the query screen's first view."""
+
+    def __init__(self, node: dict[str, Any]) -> None:
+        super().__init__()
+        self.node = node
+
+
 class StatusLoaded(_Local):
     """The knowledge base's status."""
 

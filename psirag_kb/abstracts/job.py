@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from psirag_kb.abstracts.writers import KeywordAbstractor, LLMAbstractor
@@ -34,6 +34,10 @@ OnProgress = Callable[[dict[str, Any]], None]
 
 class _Stopped(Exception):
     """Raised between nodes once `AbstractJob.stop` was called."""
+
+
+class _Yielded(Exception):
+    """Raised between LLM abstracts when another caller waits for the job or `yield_to` says so."""
 
 
 class Progress:
@@ -106,6 +110,10 @@ class AbstractJob:
         self._failures = 0
         self._retry_at = 0.0
         self._stopping = threading.Event()
+        self._running = threading.Lock()
+        self._waiting = 0
+        self._count = threading.Lock()
+        self._yield_to: Callable[[], bool] | None = None
 
     def stop(self) -> None:
         """End a running regeneration after the node in hand (what it committed stays); later
@@ -116,6 +124,11 @@ class AbstractJob:
         """Raise _Stopped between two nodes when a stop was asked for."""
         if self._stopping.is_set():
             raise _Stopped
+
+    def _check_yield(self) -> None:
+        """Raise _Yielded between two LLM abstracts when a caller waits or `yield_to` asks."""
+        if self._waiting or (self._yield_to is not None and self._yield_to()):
+            raise _Yielded
 
     def status(self) -> dict[str, Any]:
         """Dirty count, the running job's progress, last run and errors, for `status`."""
@@ -128,6 +141,10 @@ class AbstractJob:
             "last_result": self.last_result,
             "last_error": self.last_error,
         }
+
+    def llm_due(self) -> bool:
+        """Whether an LLM is configured and not inside a backoff after a failure."""
+        return self.llm is not None and time.time() >= self._retry_at
 
     def _llm_ready(self) -> bool:
         """Whether the LLM may be asked now (not inside a backoff after a failure)."""
@@ -148,14 +165,46 @@ class AbstractJob:
         self.last_error = str(exc)
         log.warning("abstract generation failed: %s", exc)
 
-    def run(self, max_nodes: int | None = None) -> dict[str, Any]:
+    def run(self, max_nodes: int | None = None, offline: bool = False,
+            yield_to: Callable[[], bool] | None = None) -> dict[str, Any]:
         """Regenerate dirty abstracts bottom-up; returns counts and seconds.
 
+        `offline` writes keyword abstracts only, without asking the LLM; when an LLM is
+        configured they go only where a node has none yet, and those nodes stay dirty for it.
+        Runs never overlap: a caller waits for the run in progress, and an LLM run gives way
+        between two nodes to a waiting caller, or whenever `yield_to()` is true.
         Whatever was committed before an interruption (an exception, Ctrl-C, the daemon
-        stopping) stays: those nodes are clean and the rest stay dirty for the next run.
+        stopping, giving way) stays: those nodes are clean and the rest stay dirty.
         """
+        with self._lock_waiting():
+            self._yield_to = yield_to
+            try:
+                return self._run(max_nodes, offline)
+            finally:
+                self._yield_to = None
+
+    @contextlib.contextmanager
+    def _lock_waiting(self) -> Iterator[None]:
+        """Hold the run lock, counted as waiting (so an LLM run gives way) until it is ours."""
+        with self._count:
+            self._waiting += 1
+        try:
+            self._running.acquire()
+        finally:
+            with self._count:
+                self._waiting -= 1
+        try:
+            yield
+        finally:
+            self._running.release()
+
+    def _run(self, max_nodes: int | None, offline: bool) -> dict[str, Any]:
+        """One regeneration run (the caller holds the run lock)."""
         started = time.perf_counter()
-        use_llm = self._llm_ready()
+        if self.stores.tree_index.view.dirty == 0:
+            self.last_result = {"regenerated": 0, "failed": 0, "seconds": 0.0}
+            return self.last_result
+        use_llm = not offline and self._llm_ready()
         view = self.stores.tree_index.view
         by_layer: dict[int, list[int]] = defaultdict(list)
         for node, info in view.nodes.items():
@@ -184,6 +233,8 @@ class AbstractJob:
             finished = True
         except _Stopped:
             log.info("abstract regeneration stopped; the abstracts written so far are kept")
+        except _Yielded:
+            log.debug("abstract regeneration gave way; the abstracts written so far are kept")
         finally:
             self.progress.stop()
             self.last_run = time.time()
@@ -214,20 +265,22 @@ class AbstractJob:
         if work is None:
             self.progress.advance(skipped=len(nodes))
             return 0, 0
-        chosen, groups, vectors, shapes, keep_dirty = work
+        chosen, groups, shapes, keep_dirty = work
         self.progress.advance(skipped=len(nodes) - len(chosen))
         if use_llm and self.llm_abstractor is not None:
             return self._with_llm(chosen, groups, shapes, keep_dirty)
         made = 0
         pending: list[tuple[int, str | None]] = []
         since = time.monotonic()
-        idf = self.keywords.idf_of(groups)  # rarity over the whole batch, as in one call
+        abstracts = layer > 1  # children of layer 1 are passages, above it abstracts
+        counts = self.keywords.phrases_of(groups, abstracts)
+        idf = self.keywords.idf_of(groups, counts=counts)  # rarity over the batch, as one call
         try:
             for start in range(0, len(chosen), KEYWORD_NODES):
                 self._check_stop()
                 part = slice(start, start + KEYWORD_NODES)
-                texts = self.keywords.abstract_many(
-                    groups[part], None if vectors is None else vectors[part], idf)
+                texts = self.keywords.abstract_many(groups[part], None, idf, abstracts,
+                                                    lexical=True, counts=counts[part])
                 pending += zip(chosen[part], texts, strict=True)
                 if time.monotonic() - since >= COMMIT_EVERY_S:
                     ready, pending, since = pending, [], time.monotonic()
@@ -248,6 +301,7 @@ class AbstractJob:
         made = errors = 0
         for number, (node, group) in enumerate(zip(nodes, groups, strict=True)):
             self._check_stop()
+            self._check_yield()
             try:
                 text = self.llm_abstractor.abstract(group) if group else ""
             except LLMError as exc:
@@ -265,8 +319,10 @@ class AbstractJob:
 
     def _commit(self, texts: list[tuple[int, str | None]], shapes: dict[int, tuple[int, ...]],
                 keep_dirty: set[int]) -> int:
-        """Embed fresh abstracts, store them in one transaction and count the progress."""
-        fresh = list(dict.fromkeys(t for _, t in texts if t))
+        """Embed fresh abstracts (when tree search is guided by them), store them in one
+        transaction and count the progress."""
+        guided = self.config.tree.node_vectors == "abstract"
+        fresh = list(dict.fromkeys(t for _, t in texts if t)) if guided else []
         embedded = dict(zip(fresh, self.embedder.embed(fresh), strict=True)) if fresh else {}
         nodes = [n for n, _ in texts]
         made = self.stores.writer.call(
@@ -284,20 +340,17 @@ class AbstractJob:
             leaf_ids = [-k for n in nodes for k in live.children[n]]
             hits = self.stores.store.hits(leaf_ids)
             groups = [[hits[-k].text for k in live.children[n] if -k in hits] for n in nodes]
-            vectors = [live.vectors_of(live.children[n]) for n in nodes]
         else:
             groups = [[live.abstracts.get(k, "") for k in live.children[n]] for n in nodes]
             groups = [[t for t in group if t] for group in groups]
-            vectors = None
         keep_dirty = {n for n in nodes if self.llm is not None and not use_llm}
         if keep_dirty:  # the LLM is down: offline keywords only where nothing exists yet
             selected = [i for i, n in enumerate(nodes) if n not in live.abstracts]
             nodes = [nodes[i] for i in selected]
             groups = [groups[i] for i in selected]
-            vectors = None if vectors is None else [vectors[i] for i in selected]
         if not nodes:
             return None
-        return nodes, groups, vectors, shapes, keep_dirty
+        return nodes, groups, shapes, keep_dirty
 
     def _write(self, nodes: list[int], texts: list[str | None], embedded: dict[str, Any],
                shapes: dict[int, tuple[int, ...]], keep_dirty: set[int]) -> int:

@@ -41,31 +41,110 @@ joined led located married moved named opened operated owned played previously p
 received recorded released returned said says served signed sold starred took won worked written
 """.split())
 
-MIDDLE_WORDS = frozenset("of and the for de del la le von van der du da".split())
-"""Stop words allowed inside a phrase ("Bank of America"); others end the phrase."""
+NAME_JOINERS = frozenset("of for the de del la le von van der du da".split())
+"""Lower-case words allowed inside a name, between capitalised words ("Bank of America")."""
+MAX_UNITS = 3
+"""Words or whole names in one phrase."""
+MAX_WORDS = 3
+"""Words in a phrase of several units."""
+MAX_NAME_WORDS = 6
+"""Words in one name, kept whole ("United Kingdom of Great Britain")."""
 
 _TOKEN = re.compile(r"[^\W_]+(?:['’.&-][^\W_]+)*")
 _NUMBER = re.compile(r"[\d.,:/'’-]+(?:st|nd|rd|th|s)?")
 
 
-def _ngrams(run: list[str]) -> Iterator[str]:
-    """Phrases of 1-3 words from one punctuation-free run, with no stop word at either edge."""
+def _units(run: list[str]) -> list[tuple[int, int] | None]:
+    """A run's words grouped into phrase units: whole names ("Kingdom of Great Britain"),
+    single content words, and None for each word that ends a phrase (a stop word)."""
     low = [w.lower() for w in run]
-    edge_ok = [w not in STOP_WORDS and w not in MIDDLE_WORDS and len(w) > 1 for w in low]
-    inner_ok = [ok or w in MIDDLE_WORDS for ok, w in zip(edge_ok, low, strict=True)]
-    numeric = [bool(_NUMBER.fullmatch(w)) for w in low]
-    for i in range(len(run)):
-        if not edge_ok[i]:
+    content = [w not in STOP_WORDS and w not in NAME_JOINERS and not _DOTTED.search(w)
+               and (len(w) > 2 or (len(w) == 2 and raw.isupper()))
+               for w, raw in zip(low, run, strict=True)]
+    for i in _shouted(run):
+        content[i] = False
+    capital = [ok and w[:1].isupper() for ok, w in zip(content, run, strict=True)]
+    units: list[tuple[int, int] | None] = []
+    i = 0
+    while i < len(run):
+        if not content[i]:
+            units.append(None)
+            i += 1
             continue
-        for j in range(i, min(i + 3, len(run))):
-            if j > i + 1 and not inner_ok[j - 1]:
+        end = i + 1
+        while capital[i] and end < len(run):
+            if capital[end]:
+                end += 1
+                continue
+            join = end
+            while join < len(run) and join - end < 2 and run[join] in NAME_JOINERS:
+                join += 1  # lower-case joiners only: "OF" in shouted text ends the name
+            if join == end or join >= len(run) or not capital[join]:
                 break
-            if edge_ok[j] and not all(numeric[i:j + 1]):
-                yield " ".join(run[i:j + 1])
+            end = join + 1
+        units.append((i, end))
+        i = end
+    return units
+
+
+def _shouted(run: list[str]) -> Iterator[int]:
+    """Positions of words in upper-case stretches (two or more words in capitals, one of them
+    long: the shouting of licences and disclaimers, not names or acronyms)."""
+    caps = [len(w) > 1 and w.isupper() for w in run]
+    i = 0
+    while i < len(run):
+        end = i
+        while end < len(run) and caps[end]:
+            end += 1
+        if end - i >= 2 and any(len(run[j]) >= 5 for j in range(i, end)):
+            yield from range(i, end)
+        i = max(end, i + 1)
+
+
+def _ngrams(run: list[str]) -> Iterator[str]:
+    """Phrases of 1-3 units (at most 3 words, or one name of up to 6) from one punctuation-free
+    run: names are never cut, stop words never sit at either edge, and not all numbers."""
+    units = _units(run)
+    numeric = [bool(_NUMBER.fullmatch(w)) for w in run]
+    for i, first in enumerate(units):
+        if first is None:
+            continue
+        for last in units[i:i + MAX_UNITS]:
+            if last is None:
+                break
+            start, end = first[0], last[1]
+            if end - start > (MAX_NAME_WORDS if last is first else MAX_WORDS):
+                break
+            if numeric[start] and (last is not first or all(numeric[start:end])):
+                break  # no "1998 WIDE Project": a number opens no phrase of several units
+            yield " ".join(run[start:end])
+
+
+_CODE_CHARS = re.compile(r"[=;{}()\[\]<>]")
+_CODE_START = re.compile(r"(?:\t| {4}|>>> |\.\.\. |\$ )")
+_DOTTED = re.compile(r"[^\W\d_]{2,}\.[^\W\d_]")
+"""A dotted name (self.data, README.md): code or a file, not a topic."""
+
+
+def _is_code(line: str) -> bool:
+    """True for a line that reads as code: indented, a prompt, or dense in brackets and
+    operators."""
+    marks = len(_CODE_CHARS.findall(line))
+    return bool(_CODE_START.match(line)) or (marks >= 2 and marks * 10 >= len(line.strip()))
 
 
 def candidate_phrases(text: str) -> list[str]:
-    """Noun-phrase-like n-grams of a text, each a literal substring of it (with repeats)."""
+    """Noun-phrase-like n-grams of a text's prose lines, each a literal substring of it (with
+    repeats); lines of code give none."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if line.strip() and not _is_code(line):
+            out.extend(_line_phrases(line))
+    return out
+
+
+def _line_phrases(text: str) -> list[str]:
+    """The candidate phrases of one line, from its runs of words between punctuation."""
     out: list[str] = []
     run: list[str] = []
     last_end = -1
@@ -88,10 +167,18 @@ def _is_keyword_list(text: str) -> bool:
     )
 
 
-def child_phrases(text: str) -> Counter[str]:
-    """Candidate phrases of one child: a keyword abstract's own phrases, else its n-grams."""
-    if _is_keyword_list(text):
-        return Counter(item.strip() for item in text.split(", ") if re.search(r"[^\W_]", item))
+def child_phrases(text: str, abstract: bool | None = None) -> Counter[str]:
+    """Candidate phrases of one child: a keyword abstract's own phrases, else its n-grams.
+
+    `abstract` says whether the child is an abstract (None: a text shaped like a keyword
+    list is taken for one); a passage's text is never read as a list of keywords.
+    """
+    if abstract is not False and _is_keyword_list(text):
+        items = [item.strip() for item in text.split(", ") if re.search(r"[^\W_]", item)]
+        ranked: Counter[str] = Counter()
+        for position, item in enumerate(items):  # a list's first third counts 3, its last 1
+            ranked[item] += 3 - (3 * position) // len(items)
+        return ranked
     return Counter(candidate_phrases(text))
 
 
@@ -121,32 +208,51 @@ class KeywordAbstractor:
 
     def abstract_many(
         self, groups: list[list[str]], vectors: Sequence[np.ndarray] | None = None,
-        idf: dict[str, float] | None = None,
+        idf: dict[str, float] | None = None, abstracts: bool | None = None,
+        lexical: bool = False, counts: list[list[Counter[str]]] | None = None,
     ) -> list[str]:
         """One abstract per group of child texts; `vectors` are the children's embeddings if known.
 
         Without `vectors` each child is represented by its candidates' weighted phrase vectors, so
         the children themselves are never re-embedded. A group without any words gets "".
         Phrase rarity is measured over these groups, or given as `idf` (see `idf_of`).
+        `abstracts` says whether the children are abstracts or passages (see `child_phrases`).
+        `lexical` picks phrases by weight and coverage of the children and embeds none: the
+        abstract job's way, since embedding the candidates cost about as much as embedding the
+        new chunks on a small change (BENCHMARKS.md, "Abstracts as part of indexing").
+        `counts` are the groups' `phrases_of`, when the caller has them already.
         """
         if vectors is not None and len(vectors) != len(groups):
             raise ValueError("vectors must hold one array per group")
-        counts = [[child_phrases(t) for t in group] for group in groups]
+        if counts is None:
+            counts = self.phrases_of(groups, abstracts)
         idf = self._idf(counts) if idf is None else idf
         pools = [self._candidates(group, idf) for group in counts]
-        self._embed_missing([s for cands in pools for s in cands[0]])
+        if not lexical:
+            self._embed_missing([s for cands in pools for s in cands[0]])
         out = []
         for number, (cands, weights, occurs, spare) in enumerate(pools):
             if not cands:
                 out.append("")
-                continue
-            child_vectors = None if vectors is None else np.asarray(vectors[number], np.float32)
-            out.append(self._select(cands, weights, occurs, child_vectors, spare))
+            elif lexical:
+                out.append(self._select_lexical(cands, weights, occurs, spare))
+            else:
+                child_vectors = (None if vectors is None
+                                 else np.asarray(vectors[number], np.float32))
+                out.append(self._select(cands, weights, occurs, child_vectors, spare))
         return out
 
-    def idf_of(self, groups: list[list[str]]) -> dict[str, float]:
-        """Phrase rarity over every child of `groups`, for abstracting them in several calls."""
-        return self._idf([[child_phrases(t) for t in group] for group in groups])
+    @staticmethod
+    def phrases_of(groups: list[list[str]],
+                   abstracts: bool | None = None) -> list[list[Counter[str]]]:
+        """The candidate phrases of every child of `groups` (see `child_phrases`)."""
+        return [[child_phrases(t, abstracts) for t in group] for group in groups]
+
+    def idf_of(self, groups: list[list[str]], abstracts: bool | None = None,
+               counts: list[list[Counter[str]]] | None = None) -> dict[str, float]:
+        """Phrase rarity over every child of `groups` (or of their `phrases_of`, `counts`),
+        for abstracting them in several calls."""
+        return self._idf(self.phrases_of(groups, abstracts) if counts is None else counts)
 
     @staticmethod
     def _idf(counts: list[list[Counter[str]]]) -> dict[str, float]:
@@ -188,16 +294,18 @@ class KeywordAbstractor:
         def weight(key: str, count: int) -> float:
             words = key.count(" ") + 1
             capital = any(w[:1].isupper() for w in form[key].split())
-            bonus = (1.0 + 0.3 * (words - 1)) * (1.25 if capital else 1.0)
+            bonus = (1.0 + 0.3 * (min(words, 3) - 1)) * (1.25 if capital else 1.0)
             return (1.0 + math.log(count)) * idf[key] * bonus
 
         score = {k: weight(k, c) for k, c in group_tf.items()}
         ranked: dict[str, None] = {}
         per_child = max(1, self.max_candidates // (2 * len(children)))
-        for tf in child_tf:
-            local = sorted(tf, key=lambda k: (-weight(k, tf[k]), k))
-            ranked.update(dict.fromkeys(local[:per_child]))
-        ranked.update(dict.fromkeys(sorted(score, key=lambda k: (-score[k], k))))
+        # ties keep the children's own order (a keyword list's first phrases come first)
+        best = [sorted(tf, key=lambda k, tf=tf: -weight(k, tf[k]))[:per_child]
+                for tf in child_tf]
+        for rank in range(per_child):  # round robin: every child's best phrase, then second...
+            ranked.update(dict.fromkeys(local[rank] for local in best if rank < len(local)))
+        ranked.update(dict.fromkeys(sorted(score, key=lambda k: -score[k])))
         budget = min(self.max_candidates, max(8, 3 * len(children)))
         keys: list[str] = []
         spare: list[str] = []
@@ -259,8 +367,31 @@ class KeywordAbstractor:
             for i in np.flatnonzero(open_):
                 if padded[i] in padded[best] or padded[best] in padded[i]:
                     open_[i] = False
-        chosen = [cands[i] for i in picked]
-        taken = [padded[i] for i in picked]
+        return self._fill([cands[i] for i in picked], spare)
+
+    def _select_lexical(
+        self, cands: list[str], weights: np.ndarray, occurs: np.ndarray, spare: list[str]
+    ) -> str:
+        """Pick up to max_keywords candidates by weight, favouring children not yet covered."""
+        relevance = weights / weights.max()
+        covered = np.zeros(occurs.shape[1], dtype=bool)
+        open_ = np.ones(len(cands), dtype=bool)
+        padded = [f" {c.lower()} " for c in cands]
+        picked: list[int] = []
+        while len(picked) < self.max_keywords and open_.any():
+            score = relevance + 0.5 * occurs[:, ~covered].any(axis=1)
+            best = int(np.argmax(np.where(open_, score, -np.inf)))
+            picked.append(best)
+            covered |= occurs[best]
+            open_[best] = False
+            for i in np.flatnonzero(open_):
+                if padded[i] in padded[best] or padded[best] in padded[i]:
+                    open_[i] = False
+        return self._fill([cands[i] for i in picked], spare)
+
+    def _fill(self, chosen: list[str], spare: list[str]) -> str:
+        """The chosen phrases, topped up from the spares that do not overlap them, joined."""
+        taken = [f" {c.lower()} " for c in chosen]
         for phrase in spare:
             if len(chosen) >= self.max_keywords:
                 break

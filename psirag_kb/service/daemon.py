@@ -19,6 +19,7 @@ from psirag_kb.paths import inside
 from psirag_kb.service.api import APIServer
 from psirag_kb.service.auth import configured_token, ensure_token_file
 from psirag_kb.service.client import DAEMON_FILE
+from psirag_kb.service.refresher import AbstractRefresher
 from psirag_kb.service.scheduler import Jobs
 from psirag_kb.service.watcher import FolderWatcher, Stopping
 from psirag_kb.storage.datadir import DAEMON, DaemonError, DataDirLock
@@ -58,6 +59,7 @@ class Daemon:
         self.api: APIServer | None = None
         self.watcher: FolderWatcher | None = None
         self.jobs: Jobs | None = None
+        self.refresher: AbstractRefresher | None = None
         self.started = 0.0
         self._lock = DataDirLock(self.data_dir)
         self._stop = threading.Event()
@@ -83,6 +85,9 @@ class Daemon:
             self.watcher = FolderWatcher(self.kb, self.folders, self.config.watch.quiet_period_s,
                                          self.data_dir)
             self.jobs = self._jobs()
+            self.refresher = AbstractRefresher(
+                self.kb, self._busy, self.config.watch.abstracts_quiet_s,
+                arriving=lambda: self.watcher is not None and self.watcher.queue_size > 0)
         except BaseException:
             self._close_kb()
             self._lock.release()
@@ -94,6 +99,7 @@ class Daemon:
         self.watcher.start()
         self.watcher.scan()  # start-up reconciliation: what changed while we were down
         self.jobs.start()
+        self.refresher.start()
         threading.Thread(target=self._warm_up, name="psirag-warm-up", daemon=True).start()
         log.info("daemon %d serving %s for %s, watching %s", os.getpid(), self.api.url,
                  self.data_dir, ", ".join(map(str, self.folders)) or "nothing")
@@ -134,6 +140,8 @@ class Daemon:
             self.watcher.stop()
         if self.kb is not None:
             self.kb.abstract_job.stop()  # a slow LLM run ends after its node in progress
+        if self.refresher is not None:
+            self.refresher.stop()
         if self.jobs is not None:
             self.jobs.shutdown(wait=True)
         self._close_kb()
@@ -171,6 +179,11 @@ class Daemon:
         data.pop("problems", None)
         return data
 
+    def _busy(self) -> bool:
+        """Whether files are waiting or being indexed, or writes are queued."""
+        assert self.watcher is not None
+        return self.watcher.queue_size > 0 or self.kb.writer.queued > 0
+
     def _store_maintenance(self) -> dict[str, Any]:
         """Persist the derived indexes and checkpoint DuckDB's write-ahead log."""
         self.kb.checkpoint()
@@ -190,6 +203,7 @@ class Daemon:
             "queue": self.watcher.queue_size + self.kb.writer.queued,
             "processed": self.watcher.processed,
             "errors": list(self.watcher.errors)[-10:], "jobs": self.jobs.status(),
+            "abstracts": None if self.refresher is None else self.refresher.status(),
         }
 
     def status(self) -> dict[str, Any]:
@@ -223,15 +237,18 @@ class Daemon:
         return {"chunk_id": chunk_id, "path": self._kb().path_of(chunk_id)}
 
     def reindex(self, raw: str) -> dict[str, Any]:
-        """Bring a path inside a watched folder, or an indexed path, up to date now."""
+        """Bring a path inside a watched folder, or an indexed path, up to date now, with the
+        offline abstracts of the tree nodes it changed."""
         path = self.allowed_path(raw)
         kb = self._kb()
         if path.exists():
             try:
-                return kb.ingest([path]).as_dict()
+                report = kb.ingest([path]).as_dict()
             except KBError:
                 if path.exists():
                     raise  # otherwise it vanished meanwhile: bring that up to date instead
+            else:
+                return report | {"abstracts": kb.regenerate_abstracts(offline=True)}
         return {"removed": kb.remove([path])}
 
     def allowed_path(self, raw: str) -> Path:

@@ -27,7 +27,9 @@ def small_corpus(tmp_path) -> Path:
     return path
 
 
-def test_offline_abstracts_cover_every_node_and_persist(config, minilm, small_corpus):
+@pytest.mark.parametrize("guide", ["centroid", "abstract"])
+def test_offline_abstracts_cover_every_node_and_persist(config, minilm, small_corpus, guide):
+    config = config.replace("tree", node_vectors=guide)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
         live = kb.tree_index.live
@@ -38,7 +40,8 @@ def test_offline_abstracts_cover_every_node_and_persist(config, minilm, small_co
         for node, text in live.abstracts.items():
             phrases = text.split(", ")
             assert 1 <= len(phrases) <= 20 and len({p.lower() for p in phrases}) == len(phrases)
-            assert node in live.abstract_vectors
+            # abstracts are embedded only when they guide the tree search
+            assert (node in live.abstract_vectors) == (guide == "abstract")
         root = kb.node()
         assert root["abstract"] and not root["dirty"] and root["layer"] == live.depth
         saved = dict(live.abstracts)
@@ -254,7 +257,7 @@ def test_progress_shows_in_status_while_running(config, minilm, small_corpus, fa
 def test_maintain_shows_progress_on_a_terminal(config, small_corpus, fake_ollama, capsys,
                                                monkeypatch):
     data = ["--data-dir", str(config.data_dir)]
-    assert main([*data, "ingest", "--jsonl", str(small_corpus)]) == 0
+    assert main([*data, "ingest", "--no-abstracts", "--jsonl", str(small_corpus)]) == 0
     capsys.readouterr()
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert main([*data, "maintain", "--json"]) == 0

@@ -52,6 +52,32 @@ def options(app: PsiragApp) -> list[str]:
 
 
 @pytest.mark.asyncio
+async def test_the_first_view_shows_the_top_of_the_tree(app: PsiragApp,
+                                                        client: FakeClient) -> None:
+    async with app.run_test(size=(100, 24)) as pilot:
+        chunk = app.screen.query_one("#chunk", Static)
+        await until(pilot, lambda: "What the knowledge base holds" in text_of(chunk))
+        shown = text_of(chunk)
+        assert "3 passages" in shown and "F3" in shown
+        # the root's topics, the largest first, a stale one marked
+        first, second = shown.index("reference counting"), shown.index("http caches")
+        assert first < second and "(updating)" in shown[first:second]
+        await ask(pilot, "python memory")  # an answer replaces the overview
+        await until(pilot, lambda: len(options(app)) == 3)
+        assert "What the knowledge base holds" not in text_of(chunk)
+
+
+@pytest.mark.asyncio
+async def test_a_failed_overview_keeps_the_hint_quietly(app: PsiragApp,
+                                                        client: FakeClient) -> None:
+    client.fail = "no tree"
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        assert text_of(app.screen.query_one("#chunk", Static)) == "Type a query and press enter."
+        assert not text_of(app.screen.query_one(Banner))
+
+
+@pytest.mark.asyncio
 async def test_query_results_and_tree_path(app: PsiragApp, client: FakeClient) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await ask(pilot, "python memory")

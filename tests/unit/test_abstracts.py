@@ -67,6 +67,82 @@ def test_candidates_keep_of_inside_a_phrase() -> None:
     assert "Bank of America" in candidate_phrases("He joined Bank of America in 1990.")
 
 
+@pytest.mark.parametrize(("text", "whole"), [
+    ("The United Kingdom of Great Britain and Northern Ireland signed it.",
+     ["United Kingdom of Great Britain", "Northern Ireland"]),
+    ("Queen Beatrix of the Netherlands opened the Rijksmuseum.",
+     ["Queen Beatrix of the Netherlands"]),
+    ("He studied at the University of California in Berkeley.", ["University of California"]),
+])
+def test_names_are_whole_phrases(text: str, whole: list[str]) -> None:
+    found = candidate_phrases(text)
+    for name in whole:
+        assert name in found
+        words = name.split()
+        for size in range(1, len(words)):  # no cut of a name: "Kingdom of Great", "Great Britain"
+            for start in range(len(words) - size + 1):
+                part = " ".join(words[start:start + size])
+                assert part not in found or any(part in other and other != name
+                                                for other in found if other not in whole)
+
+
+@pytest.mark.parametrize("text", [
+    "Compare the easy way of the method. Set the garbage collector of the process.",
+    "Python and wants more of the things the user of the system asks for.",
+    "A Kingdom of the sea, the Republic of the people, lots of the words.",
+])
+def test_no_phrase_ends_or_starts_on_a_joining_word(text: str) -> None:
+    for phrase in candidate_phrases(text):
+        words = phrase.lower().split()
+        assert words[0] not in STOP_WORDS and words[-1] not in STOP_WORDS, phrase
+        assert not {"of", "the", "and", "for"} & {words[0], words[-1]}, phrase
+        # a joining word sits only between capitalised words of a name
+        for i, word in enumerate(phrase.split()[1:-1], start=1):
+            if word in ("of", "the"):
+                assert phrase.split()[i - 1][0].isupper() or phrase.split()[i - 1] in ("of", "the")
+                assert phrase.split()[i + 1][0].isupper() or phrase.split()[i + 1] in ("of", "the")
+
+
+def test_shouted_legal_text_and_code_lines_give_no_phrases() -> None:
+    text = ("IN NO EVENT SHALL THE AUTHORS BE LIABLE FOR ANY CLAIM\n"
+            "    return self.data.get(key)\n"
+            "x = foo(bar) + baz[1]; y = {}\n"
+            ">>> import gc\n"
+            "The NASA report on HTTP API design (published in 1998) was read.")
+    found = candidate_phrases(text)
+    assert "NASA" in found and "HTTP API design" in found and "report" in found
+    for phrase in found:
+        assert phrase in text.splitlines()[-1], phrase
+
+
+def test_a_passage_shaped_like_a_list_is_read_as_text(fake_embedder) -> None:
+    passage = "Copyright (c) 1996-2008 Red Hat, Inc, all rights reserved"
+    from psirag_kb.abstracts.writers import child_phrases
+
+    assert "Copyright (c) 1996-2008 Red Hat" in child_phrases(passage)  # guessed: a keyword list
+    as_text = child_phrases(passage, abstract=False)
+    assert "Red Hat" in as_text and not any("(" in phrase for phrase in as_text)
+
+
+def test_lexical_abstracts_embed_nothing_and_cover_every_child(fake_embedder) -> None:
+    class Refusing:
+        name, dim = fake_embedder.name, fake_embedder.dim
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            raise AssertionError("a lexical abstract embeds no phrase")
+
+    abstractor = KeywordAbstractor(Refusing(), max_keywords=4)
+    group = ["Volcanic eruptions in Iceland grounded flights over Europe.",
+             "Volcanic ash clouds and aviation safety rules.",
+             "Medieval monasteries of Ireland kept illuminated manuscripts."]
+    [abstract] = abstractor.abstract_many([group], abstracts=False, lexical=True)
+    found = phrases(abstract)
+    assert 1 <= len(found) <= 4
+    for number, child in enumerate(group):  # each child gives at least one phrase
+        assert any(p in child for p in found), (number, found)
+    assert abstract == abstractor.abstract_many([group], abstracts=False, lexical=True)[0]
+
+
 # -- offline extractor on real text ---------------------------------------------------------------
 
 def test_real_groups_phrases_from_text_distinct_capped_and_deterministic(

@@ -14,7 +14,7 @@ from textual.worker import get_current_worker
 
 from .. import format as fmt
 from .. import keys
-from ..messages import AgentStep, Failed, PathFound, QueryDone
+from ..messages import AgentStep, Failed, OverviewLoaded, PathFound, QueryDone
 from .base import FAILED, Banner, KBScreen
 
 MODES = ("auto", "hybrid", "tree", "sparse", "dense", "agent", "summarize")
@@ -49,6 +49,19 @@ class QueryScreen(KBScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self.query_one("#query", Input).focus()
+        self.load_overview()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="overview")
+    def load_overview(self) -> None:
+        """Fetch the top of the tree for the first view (what the knowledge base holds)."""
+        root = self.call("overview", lambda client: client.node(None))
+        if root is not FAILED:
+            self.post_message(OverviewLoaded(root))
+
+    @on(OverviewLoaded)
+    def show_overview(self, message: OverviewLoaded) -> None:
+        if self.current is None and not self.results:  # no query answered yet
+            self.query_one("#chunk", Static).update(fmt.overview_text(message.node))
 
     # -- querying ---------------------------------------------------------------------------
 
@@ -112,6 +125,9 @@ class QueryScreen(KBScreen):
 
     @on(Failed)
     def query_failed(self, message: Failed) -> None:
+        if message.what == "overview":  # the first view keeps its hint; queries may still work
+            message.prevent_default()
+            return
         if message.what == "tree path":
             self.query_one("#treepath", Static).update(f"Path up the tree: {message.error}")
             message.prevent_default()
