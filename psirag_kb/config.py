@@ -40,6 +40,9 @@ class IngestConfig:
     """Index symlinked files whose target lies outside the watched or ingested folder."""
     ocr: bool = True
     """Read PDF pages that have no text layer (scans) with tesseract OCR when it is installed."""
+    chunk_context: bool = True
+    """Embed and index each chunk with a short header (the document's title and the headings
+    above the chunk, the file name where there is neither); results show the text alone."""
     ignore: tuple[str, ...] = (
         ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv",
         "*.swp", "*.swo", "*~", "*.tmp", "*.part", "*.crdownload", ".#*", "#*#",
@@ -96,6 +99,9 @@ class RetrievalConfig:
     """Results returned."""
     k_per_retriever: int = 10
     """Candidates each retriever contributes before fusion."""
+    merge_adjacent: bool = True
+    """Rank 2k chunks, join those that touch in one file (and sheet, section or mail part) into
+    one result, return k results."""
     tree_search: str = "collapsed"
     """collapsed: every leaf scored with its parent's score added (measured best); beam: the
     paper's top-down search keeping tree_k nodes per layer."""

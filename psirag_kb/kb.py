@@ -25,6 +25,7 @@ from psirag_kb.ingest.embedding import (
     yield_cores,
 )
 from psirag_kb.ingest.ingestion import Ingestion, IngestReport, Progress
+from psirag_kb.search.adjacent import MARGIN, merge_adjacent
 from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
 from psirag_kb.search.scope import Scope, normalise
@@ -252,6 +253,8 @@ class KnowledgeBase:
 
         With `summarize`, 18 leaves (or k) come from the tree alone, in corpus order. With
         `within` (folders or files), only chunks of files under them, and "in" lists them.
+        Otherwise, with [retrieval] merge_adjacent, chunks that touch in one file are one result
+        (see `merge_adjacent`), and every result lists its chunks in `chunk_ids`.
         """
         text = text.strip()
         if not text:
@@ -260,12 +263,13 @@ class KnowledgeBase:
         scope = None if within is None else self.scope_of(within)
         if mode == "agent":
             return self.answer(text, k, within=scope)
+        merge = self.config.retrieval.merge_adjacent and not summarize
         if summarize:
             ranking = self._tree_search(self.embed_query(text), k or SUMMARY_LEAVES,
                                         scope=scope)
         else:
             k = k or self.config.retrieval.k
-            ranking = self.rank(text, mode, k, scope)
+            ranking = self.rank(text, mode, k * MARGIN if merge else k, scope)
         hits = self.store.hits(ranking.ids.tolist())
         if summarize:
             position = {i: (hits[i].path, hits[i].ordinal) for i in hits}
@@ -276,6 +280,10 @@ class KnowledgeBase:
         for chunk_id, score in zip(ranking.ids.tolist(), ranking.scores.tolist(), strict=True):
             if chunk_id in hits:
                 results.append(result_row(hits[chunk_id], chunk_id, score, len(results) + 1))
+        if merge:
+            results = merge_adjacent(results, hits, k)
+        elif not summarize:
+            results = [row | {"chunk_ids": [row["chunk_id"]]} for row in results]
         result: dict[str, Any] = {"query": text, "mode": mode, "results": results}
         if scope is not None:
             result["in"] = list(scope.paths)

@@ -11,12 +11,20 @@ import re
 import stat
 import time
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from psirag_kb.errors import FileReadError, SkippedFile
+from psirag_kb.ingest.context import (
+    HEADER_TOKENS,
+    Heading,
+    chunk_headers,
+    code_ranges,
+    file_title,
+    hash_headings,
+)
 from psirag_kb.ingest.formats import (
     STRUCTURED_KINDS,
     Extracted,
@@ -25,9 +33,9 @@ from psirag_kb.ingest.formats import (
     read_structured,
     span_locations,
 )
-from psirag_kb.ingest.htmltext import html_visible_text
-from psirag_kb.ingest.markdowntext import markdown_text
-from psirag_kb.ingest.rest import rest_text
+from psirag_kb.ingest.htmltext import html_outline, html_visible_text
+from psirag_kb.ingest.markdowntext import markdown_outline, markdown_text
+from psirag_kb.ingest.rest import rest_headings, rest_text
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +100,9 @@ class Document:
 
     `segments` say where in the original each part of `text` is (a PDF page, a slide, a sheet's
     rows); plain text, markdown, code and HTML have none (their lines are their location).
-    `note` is what a person should know about an indexed file (pages left for OCR).
+    `note` is what a person should know about an indexed file (pages left for OCR). `title`
+    is the title the file gives itself (metadata, <title>, front matter) and `headings` its
+    headings on their lines of `text`: what chunk headers are made of.
     """
 
     path: Path
@@ -101,6 +111,8 @@ class Document:
     pages: list[int] | None = None
     segments: list[Segment] | None = None
     note: str = ""
+    title: str = ""
+    headings: tuple[Heading, ...] = ()
 
     def breaks(self) -> list[int]:
         """Offsets where a chunk must not run on: a new sheet, EPUB section or mail part."""
@@ -111,6 +123,10 @@ class Document:
         if not self.segments:
             return [None] * len(spans)
         return span_locations(Extracted(self.text, self.segments), spans)
+
+    def headers(self, first_lines: Sequence[int], cap: int = HEADER_TOKENS) -> list[str]:
+        """The context header (title > heading path) of chunks starting on these lines."""
+        return chunk_headers(self.title, self.headings, file_title(self.path), first_lines, cap)
 
 
 def kind_of(path: Path) -> str | None:
@@ -159,16 +175,40 @@ def _extract(path: Path, data: bytes, kind: str, ocr: bool) -> Document:
     """Turn a file's bytes into a Document by its kind."""
     if kind in _STRUCTURED:
         extracted = read_structured(path, data, kind)
-        return Document(path, extracted.text, kind, segments=extracted.segments)
+        skipped = code_ranges(len(extracted.text),
+                              [(s.start, s.location) for s in extracted.segments])
+        return Document(path, extracted.text, kind, segments=extracted.segments,
+                        title=extracted.title,
+                        headings=tuple(hash_headings(extracted.text, skipped)))
     if kind == "pdf":
         from psirag_kb.ingest.pdf import ocr_note, read_pdf
 
         pdf = read_pdf(data, ocr=ocr)
         segments = [Segment(start, {"page": n}) for n, start in enumerate(pdf.pages, start=1)]
         return Document(path, pdf.text, kind, pages=pdf.pages, segments=segments,
-                        note=ocr_note(pdf, ocr))
+                        note=ocr_note(pdf, ocr), title=pdf.title)
     text = _normalise_newlines(_decode(data))
-    return Document(path, _visible_text(text, kind), kind)
+    title, headings = _outline(text, kind)
+    return Document(path, _visible_text(text, kind), kind, title=title, headings=headings)
+
+
+def _outline(source: str, kind: str) -> tuple[str, tuple[Heading, ...]]:
+    """The title and headings of a text file's source (none for code and data files)."""
+    try:
+        if kind == "markdown":
+            title, headings = markdown_outline(source)
+        elif kind == "rst":
+            title, headings = "", rest_headings(source)
+        elif kind == "html":
+            title, headings = html_outline(source)
+        elif kind == "text":
+            title, headings = "", hash_headings(source)
+        else:
+            return "", ()
+    except Exception:  # a parser's bug must not lose the file: it is indexed without headings
+        logger.warning("could not find the headings of %s markup", kind, exc_info=True)
+        return "", ()
+    return title, tuple(headings)
 
 
 def _visible_text(text: str, kind: str) -> str:

@@ -6,6 +6,8 @@ import re
 from html import unescape
 from html.parser import HTMLParser
 
+from psirag_kb.ingest.context import Heading, one_line
+
 _HTML_DROPPED = frozenset({"script", "style", "template", "title"})
 _HTML_HEAD_TAGS = frozenset(
     {"title", "meta", "link", "style", "script", "base", "noscript", "template"}
@@ -101,3 +103,54 @@ def html_visible_text(source: str) -> str:
         parser.parts.append("\n" * missing)
     text = _SPACES.sub(" ", "".join(parser.parts))
     return _LINE_EDGE_SPACES.sub("\n", text).strip(" ")
+
+
+_HEADING_TAGS = {f"h{n}": n for n in range(1, 7)}
+
+
+class _OutlineParser(HTMLParser):
+    """Collects an HTML page's <title> and its h1-h6 headings with the source line of each."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.title: list[str] = []
+        self.headings: list[Heading] = []
+        self._open: tuple[int, int, list[str]] | None = None
+        self._in_title = False
+        self._skipped = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self._in_title = True
+        elif tag in ("script", "style", "template"):
+            self._skipped += 1
+        elif tag in _HEADING_TAGS and self._open is None:
+            self._open = (self.getpos()[0], _HEADING_TAGS[tag], [])
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self._in_title = False
+        elif tag in ("script", "style", "template"):
+            self._skipped = max(0, self._skipped - 1)
+        elif tag in _HEADING_TAGS and self._open is not None:
+            line, level, parts = self._open
+            text = one_line("".join(parts)).rstrip("¶§# ")  # Sphinx's and others' anchors
+            if text:
+                self.headings.append(Heading(line, level, text))
+            self._open = None
+
+    def handle_data(self, data: str) -> None:
+        if self._skipped:
+            return
+        if self._in_title:
+            self.title.append(data)
+        elif self._open is not None:
+            self._open[2].append(data)
+
+
+def html_outline(source: str) -> tuple[str, list[Heading]]:
+    """Return an HTML page's <title> text and its h1-h6 headings (on their source lines)."""
+    parser = _OutlineParser()
+    parser.feed(source)
+    parser.close()
+    return "".join(parser.title), parser.headings

@@ -21,7 +21,7 @@ from psirag_kb.ingest.chunking import chunk_text, content_hash
 from psirag_kb.ingest.documents import is_supported, link_inside, link_outside, read_document
 from psirag_kb.ingest.pdf import awaits_ocr, tesseract_ready
 from psirag_kb.paths import inside
-from psirag_kb.storage.store import ChunkRow, FileChange, FileRecord
+from psirag_kb.storage.store import ChunkRow, FileChange, FileRecord, indexed_text
 
 if TYPE_CHECKING:
     from psirag_kb.config import Config
@@ -344,10 +344,14 @@ class Ingestion:
             hard_max_tokens=self.config.ingest.max_chunk_tokens, breaks=document.breaks(),
         )
         locations = document.locations([(c.start, c.end) for c in chunks])
+        headers = (document.headers([c.line_first for c in chunks])
+                   if self.config.ingest.chunk_context else [""] * len(chunks))
         rows = [
-            ChunkRow(c.ordinal, key, c.start, c.end, c.line_first, c.line_last, c.text, c.hash,
-                     location=None if where is None else json.dumps(where, ensure_ascii=False))
-            for c, where in zip(chunks, locations, strict=True)
+            ChunkRow(c.ordinal, key, c.start, c.end, c.line_first, c.line_last, c.text,
+                     content_hash(indexed_text(header, c.text)),
+                     location=None if where is None else json.dumps(where, ensure_ascii=False),
+                     context=header)
+            for c, where, header in zip(chunks, locations, headers, strict=True)
         ]
         if record is None:
             report.added += 1
@@ -388,7 +392,7 @@ class Ingestion:
                     pending.append(row)
         if pending:
             started = time.perf_counter()
-            vectors = self.embedder.embed([row.text for row in pending])
+            vectors = self.embedder.embed([row.indexed for row in pending])
             self.embed_seconds += time.perf_counter() - started
             report.timed("embed", time.perf_counter() - started)
             for row, vector in zip(pending, vectors, strict=True):

@@ -7,6 +7,7 @@ import re
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from psirag_kb.ingest.context import Heading, front_matter, one_line
 from psirag_kb.ingest.htmltext import html_visible_text
 
 _MYST_CODE = frozenset({"code", "code-block", "code-cell", "doctest", "testcode", "eval-rst",
@@ -35,6 +36,21 @@ def markdown_text(source: str) -> str:
         elif token.type == "inline" and block_map is not None:
             _place(_inline_lines(token), block_map, out)
     return "\n".join(" ".join(part for part in parts if part) for parts in out)
+
+
+def markdown_outline(source: str) -> tuple[str, list[Heading]]:
+    """Return a Markdown file's front-matter title ("" if none) and its headings (ATX and
+    setext, as a reader sees their text), outside the front matter."""
+    title, skip = front_matter(source)
+    tokens = _PARSER.parse(source)
+    headings = []
+    for token, inline in zip(tokens, tokens[1:], strict=False):
+        if token.type != "heading_open" or not token.map or token.map[0] < skip:
+            continue
+        text = one_line(" ".join(_inline_lines(inline)))
+        if text:
+            headings.append(Heading(token.map[0] + 1, int(token.tag[1:]), text))
+    return title, headings
 
 
 def _keep_code(token: Token, lines: list[str], out: list[list[str]]) -> None:

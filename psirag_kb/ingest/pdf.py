@@ -40,6 +40,8 @@ class PdfText:
     """Why OCR failed on some pages ("page 4: ...")."""
     ocr: bool = False
     """Whether OCR was available for this read."""
+    title: str = ""
+    """The title in the PDF's document information ("" when it has none)."""
 
 
 def tesseract_ready(enabled: bool) -> bool:
@@ -74,7 +76,7 @@ def read_pdf(data: bytes, *, ocr: bool = True) -> PdfText:
         raise
     except Exception as exc:  # pypdf raises many kinds of errors on malformed input
         raise SkippedFile(f"PDF could not be parsed: {exc}") from exc
-    result = PdfText("", [], len(pages), ocr=tesseract_ready(ocr))
+    result = PdfText("", [], len(pages), ocr=tesseract_ready(ocr), title=_title(reader))
     parts: list[str] = []
     offset = 0
     for number, page in enumerate(pages, start=1):
@@ -90,6 +92,15 @@ def read_pdf(data: bytes, *, ocr: bool = True) -> PdfText:
     if not result.text.strip():
         raise SkippedFile(_empty_reason(result, ocr))
     return result
+
+
+def _title(reader: Any) -> str:
+    """The document information's title ("" when it is missing or unreadable)."""
+    try:
+        info = reader.metadata
+        return " ".join(str(info.title or "").split()) if info is not None else ""
+    except Exception:  # noqa: BLE001 - a broken info dictionary must not lose the text
+        return ""
 
 
 def ocr_note(pdf: PdfText, enabled: bool) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from psirag_kb.ingest.context import Heading, one_line
+
 _ADORNMENT = re.compile(r"""^([!-/:-@\[-`{-~])\1{2,}\s*$""")
 _TABLE_BORDER = re.compile(r"^\s*[=+-]{2,}[=+\- ]*\s*$|^\s*\+[-=+]+\+\s*$")
 _EXPLICIT = re.compile(r"^(\s*)\.\.(?:\s+(.*))?$")
@@ -63,6 +65,35 @@ def rest_text(source: str) -> str:
         n += 1
     _clean_paragraphs(out, prose)
     return "\n".join(text.rstrip() for text in out)
+
+
+def rest_headings(source: str) -> list[Heading]:
+    """Return reST's section titles, levels numbered in the order their adornment styles
+    (underline, or overline and underline) first appear, as docutils numbers them."""
+    lines = source.split("\n")
+    styles: list[tuple[str, bool]] = []
+    found = []
+    for n in range(1, len(lines)):
+        title = lines[n - 1]
+        if not _ADORNMENT.match(lines[n]) or not _is_title(title, lines[n]):
+            continue
+        char = lines[n][0]
+        over = n >= 2 and lines[n - 2].rstrip() == lines[n].rstrip()
+        if title[:1].isspace() and not over:
+            continue
+        if (char, over) not in styles:
+            styles.append((char, over))
+        text = one_line(_inline(title))
+        if text:
+            found.append(Heading(n, styles.index((char, over)) + 1, text))
+    return found
+
+
+def _is_title(line: str, adornment: str) -> bool:
+    """Tell whether a line above an adornment line is a section title it underlines."""
+    text = line.strip()
+    return (bool(text) and not _ADORNMENT.match(line) and not text.startswith("..")
+            and len(adornment.rstrip()) >= len(text))
 
 
 def _clean_paragraphs(out: list[str], prose: list[bool]) -> None:

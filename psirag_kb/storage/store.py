@@ -21,8 +21,13 @@ from psirag_kb.tree.live import LeafLookup, LiveTree
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
-"""2: chunks.location (JSON text: page, slide, sheet and rows, ...), NULL for older chunks."""
+SCHEMA_VERSION = 3
+"""2: chunks.location (JSON text: page, slide, sheet and rows, ...), NULL for older chunks.
+3: chunks.context (the header embedded and indexed with the text), '' for older chunks."""
+
+INDEXED_TEXT = ("CASE WHEN coalesce(c.context, '') = '' THEN c.text "
+                "ELSE c.context || chr(10) || c.text END")
+"""`indexed_text` in SQL, over the chunks table as `c`."""
 
 VECTOR_BATCH = 50_000
 """Chunk vectors read per query when all of them are needed (a tree build)."""
@@ -39,6 +44,12 @@ LEAN_MEMORY_LIMIT = "256MB"
 
 TreeUpdate = Callable[[np.ndarray, np.ndarray, np.ndarray], "LiveTree | None"]
 """tree_update(added chunk ids, their vectors, removed chunk ids) -> the tree to write."""
+
+
+def indexed_text(context: str | None, text: str) -> str:
+    """What the dense and BM25 indexes see of a chunk: its context header, a newline, its text
+    (the text alone without a header)."""
+    return f"{context}\n{text}" if context else text
 
 
 def _stack(vectors: list[np.ndarray], dim: int) -> np.ndarray:
@@ -79,6 +90,13 @@ class ChunkRow:
     vector: np.ndarray | None = None
     location: str | None = None
     """Where the chunk is in its document, as JSON ({"page": 4}); None for text files."""
+    context: str = ""
+    """The header embedded and indexed with the text, never shown: "Title > Heading"."""
+
+    @property
+    def indexed(self) -> str:
+        """The text the embedder and BM25 see (`indexed_text`)."""
+        return indexed_text(self.context, self.text)
 
 
 @dataclass
@@ -211,7 +229,8 @@ class Store:
             f"""CREATE TABLE chunks (
                 id BIGINT, file_id BIGINT, ordinal INTEGER, source VARCHAR,
                 start_char INTEGER, end_char INTEGER, line_first INTEGER, line_last INTEGER,
-                text VARCHAR, hash VARCHAR, vector FLOAT[{dim}], location VARCHAR)"""
+                text VARCHAR, hash VARCHAR, vector FLOAT[{dim}], location VARCHAR,
+                context VARCHAR DEFAULT '')"""
         )
         db.execute(
             f"""CREATE TABLE nodes (
@@ -242,19 +261,27 @@ class Store:
         """Add what older databases lack (idempotent), then record the current schema version.
 
         Version 2 adds chunks.location. Indexed PDFs get an empty file hash, so the next ingest
-        or rescan reads them again and gives their chunks page locations: their text is the
-        same, so every chunk is kept (none is embedded again). Text files have no location, and
-        office, e-book, mail and notebook files were skipped before, so they are read anyway.
+        or rescan reads them again and gives their chunks page locations (their text is the
+        same, but with headers now in their hashes those chunks are embedded again). Text files
+        have no location, and office, e-book, mail and notebook files were skipped before, so
+        they are read anyway.
+
+        Version 3 adds chunks.context, '' for every chunk there is: nothing is read or embedded
+        again, and a file's chunks get their headers when it next changes (or is re-indexed).
         """
-        if version < 2:
+        if version < SCHEMA_VERSION:
             self.db.execute("BEGIN")
-            for name, table, _ in INDEXES:  # DuckDB 1.x alters no table an index depends on
+            for name, table, _ in INDEXES:  # DuckDB alters no table an index depends on
                 if table == "chunks":
                     self.db.execute(f"DROP INDEX IF EXISTS {name}")
-            self.db.execute("ALTER TABLE chunks ADD COLUMN IF NOT EXISTS location VARCHAR")
+            if version < 2:
+                self.db.execute("ALTER TABLE chunks ADD COLUMN IF NOT EXISTS location VARCHAR")
+                self.db.execute(
+                    "UPDATE files SET hash = '' WHERE origin = 'file' AND state = 'indexed' "
+                    "AND lower(path) LIKE '%.pdf'"
+                )
             self.db.execute(
-                "UPDATE files SET hash = '' WHERE origin = 'file' AND state = 'indexed' "
-                "AND lower(path) LIKE '%.pdf'"
+                "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS context VARCHAR DEFAULT ''"
             )
             self.db.execute("DELETE FROM meta WHERE key = 'schema_version'")
             self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
@@ -432,14 +459,14 @@ class Store:
                 for chunk in change.chunks:
                     row = (chunk.id, file_id, chunk.ordinal, chunk.source, chunk.start,
                            chunk.end, chunk.line_first, chunk.line_last, chunk.text, chunk.hash,
-                           chunk.location)
+                           chunk.location, chunk.context)
                     if chunk.vector is None:
                         kept_rows.append(row)
                     else:
                         new_rows.append(row)
                         added_ids.append(chunk.id)
                         added_vectors.append(chunk.vector)
-                        added_texts.append(chunk.text)
+                        added_texts.append(chunk.indexed)
                         added_paths.append(change.path if change.origin == "file" else None)
             if file_rows:
                 self._insert_files(file_rows)
@@ -468,11 +495,11 @@ class Store:
     def _columns(self, rows: list[tuple]) -> dict[str, np.ndarray]:
         """Column arrays for a registered relation of chunk rows."""
         names = ["id", "file_id", "ordinal", "source", "start_char", "end_char",
-                 "line_first", "line_last", "text", "hash", "location"]
+                 "line_first", "line_last", "text", "hash", "location", "context"]
         columns = {}
         for index, name in enumerate(names):
             values = [row[index] for row in rows]
-            if name in ("source", "text", "hash", "location"):
+            if name in ("source", "text", "hash", "location", "context"):
                 columns[name] = np.array(values, dtype=object)
             elif name in ("start_char", "end_char", "line_first", "line_last"):
                 columns[name] = np.array(
@@ -510,18 +537,19 @@ class Store:
         try:
             self.db.execute(
                 f"""INSERT INTO chunks (id, file_id, ordinal, source, start_char, end_char,
-                        line_first, line_last, text, hash, vector, location)
+                        line_first, line_last, text, hash, vector, location, context)
                     SELECT id, file_id, ordinal, source,
                     CAST(start_char AS INTEGER), CAST(end_char AS INTEGER),
                     CAST(line_first AS INTEGER), CAST(line_last AS INTEGER), text, hash,
-                    CAST(vector AS FLOAT[{self.dim}]), CAST(location AS VARCHAR)
-                    FROM new_chunks"""
+                    CAST(vector AS FLOAT[{self.dim}]), CAST(location AS VARCHAR),
+                    CAST(context AS VARCHAR) FROM new_chunks"""
             )
         finally:
             self.db.unregister("new_chunks")
 
     def _update_positions(self, rows: list[tuple]) -> None:
-        """Move kept chunks to their new ordinal, offsets, lines and location."""
+        """Move kept chunks to their new ordinal, offsets, lines and location (their hash,
+        which covers the context, is the same)."""
         self.db.register("kept_chunks", self._columns(rows))
         try:
             self.db.execute(
@@ -557,7 +585,8 @@ class Store:
             if record.origin == "file":
                 db.execute("UPDATE chunks SET source = ? WHERE file_id = ?", [new, record.id])
                 moved = [(i, text, new) for i, text in db.execute(
-                    "SELECT id, text FROM chunks WHERE file_id = ? ORDER BY ordinal", [record.id]
+                    f"SELECT c.id, {INDEXED_TEXT} FROM chunks c WHERE c.file_id = ? "
+                    "ORDER BY c.ordinal", [record.id]
                 ).fetchall()]
             generation = self.generation + 1
             self._set_meta("generation", str(generation))
@@ -619,10 +648,10 @@ class Store:
                 np.stack(list(data["vector"])).astype(np.float32, copy=False))
 
     def all_texts(self, batch: int = 10_000) -> Iterator[list[tuple[int, str, str | None]]]:
-        """(id, text, path of its file or None for a corpus record) of every chunk, in
-        batches: what the BM25 index holds."""
+        """(id, indexed text, path of its file or None for a corpus record) of every chunk, in
+        batches: what the BM25 index holds (a chunk's header and text, see `indexed_text`)."""
         cursor = self.db.execute(
-            """SELECT c.id, c.text, CASE WHEN f.origin = 'file' THEN f.path END
+            f"""SELECT c.id, {INDEXED_TEXT}, CASE WHEN f.origin = 'file' THEN f.path END
                FROM chunks c JOIN files f ON c.file_id = f.id ORDER BY c.id""")
         while rows := cursor.fetchmany(batch):
             yield rows

@@ -16,11 +16,12 @@ from daemon_helpers import api, wait_for
 
 from psirag_kb.config import Config
 from psirag_kb.ingest.documents import RECENT_WRITE_S
-from psirag_kb.ingest.formats import STRUCTURED_KINDS
+from psirag_kb.ingest.formats import STRUCTURED_KINDS, join_locations
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.locations import place
 from psirag_kb.service.daemon import Daemon
 from psirag_kb.service.mcp import search_result
+from psirag_kb.storage.store import SCHEMA_VERSION
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 DOCS = FIXTURES / "docs"
@@ -52,7 +53,10 @@ SENTENCES: list[tuple[str, str, dict[str, Any]]] = [
     ("two_sheets.ods", "col B: a text; col D: another", {"sheet": "sheet2", "row": 3}),
     ("testEPUB.epub", "This is the text for chapter Two",
      {"section": "chapters/chapter2.html", "paragraph": 2}),
-    ("testMSG.msg", "This work has progressed pretty well", {"part": "body"}),
+    # (a sentence of this body that names no topic matched every file's chunks at cosine 0.15,
+    # and a chunk header ("MIME registry use cases") tipped it out of the top 5)
+    ("testMSG.msg", "making the type detection code more modular and extensible",
+     {"part": "body"}),
     ("testMSG_att_doc.msg", "Subject: test pièce jointe 1", {"part": "header"}),
     ("testEmailWithPNGAtt.eml", "This email has a PNG attachment included in it",
      {"part": "body"}),
@@ -127,7 +131,8 @@ def test_sentence_finds_its_file_first_with_its_location(indexed, name: str, sen
     found = next(r for r in results if r["source"] == path and words in " ".join(r["text"].split()))
     assert covers(found["location"], expected), found["location"]
     fetched = kb.chunk(found["chunk_id"], neighbours=1)
-    assert fetched["location"] == found["location"]
+    parts = [kb.chunk(i)["location"] for i in found["chunk_ids"]]  # touching chunks merge
+    assert fetched["location"] in parts and join_locations(parts) == found["location"]
     assert all("location" in n for n in fetched["neighbours"])
 
 
@@ -277,7 +282,7 @@ def test_old_database_gains_locations_without_embedding_again(config: Config, fa
     db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     db.close()
     with KnowledgeBase(config, embedder=fake_embedder) as kb:
-        assert kb.store.meta()["schema_version"] == "2"
+        assert kb.store.meta()["schema_version"] == str(SCHEMA_VERSION)
         top = kb.query("Leaves sit at the same depth", mode="sparse", k=1)["results"][0]
         assert top["location"] is None  # not read again yet
         report = kb.ingest([folder])

@@ -162,7 +162,9 @@ def test_fetch_returns_the_full_text_and_its_neighbours(server, corpus):
     assert result["source"] == str(corpus / "topics.md")
     chunk = server.ok("fetch", id=result["id"], neighbours=1)
     assert chunk["id"] == result["id"] and chunk["source"] == result["source"]
-    assert "three hearts" in chunk["text"] and chunk["location"] == result["location"]
+    assert "three hearts" in chunk["text"]
+    first, last = result["location"]["lines"]  # a result may span touching chunks
+    assert first <= chunk["location"]["lines"][0] <= chunk["location"]["lines"][1] <= last
     assert [n["offset"] for n in chunk["neighbours"]] == [-1, 1]
     text = (corpus / "topics.md").read_text()
     before, after = chunk["neighbours"]

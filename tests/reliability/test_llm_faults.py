@@ -100,6 +100,9 @@ def docs(tmp_path: Path) -> Path:
 
 
 def llm_config(config: Config, docs: Path, url: str, **watch: Any) -> Config:
+    """The LLM at `url`; abstracts are written by `maintain` alone (the daemon's refresher,
+    tested in tests/integration/test_abstracts_on_ingest.py, stays out of the way)."""
+    watch.setdefault("abstracts_quiet_s", 3600.0)
     config = config.replace("watch", folders=[str(docs)], quiet_period_s=0.2, **watch)
     config = config.replace("api", port=0)
     config = config.replace("tree", max_children=3)  # 12 leaves: several layers of nodes

@@ -35,6 +35,8 @@ class Extracted:
 
     text: str
     segments: list[Segment]
+    title: str = ""
+    """The title the file's metadata gives (a mail's subject); "" when it has none."""
 
 
 STRUCTURED_KINDS: dict[str, str] = {
@@ -195,3 +197,30 @@ def _is_range(value: object) -> bool:
         and len(value) == 2
         and all(isinstance(v, int) for v in value)
     )
+
+
+def same_place(first: dict[str, Any] | None, second: dict[str, Any] | None) -> bool:
+    """Tell whether two chunks' locations lie in one sheet, section and mail part (so one
+    location can name them both)."""
+    return all((first or {}).get(k) == (second or {}).get(k) for k in _ANCHORS)
+
+
+def join_locations(locations: list[dict[str, Any]]) -> dict[str, Any]:
+    """Join the locations of consecutive chunks in one place (see `same_place`), each a number
+    or already a range ({"cell": 2}, {"cells": [3, 6]}), into one: {"cells": [2, 6]}."""
+    singular = {plural: key for key, plural in _PLURALS.items()}
+    if len({repr(loc.get("table")) for loc in locations}) > 1:  # rows of different tables
+        locations = [{k: v for k, v in loc.items() if k not in ("table", "row", "rows")}
+                     for loc in locations]
+    ranges = [{_PLURALS[k] if k in _PLURALS and _is_number(v) else k:
+               [v, v] if k in _PLURALS and _is_number(v) else v for k, v in loc.items()}
+              for loc in locations]
+    joined = merge_locations(ranges)
+    return {singular[k] if k in singular and _is_range(v) and v[0] == v[1] else k:
+            v[0] if k in singular and _is_range(v) and v[0] == v[1] else v
+            for k, v in joined.items()}
+
+
+def _is_number(value: object) -> bool:
+    """Tell whether a location value is a plain integer (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool)

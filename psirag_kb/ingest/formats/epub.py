@@ -11,6 +11,7 @@ import posixpath
 import re
 import xml.etree.ElementTree as ET
 import zipfile
+from dataclasses import replace
 from urllib.parse import unquote, urlsplit
 
 from psirag_kb.errors import SkippedFile
@@ -68,7 +69,7 @@ def read_epub(data: bytes, kind: str = "epub") -> Extracted:
                     writer.heading(block.text, block.level)
                 else:
                     writer.paragraph(block.text)
-        return builder.build()
+        return replace(builder.build(), title=_book_title(package))
 
 
 def _local(tag: str) -> str:
@@ -82,6 +83,14 @@ def _children(root: ET.Element, parent: str, child: str) -> list[ET.Element]:
         if _local(element.tag) == parent:
             return [c for c in element if _local(c.tag) == child]
     return []
+
+
+def _book_title(package: ET.Element) -> str:
+    """The book's first dc:title in the package metadata ("" when it has none)."""
+    for element in package.iter():
+        if _local(element.tag) == "title" and (element.text or "").strip():
+            return " ".join(str(element.text).split())
+    return ""
 
 
 def _package_path(archive: zipfile.ZipFile, kind: str) -> str:

@@ -14,6 +14,7 @@ import email.policy
 import email.utils
 import io
 import struct
+from dataclasses import replace
 from email.message import EmailMessage
 from typing import Any
 
@@ -97,7 +98,7 @@ def _compose(headers: dict[str, str], body: str, attachments: list[str]) -> Extr
     builder.add(body, {"part": "body"})
     if attachments:
         builder.add("Attachments: " + ", ".join(attachments), {"part": "attachments"})
-    return builder.build()
+    return replace(builder.build(), title=headers.get("Subject", ""))
 
 
 # MAPI property ids (MS-OXPROPS) read from a .msg file.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from psirag_kb.ingest.formats import Extracted
@@ -28,7 +29,7 @@ def read_docx(data: bytes, kind: str = "docx") -> Extracted:
     builder = TextBuilder()
     writer = FlowWriter(builder)
     _docx_blocks(document.element.body, document, writer, {})
-    return builder.build()
+    return replace(builder.build(), title=_core_title(document.core_properties))
 
 
 def _docx_blocks(container: Any, parent: Any, writer: FlowWriter, levels: dict) -> None:
@@ -157,7 +158,7 @@ def read_pptx(data: bytes, kind: str = "pptx") -> Extracted:
             notes = slide.notes_slide.notes_text_frame.text.strip()
             if notes:
                 builder.add(f"Notes: {notes}", location, separator="\n")
-    return builder.build()
+    return replace(builder.build(), title=_core_title(presentation.core_properties))
 
 
 def _shapes(shapes: Any) -> Iterator[Any]:
@@ -193,6 +194,15 @@ def read_xlsx(data: bytes, kind: str = "xlsx") -> Extracted:
             for number, row in enumerate(sheet.iter_rows(min_row=1, values_only=True), start=1):
                 writer.add_row(number, [format_value(value) for value in row])
             writer.finish()
+        title = _core_title(workbook.properties)
     finally:
         workbook.close()
-    return builder.build()
+    return replace(builder.build(), title=title)
+
+
+def _core_title(properties: Any) -> str:
+    """The title in a document's core properties ("" when it has none or they are damaged)."""
+    try:
+        return one_line(str(properties.title or ""))
+    except Exception:  # noqa: BLE001 - a damaged docProps/core.xml must not lose the text
+        return ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any, Protocol
 
 from psirag_kb.errors import SkippedFile
@@ -21,6 +22,7 @@ OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
 TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
 DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
+DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
 PRESENTATION = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"
 
 MAX_COLUMNS = 16384
@@ -64,7 +66,19 @@ def read_opendocument(data: bytes, kind: str = "odt") -> Extracted:
         if not _has(archive, "content.xml"):
             raise SkippedFile(f"damaged .{kind}: content.xml is missing")
         with archive.open("content.xml") as stream:
-            return _read_content(stream, kind)
+            extracted = _read_content(stream, kind)
+        return replace(extracted, title=_meta_title(archive))
+
+
+def _meta_title(archive: Any) -> str:
+    """The document's dc:title in meta.xml ("" when it has none or meta.xml is damaged)."""
+    if not _has(archive, "meta.xml"):
+        return ""
+    try:
+        element = ET.fromstring(archive.read("meta.xml")).find(f".//{DC_TITLE}")
+    except ET.ParseError:
+        return ""
+    return one_line(element.text or "") if element is not None else ""
 
 
 def _has(archive: Any, name: str) -> bool:
