@@ -25,7 +25,7 @@ from psirag_kb.ingest.embedding import (
     yield_cores,
 )
 from psirag_kb.ingest.ingestion import Ingestion, IngestReport, Progress
-from psirag_kb.search.adjacent import MARGIN, merge_adjacent
+from psirag_kb.search.adjacent import MARGIN, MAX_DEPTH, merge_adjacent
 from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
 from psirag_kb.search.scope import Scope, normalise
@@ -267,23 +267,17 @@ class KnowledgeBase:
         if summarize:
             ranking = self._tree_search(self.embed_query(text), k or SUMMARY_LEAVES,
                                         scope=scope)
-        else:
-            k = k or self.config.retrieval.k
-            ranking = self.rank(text, mode, k * MARGIN if merge else k, scope)
-        hits = self.store.hits(ranking.ids.tolist())
-        if summarize:
+            hits = self.store.hits(ranking.ids.tolist())
             position = {i: (hits[i].path, hits[i].ordinal) for i in hits}
             order = sorted(range(len(ranking.ids)),
                            key=lambda j: position.get(int(ranking.ids[j]), ("", 0)))
-            ranking = Ranking(ranking.ids[order], ranking.scores[order])
-        results = []
-        for chunk_id, score in zip(ranking.ids.tolist(), ranking.scores.tolist(), strict=True):
-            if chunk_id in hits:
-                results.append(result_row(hits[chunk_id], chunk_id, score, len(results) + 1))
-        if merge:
-            results = merge_adjacent(results, hits, k)
-        elif not summarize:
-            results = [row | {"chunk_ids": [row["chunk_id"]]} for row in results]
+            results = self._rows(Ranking(ranking.ids[order], ranking.scores[order]), hits)
+        elif merge:
+            results = self._merged(text, mode, k or self.config.retrieval.k, scope)
+        else:
+            ranking = self.rank(text, mode, k or self.config.retrieval.k, scope)
+            results = [row | {"chunk_ids": [row["chunk_id"]]}
+                       for row in self._rows(ranking, self.store.hits(ranking.ids.tolist()))]
         result: dict[str, Any] = {"query": text, "mode": mode, "results": results}
         if scope is not None:
             result["in"] = list(scope.paths)
@@ -294,6 +288,28 @@ class KnowledgeBase:
 
             return add_summary(self, result)
         return result
+
+    @staticmethod
+    def _rows(ranking: Ranking, hits: dict[int, Any]) -> list[dict[str, Any]]:
+        """Result rows of a ranking, best first, for the chunks that still exist."""
+        rows: list[dict[str, Any]] = []
+        for chunk_id, score in zip(ranking.ids.tolist(), ranking.scores.tolist(), strict=True):
+            if chunk_id in hits:
+                rows.append(result_row(hits[chunk_id], chunk_id, score, len(rows) + 1))
+        return rows
+
+    def _merged(self, text: str, mode: str, k: int, scope: Scope | None) -> list[dict[str, Any]]:
+        """k results of touching hits merged (see `merge_adjacent`): ranks MARGIN x k chunks,
+        and twice as many again (up to MAX_DEPTH x k) while merging leaves fewer than k places."""
+        vector = None if mode == "sparse" else self.embed_query(text)
+        depth = k * MARGIN
+        while True:
+            ranking = self.rank(text, mode, depth, scope, vector=vector)
+            hits = self.store.hits(ranking.ids.tolist())
+            results = merge_adjacent(self._rows(ranking, hits), hits, k)
+            if len(results) >= k or len(ranking.ids) < depth or depth >= k * MAX_DEPTH:
+                return results
+            depth *= 2
 
     def answer(self, text: str, k: int | None = None,
                on_step: Callable[[dict[str, Any]], None] | None = None,

@@ -10,6 +10,9 @@ from psirag_kb.storage.store import Hit
 
 MARGIN = 2
 """A merging query ranks this many times k chunks, so k places remain after merging."""
+MAX_DEPTH = 8
+"""When merging leaves fewer than k places, the query ranks twice as deep, up to this many
+times k chunks."""
 
 
 def merge_adjacent(rows: list[dict[str, Any]], hits: Mapping[int, Hit],

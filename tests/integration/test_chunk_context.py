@@ -169,3 +169,23 @@ def test_schema_2_database_gains_chunk_context_without_embedding_again(
         assert report.updated == 1 and report.chunks_embedded == with_header == total - 1
         assert kb.query("Emperor penguin", mode="sparse", k=5)["results"][0]["source"] == str(
             penguin)
+
+
+def test_k_places_even_when_the_best_hits_all_touch(config, fake_embedder, tmp_path):
+    folder = tmp_path / "log"
+    folder.mkdir()
+    # twelve consecutive chunks all naming the glacier, then five other files naming it once
+    entries = [f"Day {n}: the glacier moved again near camp {n}, and we measured it twice."
+               for n in range(12)]
+    (folder / "diary.md").write_text("\n\n".join(entries) + "\n")
+    for n in range(5):
+        (folder / f"note{n}.md").write_text(f"Note {n}: a glacier far away, seen once from the "
+                                            "ridge while walking home in the evening light.\n")
+    config = config.replace("ingest", chunk_tokens=20)
+    with KnowledgeBase(config, embedder=fake_embedder) as kb:
+        kb.ingest([folder])
+        rows = kb.query("glacier moved camp measured", mode="sparse", k=4)["results"]
+        assert len(rows) == 4  # the diary's run is one place; the other three are found deeper
+        hits = kb.store.hits(i for r in rows for i in r["chunk_ids"])
+        diary = [r for r in rows if hits[r["chunk_id"]].path.endswith("diary.md")]
+        assert len(diary) == 1 and len(diary[0]["chunk_ids"]) >= 8
