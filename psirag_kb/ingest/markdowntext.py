@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from markdown_it import MarkdownIt
@@ -18,12 +19,18 @@ _ROLE_TARGET = re.compile(r"^(.*?)\s*<[^<>]+>$", re.S)
 _PARSER = MarkdownIt("commonmark", {"html": True}).enable("table")
 
 
+@functools.lru_cache(maxsize=2)
+def _tokens(source: str) -> tuple[Token, ...]:
+    """The parse of a source, kept for the file's next reader (its text, then its outline)."""
+    return tuple(_PARSER.parse(source))
+
+
 def markdown_text(source: str) -> str:
     """Return Markdown's visible text: links, emphasis and heading marks gone, code kept as is."""
     lines = source.split("\n")
     out: list[list[str]] = [[] for _ in lines]
     block_map: list[int] | None = None
-    for token in _PARSER.parse(source):
+    for token in _tokens(source):
         if token.map is not None:
             block_map = token.map
         if token.type in ("fence", "code_block") and token.map:
@@ -42,7 +49,7 @@ def markdown_outline(source: str) -> tuple[str, list[Heading]]:
     """Return a Markdown file's front-matter title ("" if none) and its headings (ATX and
     setext, as a reader sees their text), outside the front matter."""
     title, skip = front_matter(source)
-    tokens = _PARSER.parse(source)
+    tokens = _tokens(source)
     headings = []
     for token, inline in zip(tokens, tokens[1:], strict=False):
         if token.type != "heading_open" or not token.map or token.map[0] < skip:
