@@ -31,6 +31,8 @@ class AbstractRefresher:
         self._thread = threading.Thread(target=self._loop, name="psirag-abstracts", daemon=True)
         self._quiet_since = time.monotonic()
         self._offline_view: Any = None
+        self.last_run: dict[str, float] = {}
+        """Wall-clock times of the last run: since when the queues were quiet, start, end."""
 
     def start(self) -> None:
         """Start watching."""
@@ -44,7 +46,8 @@ class AbstractRefresher:
 
     def status(self) -> dict[str, Any]:
         """Runs so far, the quiet period and the last error, for `status`."""
-        return {"runs": self.runs, "quiet_s": self.quiet_s, "last_error": self.last_error}
+        return {"runs": self.runs, "quiet_s": self.quiet_s, "last_error": self.last_error,
+                "last_run": self.last_run}
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_S):
@@ -67,6 +70,7 @@ class AbstractRefresher:
             return False
         job = self.kb.abstract_job
         ran = False
+        started = time.time()
         if view is not self._offline_view:  # something was written since the last pass
             report = job.run(offline=True)
             self._offline_view = self.kb.tree_index.view
@@ -82,4 +86,6 @@ class AbstractRefresher:
                          report["seconds"])
         if ran:
             self.runs += 1
+            self.last_run = {"quiet_since": started - (now - self._quiet_since),
+                             "started": started, "finished": time.time()}
         return ran
