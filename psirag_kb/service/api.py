@@ -2,7 +2,8 @@
 
 Starlette on uvicorn, serving from a background thread with its own event loop. The knowledge
 base's calls are synchronous and run on a bounded pool of threads; one guard in front of both
-mounts checks Host, Origin and the bearer token (and limits failed token checks per address).
+mounts checks Host, Origin and the bearer token (and limits wrong tokens per address, never the
+right one).
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ class Guard:
                                         "rebinding attempt?); add it to [api] allowed_hosts "
                                         "if it is"})
         origin = _header(scope, b"origin")
-        if not self.policy.origin_allowed(origin) or \
+        if not self.policy.origin_allowed(origin, host) or \
                 _header(scope, b"sec-fetch-site") == "cross-site":
             return _json(403, {"error": f"cross-origin requests are refused (Origin "
                                         f"{origin!r})"})
@@ -189,18 +190,18 @@ class Guard:
         if path in (p.encode() for p in OPEN_PATHS) and given is None:
             scope.setdefault("state", {})["authorized"] = False
             return None
+        if token_matches(given or "", self.token):  # the right token never meets the limiter
+            scope.setdefault("state", {})["authorized"] = True
+            return None
         client = (scope.get("client") or ("?", 0))[0]
         wait = self.limiter.retry_after(client)
         if wait > 0:
             return _json(429, {"error": f"too many wrong tokens from {client}; retry in "
                                         f"{int(wait) + 1} s"},
                          headers={"Retry-After": str(int(wait) + 1)})
-        if not token_matches(given or "", self.token):
-            self.limiter.failed(client)
-            return _json(401, {"error": "missing or wrong bearer token (send "
-                                        "Authorization: Bearer <token>)"})
-        scope.setdefault("state", {})["authorized"] = True
-        return None
+        self.limiter.failed(client)
+        return _json(401, {"error": "missing or wrong bearer token (send "
+                                    "Authorization: Bearer <token>)"})
 
 
 class Endpoints:
@@ -420,7 +421,8 @@ class APIServer:
         self.server_address = self.socket.getsockname()[:2]
         protocol = type("Protocol", (JSONProtocol,), {"head_timeout_s": TIMEOUT_S,
                                                       "max_connections": max_connections})
-        asgi = build_app(app, token, HostPolicy(host, allowed_hosts), self.limiter,
+        policy = HostPolicy(host, allowed_hosts, port=self.server_address[1])
+        asgi = build_app(app, token, policy, self.limiter,
                          max_body_bytes, mcp_server)
         config = uvicorn.Config(
             asgi, http=protocol, loop="asyncio", lifespan="on", log_config=None,

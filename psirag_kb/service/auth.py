@@ -20,6 +20,8 @@ TOKEN_FILE = "api.token"
 """In the data directory: the token the daemon generated at its first start (mode 0600)."""
 MIN_TOKEN_CHARS = 32
 LOOPBACK_NAMES = ("localhost",)
+DEFAULT_PORTS = {"http": 80, "https": 443}
+WILDCARDS = ("", "0.0.0.0", "::")
 
 
 class TokenError(KBError):
@@ -85,12 +87,38 @@ def configured_token(hand_set: str, token_file: str, origin: str) -> str:
 
 def host_name(value: str) -> str:
     """The host part of a Host header value ("[::1]:8765" -> "::1"), lower case."""
+    return host_and_port(value)[0]
+
+
+def host_and_port(value: str) -> tuple[str, int | None]:
+    """A Host header value or `[api] allowed_hosts` entry as (lower-case name, port or None);
+    a port that is not a number is -1, which matches no origin."""
     value = value.strip().lower()
+    name, port = value, ""
     if value.startswith("["):
-        return value[1:value.find("]")] if "]" in value else value
-    if value.count(":") == 1:
-        return value.split(":", 1)[0]
-    return value
+        if "]" in value:
+            name, rest = value[1:value.find("]")], value[value.find("]") + 1:]
+            port = rest[1:] if rest.startswith(":") else ""
+    elif value.count(":") == 1:
+        name, port = value.split(":", 1)
+    if not port:
+        return name, None
+    return name, int(port) if port.isdigit() and len(port) <= 5 else -1
+
+
+def origin_parts(origin: str) -> tuple[str, str, int] | None:
+    """An Origin header as (scheme, lower-case host, port with the scheme's default), or None
+    when it is not an http(s) origin."""
+    try:
+        parts = urlsplit(origin.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname or "@" in parts.netloc \
+            or parts.path not in ("", "/") or parts.query or parts.fragment:
+        return None
+    return parts.scheme, parts.hostname.lower(), DEFAULT_PORTS[parts.scheme] if port is None \
+        else port
 
 
 def is_ip(name: str) -> bool:
@@ -115,24 +143,36 @@ def is_loopback(host: str) -> bool:
 class HostPolicy:
     """Which Host and Origin names a request may carry (DNS rebinding needs a foreign name).
 
-    An IP literal is always accepted: a rebinding page reaches the daemon under its own domain
-    name, never under an address. Names are "localhost" and, when the daemon listens beyond
-    loopback, this machine's names plus `[api] allowed_hosts` ("*" accepts any).
+    Host: an IP literal is always accepted, as a rebinding page reaches the daemon under its own
+    domain name, never under an address. Names are "localhost" and, when the daemon listens
+    beyond loopback, this machine's names plus `[api] allowed_hosts` ("*" accepts any).
+    Origin: only the server's own origin (its Host as reached, or one of its names on the port
+    it listens on) or an allowed host's origin; a page on any other port or address is foreign.
     """
 
-    def __init__(self, bind: str, extra: Iterable[str] = ()) -> None:
+    def __init__(self, bind: str, extra: Iterable[str] = (), port: int = 0) -> None:
         names = {"localhost"}
+        local = is_loopback(bind) or bind in WILDCARDS
+        own = {"localhost", "127.0.0.1", "::1"} if local else set()
         if not is_loopback(bind):
             names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
             if not is_ip(bind) and bind:
                 names.add(bind.lower())
+            own |= names - {"localhost"}
+        if bind and bind not in WILDCARDS:
+            own.add(host_name(bind))
         self.any = False
+        allowed: set[tuple[str, int | None]] = set()
         for name in extra:
             if name.strip() == "*":
                 self.any = True
             elif name.strip():
                 names.add(host_name(name))
+                allowed.add(host_and_port(name))
         self.names = frozenset(names)
+        self.own = frozenset(own)
+        self.port = port
+        self.allowed = frozenset(allowed)
 
     def host_allowed(self, header: str | None) -> bool:
         """Whether a Host header names this daemon (a missing one is HTTP/1.0: allowed)."""
@@ -141,23 +181,33 @@ class HostPolicy:
         name = host_name(header)
         return is_ip(name) or name in self.names or name.endswith(".localhost")
 
-    def origin_allowed(self, origin: str | None) -> bool:
-        """Whether a browser's Origin header is one of ours (no header: not a browser page)."""
+    def origin_allowed(self, origin: str | None, host: str | None = None) -> bool:
+        """Whether a browser's Origin header is this server's own (no header: not a browser
+        page); `host` is the request's Host header, already found to name this daemon."""
         if origin is None:
             return True
         if self.any:
             return origin != "null"
-        try:
-            parts = urlsplit(origin)
-        except ValueError:
+        parts = origin_parts(origin)
+        if parts is None:
             return False
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            return False
-        return self.host_allowed(parts.netloc)
+        scheme, name, port = parts
+        if host is not None and _same(name, port, host_and_port(host), scheme):
+            return True
+        if scheme == "http" and port == self.port and self.port and (
+                name in self.own or (name.endswith(".localhost") and "localhost" in self.own)):
+            return True
+        return any(_same(name, port, entry, scheme) for entry in self.allowed)
+
+
+def _same(name: str, port: int, host: tuple[str, int | None], scheme: str) -> bool:
+    """Whether an origin's host and port are those of a Host value (no port: the scheme's)."""
+    return name == host[0] and port == (DEFAULT_PORTS[scheme] if host[1] is None else host[1])
 
 
 class FailureLimiter:
-    """Failed token checks per client address: after `limit` within `window_s`, refuse it."""
+    """Wrong tokens per client address: after `limit` within `window_s`, its wrong tokens are
+    refused (429) before being counted; the right token is checked first and never limited."""
 
     def __init__(self, limit: int = 10, window_s: float = 60.0, clients: int = 10_000) -> None:
         self.limit = limit

@@ -204,7 +204,43 @@ def test_same_origin_and_fetch_metadata(api) -> None:
     port = server.server_address[1]
     assert post_with(server, {"Origin": f"http://127.0.0.1:{port}"})[0] == 200
     assert post_with(server, {"Origin": f"http://localhost:{port}"})[0] == 200
+    assert post_with(server, {"Origin": f"http://[::1]:{port}"})[0] == 200
     assert post_with(server, {"Sec-Fetch-Site": "cross-site"})[0] == 403
+
+
+def test_origins_on_other_ports_and_addresses_are_refused(api) -> None:
+    """A page served by another local program, or by any other address, is not this server."""
+    server = api[0]
+    port = server.server_address[1]
+    other = port + 1 if port < 65535 else port - 1
+    for origin in (f"http://127.0.0.1:{other}", f"http://localhost:{other}",
+                   f"http://[::1]:{other}", "http://127.0.0.1", "http://localhost",
+                   "http://10.0.0.1", f"http://10.0.0.1:{port}", f"http://127.0.0.2:{port}",
+                   f"http://app.localhost:{other}", f"http://127.0.0.1:{port}/path"):
+        status, body = post_with(server, {"Origin": origin})
+        assert status == 403 and "cross-origin" in body["error"], origin
+
+
+def test_the_origin_the_server_is_reached_under_is_its_own(api) -> None:
+    """Behind a TLS proxy the Host it forwards and the browser's https origin agree."""
+    server = api[0]
+    assert post_with(server, {"Host": "192.0.2.7:8443", "Origin": "https://192.0.2.7:8443"})[0] \
+        == 200
+    assert post_with(server, {"Host": "192.0.2.7", "Origin": "https://192.0.2.7"})[0] == 200
+    assert post_with(server, {"Host": "192.0.2.7:8443", "Origin": "https://192.0.2.7"})[0] == 403
+    assert post_with(server, {"Host": "192.0.2.7", "Origin": "https://192.0.2.8"})[0] == 403
+
+
+def test_allowed_hosts_origins() -> None:
+    server, _ = serve(allowed_hosts=("kb.example.org", "wiki.example.org:8443"))
+    try:
+        assert post_with(server, {"Origin": "https://kb.example.org"})[0] == 200
+        assert post_with(server, {"Origin": "https://wiki.example.org:8443"})[0] == 200
+        for origin in ("https://kb.example.org:444", "https://wiki.example.org",
+                       "https://evil.example.org", "http://10.0.0.1"):
+            assert post_with(server, {"Origin": origin})[0] == 403, origin
+    finally:
+        server.stop()
 
 
 def post_with(server: APIServer, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
@@ -233,8 +269,24 @@ def test_wrong_tokens_are_rate_limited_per_address() -> None:
             [401] * 3
         status, body = call(server, "GET", "/api/status", headers=wrong)
         assert status == 429 and "retry in" in body["error"]
-        assert call(server, "GET", "/api/status")[0] == 429  # even the right token, for a while
+        assert call(server, "GET", "/api/status", headers={})[0] == 429  # no token: limited too
         assert call(server, "GET", "/api/health", headers={})[0] == 200  # liveness stays open
+    finally:
+        server.stop()
+
+
+def test_wrong_tokens_never_lock_out_the_right_token() -> None:
+    """On loopback every client is 127.0.0.1: another process's wrong tokens must not lock out
+    the user's own CLI, TUI and MCP, which send the right one."""
+    server, _ = serve(failures_per_minute=3)
+    try:
+        wrong = {"Authorization": "Bearer " + "w" * 40}
+        codes = [call(server, "GET", "/api/status", headers=wrong)[0] for _ in range(30)]
+        assert codes == [401] * 3 + [429] * 27
+        assert call(server, "GET", "/api/status")[0] == 200
+        assert post(server, "/api/query", {"text": "cats"})[0] == 200
+        assert call(server, "GET", "/api/health")[1] == {"ok": True, "pid": 1}
+        assert call(server, "GET", "/api/status", headers=wrong)[0] == 429  # still limited
     finally:
         server.stop()
 
