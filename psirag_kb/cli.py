@@ -34,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
                              "PSIRAG_KB_TOKEN, --token-file or [api] token / token_file")
     parser.add_argument("--token-file", metavar="FILE",
                         help="a file holding the daemon's API token (overrides [api] token_file)")
+    parser.add_argument("--insecure-http", action="store_true",
+                        help="allow an http:// --server beyond loopback, sending the token in "
+                             "clear text (sets [api] insecure_http)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     ingest = commands.add_parser("ingest", help="index files and folders")
@@ -118,6 +121,8 @@ def _config(args: argparse.Namespace) -> Config:
         config = config.replace("api", server=server)
     if args.token_file:
         config = config.replace("api", token_file=args.token_file)
+    if args.insecure_http:
+        config = config.replace("api", insecure_http=True)
     return config
 
 

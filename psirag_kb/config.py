@@ -173,6 +173,9 @@ class APIConfig:
     """A file holding the token (a client's copy of a team server's api.token)."""
     server: str = ""
     """URL of a remote daemon for query, status, tree, tui and mcp; PSIRAG_KB_URL overrides it."""
+    insecure_http: bool = False
+    """Allow an http:// server URL beyond loopback, which sends the token in clear text (a
+    warning says so each time); off, such a URL is refused: use https://."""
     allowed_hosts: tuple[str, ...] = ()
     """Host names clients may use beyond localhost, IP addresses and this machine's names
     (the name a reverse proxy forwards, for instance); "*" accepts any."""

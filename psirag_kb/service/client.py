@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import ssl
 import sys
@@ -12,13 +13,17 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urljoin, urlsplit
 
 from psirag_kb.config import Config, api_token, server_url
 from psirag_kb.errors import KBError, NodeNotFound
+from psirag_kb.service.auth import is_loopback
 from psirag_kb.storage.datadir import COMMAND, DAEMON, LOCK_FILE, DataDirLock, holder
 
 __all__ = ["DAEMON_FILE", "LOCK_FILE", "HTTPClient", "LocalClient", "connect", "open_local",
            "running_daemon"]
+
+log = logging.getLogger(__name__)
 
 DAEMON_FILE = "daemon.json"
 """In the data directory while a daemon runs: {"pid", "url", "data_dir", "started"}."""
@@ -70,11 +75,57 @@ def daemon_info(data_dir: Path) -> dict[str, Any] | None:
     return info if pid_alive(pid) else None
 
 
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Never follow a redirect: urllib would send the Authorization header to its target."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> None:
+        """Decline, so the 3xx answer reaches the caller as an HTTPError."""
+        return None
+
+
+_OPENER = urllib.request.build_opener(_RefuseRedirects)
+_warned: set[str] = set()
+
+
+def check_transport(url: str, insecure_http: bool = False) -> None:
+    """Refuse a plain http:// URL to a host beyond loopback, where the token would travel in
+    clear text, unless `insecure_http` allows it (then warn, once per URL)."""
+    parts = urlsplit(url)
+    if parts.scheme != "http":
+        return
+    try:
+        host = parts.hostname or ""
+    except ValueError:
+        host = ""
+    if is_loopback(host):
+        return
+    if not insecure_http:
+        raise KBError(
+            f"address failed: {url} is plain http:// to {host or 'a host'} beyond this machine, "
+            "which would send the API token in clear text; use an https:// URL (a TLS reverse "
+            "proxy in front of the daemon), or on a network you trust allow it with "
+            "--insecure-http or [api] insecure_http = true"
+        )
+    if url not in _warned:
+        _warned.add(url)
+        log.warning("sending the API token in clear text over plain http:// to %s "
+                    "(--insecure-http / [api] insecure_http); use https:// beyond a trusted "
+                    "network", url)
+
+
 class HTTPClient:
-    """The knowledge base of a running daemon, over its HTTP API."""
+    """The knowledge base of a running daemon, over its HTTP API.
+
+    A remote daemon's http:// URL beyond loopback is refused unless `insecure_http`; the local
+    daemon's own URL (from daemon.json) is this machine's, so its traffic never leaves it.
+    Redirects are never followed, so the token only goes to the URL given.
+    """
 
     def __init__(self, url: str, token: str = "", timeout: float = TIMEOUT_S,
-                 remote: bool = False) -> None:
+                 remote: bool = False, insecure_http: bool = False) -> None:
+        if remote:
+            check_transport(url, insecure_http)
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -90,7 +141,7 @@ class HTTPClient:
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
+            with _OPENER.open(request, timeout=timeout or self.timeout) as response:
                 if on_step is not None:
                     return _streamed_answer(response, on_step, self.url)
                 return json.loads(response.read().decode("utf-8"))
@@ -99,6 +150,8 @@ class HTTPClient:
                 message = json.loads(exc.read().decode("utf-8"))["error"]
             except (ValueError, KeyError, TypeError, OSError):
                 message = exc.reason
+            if 300 <= exc.code < 400:
+                raise KBError(self._redirected(path, exc.headers.get("Location"))) from None
             if exc.code == 404 and path.startswith(("/api/tree/", "/api/path/", "/api/chunk/")):
                 raise NodeNotFound(message) from None
             if exc.code == 401:
@@ -112,6 +165,17 @@ class HTTPClient:
             raise KBError(self._unreachable(exc)) from None
         except ValueError as exc:  # an answer that is not JSON: not a psirag-kb daemon
             raise KBError(f"{self.url} did not answer as a psirag-kb daemon ({exc})") from None
+
+    def _redirected(self, path: str, location: str | None) -> str:
+        """Say where the server points instead of following it (with the token)."""
+        if not location:
+            return (f"address failed: the server at {self.url} answered a redirect without a "
+                    "target; check the server URL")
+        target = urljoin(self.url + path, location)
+        base = target.split("?", 1)[0]
+        base = base[: -len(path)] if base.endswith(path) else base
+        return (f"address failed: the server at {self.url} redirected to {target}; set the "
+                f"server URL to {base.rstrip('/')} (the token is not sent on to a redirect)")
 
     def _unreachable(self, exc: BaseException) -> str:
         """Say whether the address or TLS failed."""
@@ -323,11 +387,12 @@ def remote_daemon(config: Config) -> HTTPClient | None:
     if not url.startswith(("http://", "https://")):
         raise KBError(f"address failed: the server URL {url!r} must start with http:// or "
                       "https://")
+    check_transport(url, config.api.insecure_http)  # before anything is read or sent
     token = api_token(config)
     if not token:
         raise KBError(f"token missing for {url}: set PSIRAG_KB_TOKEN, [api] token or "
                       "[api] token_file to the daemon's token")
-    client = HTTPClient(url, token, remote=True)
+    client = HTTPClient(url, token, remote=True, insecure_http=config.api.insecure_http)
     health = client._call("GET", "/api/health", timeout=TIMEOUT_S)
     if "pid" not in health:  # a token check happened only if it was sent and accepted
         raise KBError(f"token refused by {url}")
