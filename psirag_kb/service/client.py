@@ -172,8 +172,8 @@ class HTTPClient:
             return (f"address failed: the server at {self.url} answered a redirect without a "
                     "target; check the server URL")
         target = urljoin(self.url + path, location)
-        base = target.split("?", 1)[0]
-        base = base[: -len(path)] if base.endswith(path) else base
+        route, base = path.split("?", 1)[0], target.split("?", 1)[0]
+        base = base[: -len(route)] if base.endswith(route) else base
         return (f"address failed: the server at {self.url} redirected to {target}; set the "
                 f"server URL to {base.rstrip('/')} (the token is not sent on to a redirect)")
 

@@ -130,6 +130,9 @@ def test_a_redirected_query_is_not_sent_on(recorder: Recorder) -> None:
             client.query("the launch codes")
         with pytest.raises(KBError, match="redirected to"):
             client.status()
+        with pytest.raises(KBError) as raised:
+            client.chunk(5, neighbours=1)
+        assert f"set the server URL to {recorder.url} " in str(raised.value)
     assert recorder.seen == []
 
 
