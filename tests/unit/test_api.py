@@ -232,9 +232,11 @@ def test_the_origin_the_server_is_reached_under_is_its_own(api) -> None:
 
 
 def test_allowed_hosts_origins() -> None:
-    server, _ = serve(allowed_hosts=("kb.example.org", "wiki.example.org:8443"))
+    server, _ = serve(allowed_hosts=("kb.example.org", "wiki.example.org:8443", "localhost:3000"))
     try:
         assert post_with(server, {"Origin": "https://kb.example.org"})[0] == 200
+        assert post_with(server, {"Origin": "http://localhost:3000"})[0] == 200
+        assert post_with(server, {"Origin": "http://localhost:3001"})[0] == 403
         assert post_with(server, {"Origin": "https://wiki.example.org:8443"})[0] == 200
         for origin in ("https://kb.example.org:444", "https://wiki.example.org",
                        "https://evil.example.org", "http://10.0.0.1"):
