@@ -255,6 +255,8 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
 
 def _print_results(result: dict[str, Any]) -> None:
     print(f"{len(result['results'])} results for {result['query']!r} ({result['mode']})")
+    if result.get("note"):
+        print(result["note"])
     for item in result["results"]:
         where = place(item)
         text = " ".join(item["text"].split())

@@ -26,6 +26,8 @@ from psirag_kb.ingest.embedding import (
 )
 from psirag_kb.ingest.ingestion import Ingestion, IngestReport, Progress
 from psirag_kb.search.adjacent import MARGIN, MAX_DEPTH, merge_adjacent
+from psirag_kb.search.fusion import certain_hits, fuse, promote
+from psirag_kb.search.phrases import no_match_note, phrase_scope, quoted
 from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
 from psirag_kb.search.scope import Scope, normalise
@@ -185,8 +187,13 @@ class KnowledgeBase:
         retrieval = self.config.retrieval
         per = max(k, retrieval.k_per_retriever)
         sparse_ok, dense_ok = "bm25" not in self.stale, "dense" not in self.stale
+        # "quoted text" must occur: BM25 filters by the phrases, the others rank among the
+        # chunks holding them (auto and agent pass the text on to each round's rank)
+        phrases = quoted(text) if sparse_ok and mode not in ("auto", "agent") else []
         if mode == "sparse" and sparse_ok:  # BM25 filters by the paths: no id lookup
-            return Ranking(*self.sparse.search(text, k, paths))
+            return Ranking(*self.sparse.search(text, k, paths, phrases))
+        if phrases:
+            scope = phrase_scope(self.sparse.search, text, phrases, paths)
         if scope is not None and len(scope) == 0:
             return Ranking.empty()
         if mode == "agent":  # retrieval of agent mode without an LLM
@@ -202,11 +209,14 @@ class KnowledgeBase:
             if dense_ok:
                 return Ranking(*self._near(query, k, scope))
             return self._tree_search(query, k, scope=scope)
-        if mode == "tree":
-            return self._tree_search(query, k, scope=scope)
-        rankings = []
-        if sparse_ok:
-            rankings.append(Ranking(*self.sparse.search(text, per, paths)))
+        signals = retrieval.certain_first
+        bm25 = (Ranking(*self.sparse.search(text, per, paths, phrases))
+                if sparse_ok and (mode != "tree" or signals) else None)
+        certain = None if bm25 is None else certain_hits(
+            text, bm25, signals, retrieval.certain_margin, self.sparse.phrase_hits, paths)
+        if mode == "tree":  # one list: BM25's certain hits first, BM25 is not fused
+            return fuse([self._tree_search(query, k, scope=scope)], retrieval.rrf_k, k, certain)
+        rankings = [] if bm25 is None else [bm25]
         near = None  # one ANN search serves the dense ranking and the tree's candidates
         if dense_ok and (mode != "hybrid" or retrieval.fuse_dense):
             near = self._near(query, max(per, CANDIDATES), scope)
@@ -217,8 +227,9 @@ class KnowledgeBase:
             candidates = rrf(rankings, retrieval.rrf_k).ids
             hits = self.store.hits(candidates.tolist())
             candidates = np.array([i for i in candidates.tolist() if i in hits], dtype=np.int64)
-            return self.reranker.rerank(text, candidates, [hits[i].text for i in candidates], k)
-        return rrf(rankings, retrieval.rrf_k, limit=k)
+            return promote(self.reranker.rerank(
+                text, candidates, [hits[i].text for i in candidates], k), certain, k)
+        return fuse(rankings, retrieval.rrf_k, k, certain)
 
     def _near(self, query: np.ndarray, k: int,
               scope: Scope | None) -> tuple[np.ndarray, np.ndarray]:
@@ -281,6 +292,8 @@ class KnowledgeBase:
         result: dict[str, Any] = {"query": text, "mode": mode, "results": results}
         if scope is not None:
             result["in"] = list(scope.paths)
+        if not results and (phrases := quoted(text)):
+            result["note"] = no_match_note(phrases)
         if self.stale:
             result["degraded"] = sorted(self.stale)
         if summarize:

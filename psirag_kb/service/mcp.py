@@ -118,6 +118,7 @@ class SearchResult(TypedDict):
     results: list[Passage]
     within: NotRequired[list[str]]
     degraded: NotRequired[list[str]]
+    note: NotRequired[str]
 
 
 class Neighbour(TypedDict):
@@ -260,6 +261,8 @@ def search_result(result: dict[str, Any]) -> SearchResult:
         out["within"] = list(result["in"])
     if result.get("degraded"):
         out["degraded"] = list(result["degraded"])
+    if result.get("note"):
+        out["note"] = str(result["note"])
     return out
 
 
@@ -373,7 +376,8 @@ def build_server(backend: Backend) -> MCPServer:
 
     @server.tool(description=SEARCH, annotations=READ_ONLY)
     def search(
-        query: Annotated[str, Field(description="the question or search terms")],
+        query: Annotated[str, Field(description="the question or search terms; \"quoted text\" "
+                                                "must occur in every result as written")],
         k: Annotated[int, Field(description=f"number of results, 1-{MAX_K}",
                                 json_schema_extra={"minimum": 1, "maximum": MAX_K})] = 10,
         mode: Annotated[str, Field(
