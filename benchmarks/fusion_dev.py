@@ -29,9 +29,17 @@ from psirag_kb.kb import KnowledgeBase
 MODES = ("sparse", "dense", "tree", "hybrid", "flat_hybrid", "auto")
 
 
-def signals(variant: str) -> list[str]:
-    """The certain_first list a variant name stands for."""
-    return [] if variant == "rrf" else variant.split("+")
+def settings(variant: str) -> dict[str, object]:
+    """The [retrieval] settings a variant name stands for: `rrf` (no certain hits) or the
+    signals joined by `+`, `margin@R` setting certain_margin to R."""
+    if variant == "rrf":
+        return {"certain_first": []}
+    names, margin = [], 2.0
+    for part in variant.split("+"):
+        name, _, value = part.partition("@")
+        names.append(name)
+        margin = float(value) if value else margin
+    return {"certain_first": names, "certain_margin": margin}
 
 
 def main() -> None:
@@ -65,8 +73,7 @@ def main() -> None:
                 questions = load_questions(Path(folder) / "questions.jsonl")
                 for mode in args.modes.split(","):
                     for variant in args.variants.split(","):
-                        kb.config = kb.config.replace("retrieval",
-                                                      certain_first=signals(variant))
+                        kb.config = kb.config.replace("retrieval", **settings(variant))
                         kb.rank(questions[0]["question"], mode, args.k)  # warm-up
                         r5 = 0.0
                         started = time.perf_counter()
