@@ -9,9 +9,10 @@
 Each `--kb NAME=SET,...` is indexed once into `--work/NAME` (the corpus.jsonl of each set folder,
 as `psirag-kb eval` does; a second run reuses it, `--index-only` stops after indexing). Each
 `--ask NAME:SET` scores SET's questions.jsonl against that index in every mode, once per
-variant: `rrf` is plain reciprocal rank fusion (`[retrieval] certain_first = []`), the others
-name the certain-hit signals joined by `+` (`phrase`, `margin`). The fusion is applied at query
-time, so every variant ranks on the same index. Prints one JSON line per (set, mode, variant).
+variant (sparse and dense, which fuse nothing, once): `rrf` is plain reciprocal rank fusion
+(`[retrieval] certain_first = []`), the others name the certain-hit signals joined by `+`
+(`phrase`, `margin`, `margin@R` for certain_margin R). The fusion is applied at query time, so
+every variant ranks on the same index. Prints one JSON line per (set, mode, variant).
 """
 
 from __future__ import annotations
@@ -25,20 +26,28 @@ from psirag_kb.config import Config
 from psirag_kb.evaluation import load_questions, recall_at
 from psirag_kb.ingest.embedding import CachedEmbedder, make_embedder
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.search import fusion
 
+DEFAULT_CERTAIN_MAX = fusion.CERTAIN_MAX
 MODES = ("sparse", "dense", "tree", "hybrid", "flat_hybrid", "auto")
+PURE = ("sparse", "dense")
+"""Modes that fuse nothing: scored under the first variant only."""
 
 
 def settings(variant: str) -> dict[str, object]:
-    """The [retrieval] settings a variant name stands for: `rrf` (no certain hits) or the
-    signals joined by `+`, `margin@R` setting certain_margin to R."""
+    """Apply a variant: `rrf` (no certain hits) or the signals joined by `+`, where `margin@R`
+    sets certain_margin to R and `phrase#N` lets a phrase be held by up to N chunks
+    (fusion.CERTAIN_MAX); returns the [retrieval] settings."""
+    fusion.CERTAIN_MAX = DEFAULT_CERTAIN_MAX
     if variant == "rrf":
         return {"certain_first": []}
     names, margin = [], 2.0
     for part in variant.split("+"):
         name, _, value = part.partition("@")
+        name, _, cap = name.partition("#")
         names.append(name)
         margin = float(value) if value else margin
+        fusion.CERTAIN_MAX = int(cap) if cap else fusion.CERTAIN_MAX
     return {"certain_first": names, "certain_margin": margin}
 
 
@@ -72,7 +81,8 @@ def main() -> None:
                     continue
                 questions = load_questions(Path(folder) / "questions.jsonl")
                 for mode in args.modes.split(","):
-                    for variant in args.variants.split(","):
+                    variants = args.variants.split(",")
+                    for variant in variants[:1] if mode in PURE else variants:
                         kb.config = kb.config.replace("retrieval", **settings(variant))
                         kb.rank(questions[0]["question"], mode, args.k)  # warm-up
                         r5 = 0.0

@@ -15,11 +15,14 @@ up to one query of each kind is picked from its text:
 - `error`: a short line that mentions an error, warning, exception or failure;
 - `number`: a version, date or other number of at least four digits.
 
-A query that occurs in another file (case and spacing ignored) is dropped. The folder is indexed
-once with the default config (`--work/data`, reused by a second run), then every query is asked
-in each mode (k = 5, results merged as a user gets them) under each `--variants` setting of
-`[retrieval] certain_first` (`rrf` is plain reciprocal rank fusion, as before issue 27). Prints
-one JSON line per (variant, mode, kind), then a summary: how often the right file is first.
+A query whose words occur in the same order in another file (case, spacing and punctuation
+ignored, so stricter than "verbatim") is dropped. The folder is indexed once with the default
+config (`--work/data`, reused by a second run), then every query is asked in each mode (k = 5,
+results merged as a user gets them) under each `--variants` setting (sparse and dense, which
+fuse nothing, once): `rrf` is plain reciprocal rank fusion (as before issue 27), the others name
+the signals of `[retrieval] certain_first` joined by `+` (`phrase#N`: a phrase may be held by up
+to N chunks; `margin@R`: certain_margin R). Prints one JSON line per (variant, mode), then a
+table: how often the right file is first, per kind.
 """
 
 from __future__ import annotations
@@ -35,7 +38,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from psirag_kb.config import Config
+from psirag_kb.kb import KnowledgeBase
+from psirag_kb.search import fusion
+
+DEFAULT_CERTAIN_MAX = fusion.CERTAIN_MAX
 MODES = ("sparse", "dense", "hybrid", "auto", "tree")
+PURE = ("sparse", "dense")
 KINDS = ("sentence", "identifier", "error", "number")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 _IDENTIFIER = re.compile(
@@ -46,8 +55,14 @@ _ERRORISH = re.compile(r"\b(?:error|warning|exception|fail\w*|raise[sd]?|invalid
 
 
 def normal(text: str) -> str:
-    """Lower case, single spaces: the form the uniqueness check compares."""
+    """Lower case, single spaces: the form duplicate files are compared in."""
     return " ".join(text.lower().split())
+
+
+def words(text: str) -> str:
+    """Lower-case words and numbers between spaces (and a space either end): the form the
+    uniqueness check compares, as BM25 sees text (punctuation and spacing ignored)."""
+    return " " + " ".join(re.findall(r"[^\W_]+", text.lower())) + " "
 
 
 def candidates(site_packages: Path) -> list[Path]:
@@ -128,11 +143,11 @@ def known_items(folder: Path, seed: int) -> list[dict[str, str]]:
             texts[path] = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-    normals = {path: normal(text) for path, text in texts.items()}
+    normals = {path: words(text) for path, text in texts.items()}
     items = []
     for path, text in texts.items():
         for kind, query in pick(path, text, seed).items():
-            needle = normal(query)
+            needle = words(query)
             if any(needle in other for p, other in normals.items() if p != path):
                 continue
             items.append({"file": str(path.resolve()), "kind": kind, "query": query})
@@ -140,15 +155,19 @@ def known_items(folder: Path, seed: int) -> list[dict[str, str]]:
 
 
 def settings(variant: str) -> dict[str, object]:
-    """The [retrieval] settings a variant name stands for: `rrf` (no certain hits) or the
-    signals joined by `+`, `margin@R` setting certain_margin to R."""
+    """Apply a variant: `rrf` (no certain hits) or the signals joined by `+`, where `margin@R`
+    sets certain_margin to R and `phrase#N` lets a phrase be held by up to N chunks
+    (fusion.CERTAIN_MAX); returns the [retrieval] settings."""
+    fusion.CERTAIN_MAX = DEFAULT_CERTAIN_MAX
     if variant == "rrf":
         return {"certain_first": []}
     names, margin = [], 2.0
     for part in variant.split("+"):
         name, _, value = part.partition("@")
+        name, _, cap = name.partition("#")
         names.append(name)
         margin = float(value) if value else margin
+        fusion.CERTAIN_MAX = int(cap) if cap else fusion.CERTAIN_MAX
     return {"certain_first": names, "certain_margin": margin}
 
 
@@ -164,9 +183,6 @@ def main() -> None:
     parser.add_argument("--variants", default="rrf,phrase+margin")
     parser.add_argument("--show-misses", action="store_true")
     args = parser.parse_args()
-    from psirag_kb.config import Config
-    from psirag_kb.kb import KnowledgeBase
-
     folder = args.folder or args.work / "files"
     if args.folder is None:
         build_folder(folder, args.site_packages, args.files, args.seed)
@@ -181,9 +197,11 @@ def main() -> None:
         kb.ingest([folder])
         print(json.dumps({"chunks": kb.store.chunk_count(),
                           "ingest_s": round(time.perf_counter() - started, 1)}), flush=True)
-        for variant in args.variants.split(","):
+        for number, variant in enumerate(args.variants.split(",")):
             kb.config = kb.config.replace("retrieval", **settings(variant))
             for mode in args.modes.split(","):
+                if number and mode in PURE:  # fuses nothing: the same for every variant
+                    continue
                 first: dict[str, int] = defaultdict(int)
                 top5: dict[str, int] = defaultdict(int)
                 started = time.perf_counter()

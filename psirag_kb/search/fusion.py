@@ -20,7 +20,7 @@ from psirag_kb.search.retrieval import Ranking, rrf
 
 SIGNALS = ("phrase", "margin")
 """The ways BM25 can be sure, as `[retrieval] certain_first` names them."""
-CERTAIN_MAX = 3
+CERTAIN_MAX = 10
 """A phrase held by more chunks than this is not a known item: no certain hit."""
 
 PhraseHits = Callable[[str, int, Sequence[str] | None], tuple[np.ndarray, np.ndarray]]
