@@ -136,3 +136,12 @@ def test_a_quoted_phrase_found_nowhere_gives_no_result_and_says_so(kb: Knowledge
 
 def test_words_in_another_order_are_not_the_phrase(kb: KnowledgeBase) -> None:
     assert kb.query('"intact stays notice"', mode="hybrid")["results"] == []
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "tree"])
+def test_a_quoted_phrase_within_a_scope(kb: KnowledgeBase, docs: Path, mode: str) -> None:
+    """The phrase and the folder limit the results together."""
+    result = kb.query('"notice" licence', mode=mode, within=[docs / "river-licence.md"])
+    assert names(result) == {"river-licence.md"}
+    result = kb.query('"stays intact"', mode=mode, within=[docs / "river-licence.md"])
+    assert result["results"] == [] and "note" in result
