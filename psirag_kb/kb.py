@@ -26,7 +26,7 @@ from psirag_kb.ingest.embedding import (
 )
 from psirag_kb.ingest.ingestion import Ingestion, IngestReport, Progress
 from psirag_kb.search.adjacent import MARGIN, MAX_DEPTH, merge_adjacent
-from psirag_kb.search.fusion import certain_hits, fuse, promote
+from psirag_kb.search.fusion import certain_hits, fuse
 from psirag_kb.search.phrases import no_match_note, phrase_scope, quoted
 from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
@@ -227,8 +227,8 @@ class KnowledgeBase:
             candidates = rrf(rankings, retrieval.rrf_k).ids
             hits = self.store.hits(candidates.tolist())
             candidates = np.array([i for i in candidates.tolist() if i in hits], dtype=np.int64)
-            return promote(self.reranker.rerank(
-                text, candidates, [hits[i].text for i in candidates], k), certain, k)
+            # the cross-encoder reads each candidate's text: it judges exact words itself
+            return self.reranker.rerank(text, candidates, [hits[i].text for i in candidates], k)
         return fuse(rankings, retrieval.rrf_k, k, certain)
 
     def _near(self, query: np.ndarray, k: int,
