@@ -4,6 +4,7 @@ hnswlib and watchdog)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import duckdb
@@ -149,12 +150,19 @@ def version_3_with_a_duplicate(config: Config, minilm, tmp_path: Path) -> Path:
     assert db.execute("SELECT count(*) FROM files WHERE path = ?", [str(note)]).fetchone() == (
         2,)
     db.close()
+    for path in (config.data_dir / "bm25" / "GENERATION",
+                 config.data_dir / "dense" / "dense.generation"):  # as version 3 wrote them
+        path.write_text(" ".join(path.read_text().split()[:-1]))
     return note
 
 
-def test_migration_merges_duplicate_rows(config: Config, minilm, tmp_path: Path) -> None:
+def test_migration_merges_duplicate_rows(config: Config, minilm, tmp_path: Path,
+                                        caplog: pytest.LogCaptureFixture) -> None:
     note = version_3_with_a_duplicate(config, minilm, tmp_path)
-    with KnowledgeBase(config, embedder=minilm) as kb:
+    with caplog.at_level(logging.INFO, logger="psirag_kb"), KnowledgeBase(
+            config, embedder=minilm) as kb:
+        assert "1 duplicate file rows (1 chunks) merged" in caplog.text
+        assert "rebuild" not in caplog.text  # the removal reached BM25, hnswlib and the tree
         assert kb.store.meta()["schema_version"] == str(SCHEMA_VERSION)
         assert rows(kb) == sorted([str(note), str(note.parent / "b.md")])
         assert kb.store.chunk_count() == 2
