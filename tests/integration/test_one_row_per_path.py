@@ -10,11 +10,12 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
-from daemon_helpers import wait_for
+from daemon_helpers import api, wait_for
 
 from psirag_kb.config import Config
 from psirag_kb.ingest.ingestion import one_per_file
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.service.daemon import Daemon
 from psirag_kb.service.watcher import FolderWatcher
 from psirag_kb.storage.store import PATH_INDEX, SCHEMA_VERSION
 
@@ -118,6 +119,26 @@ def test_the_watcher_scanning_nested_watched_folders_stores_one_row(
             watcher.stop()
         assert rows(kb) == [str(folder / "sub" / "a.md"), str(folder / "sub" / "b.md")]
         assert kb.store.chunk_count() == 2
+
+
+def test_a_reindex_through_a_link_to_a_watched_folder_keeps_one_row(
+        config: Config, minilm, tmp_path: Path) -> None:
+    folder = tmp_path / "D"
+    (folder / "sub").mkdir(parents=True)
+    (tmp_path / "L").symlink_to(folder)
+    note = folder / "sub" / "a.md"
+    note.write_text(OLD + "\n")
+    config = config.replace("watch", folders=[str(folder)], quiet_period_s=0.2)
+    daemon = Daemon(config.replace("api", port=0), embedder=minilm)
+    daemon.start()
+    try:
+        wait_for(lambda: daemon.kb.store.file(str(note)))
+        for raw in ("L/sub/a.md", "L/sub", "L"):
+            code, body = api(daemon, "POST", "/api/reindex", {"path": str(tmp_path / raw)})
+            assert code == 200, body
+        assert rows(daemon.kb) == [str(note)]
+    finally:
+        daemon.stop()
 
 
 def version_3_with_a_duplicate(config: Config, minilm, tmp_path: Path) -> Path:
