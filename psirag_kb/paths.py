@@ -18,13 +18,16 @@ def inside(path: Path | str, folder: Path | str) -> bool:
 
 def spelled_under(path: Path, folder: Path) -> Path | None:
     """`path` spelled below `folder` when it lies there once the folders above it are resolved
-    (`L/a.md` is `D/a.md` when L links to D); None when it does not lie there.
+    (`L/a.md` is `D/a.md` when L links to D); None when it does not lie there (`inside`), or
+    only its own name links there.
 
     A path already spelled below `folder` is returned as it is.
     """
+    root = resolved(folder)
+    if not resolved(path).is_relative_to(root):
+        return None
     if path == folder or folder in path.parents:
         return path
-    root = resolved(folder)
     if resolved(path) == root:
         return folder
     real = resolved(path.parent) / path.name

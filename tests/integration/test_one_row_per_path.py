@@ -15,6 +15,7 @@ from daemon_helpers import api, wait_for
 from psirag_kb.config import Config
 from psirag_kb.ingest.ingestion import one_per_file
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.paths import spelled_under
 from psirag_kb.service.daemon import Daemon
 from psirag_kb.service.watcher import FolderWatcher
 from psirag_kb.storage.store import PATH_INDEX, SCHEMA_VERSION
@@ -53,6 +54,19 @@ def test_one_per_file_keeps_the_first_spelling(tmp_path: Path) -> None:
     folders, others = one_per_file(found)
     assert folders == {a: tmp_path / "D", b: tmp_path / "D"}
     assert others == [tmp_path / "L/sub/a.md"]
+
+
+def test_spelled_under_a_watched_folder(tmp_path: Path) -> None:
+    folder, outside = tmp_path / "D", tmp_path / "X"
+    (folder / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (tmp_path / "L").symlink_to(folder)
+    (folder / "out").symlink_to(outside)  # a link inside the folder to a folder outside it
+    assert spelled_under(tmp_path / "L/sub/a.md", folder) == folder / "sub/a.md"
+    assert spelled_under(tmp_path / "L", folder) == folder
+    assert spelled_under(folder / "sub/a.md", folder) == folder / "sub/a.md"
+    assert spelled_under(folder / "out/s.md", folder) is None
+    assert spelled_under(outside / "s.md", folder) is None
 
 
 def test_overlapping_paths_give_one_row_and_an_edit_leaves_no_stale_text(
