@@ -111,8 +111,8 @@ def one_per_file(found: Iterable[tuple[Path, Path]]) -> tuple[dict[Path, Path], 
     same when their folders resolve to the same one (`D/sub` named beside `D`, a file named
     beside its folder, a link to a folder beside the folder). The first spelling wins."""
     folders: dict[Path, Path] = {}
-    first: dict[str, str] = {}  # resolved folder + name -> the first spelling (strings: 10x
-    others: list[Path] = []     # faster than Path objects, 2.5 s for 100,000 files)
+    first: dict[str, str] = {}  # resolved folder + name -> the first spelling; strings, as
+    others: list[Path] = []     # with Path objects 100,000 files took 2.5 s, with these 0.4 s
     real: dict[str, str] = {}
     for path, folder in found:
         spelling = str(path)
