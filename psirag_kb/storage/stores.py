@@ -56,6 +56,7 @@ class Stores:
         self.tree_index: TreeIndex
         self.sync_derived()
         self.load_tree()
+        self.merge_duplicates()
         self.writer = Writer()
         self.writer.before_task = self.repair_derived
         self.store.owner = self.writer.thread
@@ -73,15 +74,41 @@ class Stores:
 
     # -- derived indexes --------------------------------------------------------------------
 
+    def _foreign(self, identity: str | None, generation: int) -> bool:
+        """Whether a derived index at `generation`, built from the database named `identity`,
+        was built from another database than this one (one recreated or restored beside it):
+        its chunk ids may name other chunks here. An index saved before identities existed is
+        this database's unless the database was just created."""
+        if generation > self.store.generation:  # DuckDB commits before the indexes follow
+            return True
+        if identity is None:
+            return self.store.created and generation >= 0
+        return identity != self.store.identity
+
     def sync_derived(self) -> None:
-        """Rebuild Tantivy or hnswlib when their generation or size differs from DuckDB's."""
+        """Rebuild Tantivy or hnswlib when they were built from another database, or when
+        their generation or size differs from DuckDB's."""
         generation, count = self.store.generation, self.store.chunk_count()
-        if self.sparse.generation != generation or self.sparse.count() != count:
+        identity = self.store.identity
+        if self._foreign(self.sparse.identity, self.sparse.generation):
+            log.warning("BM25 index at generation %s, database at %s: rebuilding (it was built "
+                        "from another database)", self.sparse.generation, generation)
+            self.sparse.rebuild(generation, self.store.all_texts(), identity)
+        elif self.sparse.generation != generation or self.sparse.count() != count:
             log.info("BM25 index at generation %s, database at %s: rebuilding (it holds %d "
                      "chunks, the database %d)", self.sparse.generation, generation,
                      self.sparse.count(), count)
-            self.sparse.rebuild(generation, self.store.all_texts())
-        if self.dense.generation != generation or self.dense.count != count:
+            self.sparse.rebuild(generation, self.store.all_texts(), identity)
+        elif self.sparse.identity is None:
+            self.sparse.adopt(identity)
+        foreign = self._foreign(self.dense.identity, self.dense.generation)
+        self.dense.identity = identity  # recorded by its next save
+        if foreign:
+            log.warning("dense index at generation %s, database at %s: rebuilding (it was "
+                        "built from another database)", self.dense.generation, generation)
+            ids, vectors = self.store.all_vectors()
+            self.dense.rebuild(generation, ids, vectors)
+        elif self.dense.generation != generation or self.dense.count != count:
             log.info("dense index at generation %s, database at %s: catching up (it holds %d "
                      "chunks, the database %d)", self.dense.generation, generation,
                      self.dense.count, count)
@@ -93,6 +120,15 @@ class Stores:
                 log.info("dense index rebuilt from the database (%s)", exc)
                 ids, vectors = self.store.all_vectors()
                 self.dense.rebuild(generation, ids, vectors)
+
+    def merge_duplicates(self) -> None:
+        """Merge the file rows an older database holds twice for one path (`Store.
+        merge_duplicates`); their chunks leave the tree and the derived indexes as any removed
+        chunks do."""
+        with self.tree_edit():
+            delta = self.store.merge_duplicates(self.update_tree)
+        if delta is not None:
+            self.update_derived(delta)
 
     def update_derived(self, delta: Delta) -> None:
         """Apply a committed change to Tantivy and hnswlib; one that fails is marked stale."""
@@ -369,10 +405,11 @@ class Stores:
         self.update_derived(delta)
         return delta
 
-    def rename(self, old: str, new: str) -> bool:
+    def rename(self, old: str, new: str, name_header: str | None = None) -> bool:
         """A file moved: DuckDB gives it the new path and BM25 moves its chunks to their new
-        scope (False when `old` is unknown or `new` is taken)."""
-        delta = self.store.rename(old, new)
+        scope (False when `old` is unknown or `new` is taken); see `Store.rename` for
+        `name_header`."""
+        delta = self.store.rename(old, new, name_header)
         if delta is None:
             return False
         self.update_derived(delta)
