@@ -289,6 +289,8 @@ def cmd_query(args: argparse.Namespace, config: Config) -> int:
     elif result["mode"] == "agent":
         _print_answer(result)
     else:
+        if result.get("note"):
+            print(f"Note: {result['note']}\n")
         if result.get("summary"):
             print(f"Summary: {result['summary']}\n")
         elif result.get("abstracts"):
