@@ -90,8 +90,11 @@ class HandoverClient:
         try:
             try:
                 return request(client)
-            except KBError:
-                if isinstance(client, LocalClient) or not self._reattach_if_gone(client):
+            except Exception as exc:
+                if isinstance(client, LocalClient):
+                    if not self._replaced(client):  # not cut short by a handover
+                        raise
+                elif not isinstance(exc, KBError) or not self._reattach_if_gone(client):
                     raise
             with self._cond:
                 client = self.inner
@@ -100,6 +103,14 @@ class HandoverClient:
             with self._cond:
                 self._active -= 1
                 self._cond.notify_all()
+
+    def _replaced(self, client: Any) -> bool:
+        """Whether a handover (finished now) replaced `client`: a call it cut short (its
+        write cancelled, its stores closed after DRAIN_S) is then asked again of the new one."""
+        with self._cond:
+            while self._handing:
+                self._cond.wait()
+            return self.inner is not client
 
     # -- the handover -----------------------------------------------------------------------
 
@@ -117,7 +128,7 @@ class HandoverClient:
         """Let calls in flight finish (up to DRAIN_S), close the stores, free the data
         directory and switch to the daemon's API (or reopen in-process if it never comes)."""
         with self._cond:
-            if self._handing or not self.in_process:
+            if self._handing or not self.in_process or self._closed.is_set():
                 return
             self._handing = True
             deadline = time.monotonic() + DRAIN_S
@@ -131,10 +142,7 @@ class HandoverClient:
         except Exception:  # noqa: BLE001 - the lock is released by close's finally
             log.exception("closing the in-process knowledge base failed")
         client = self._attach(time.monotonic() + DAEMON_START_WAIT_S)
-        with self._cond:
-            self.inner = client
-            self._handing = False
-            self._cond.notify_all()
+        self._install(client)
         log.info("psirag-kb %s now uses %s", self.session,
                  getattr(client, "url", None) or "the knowledge base in-process")
 
@@ -181,11 +189,18 @@ class HandoverClient:
                 return False
             self._handing = True
         replacement = self._attach(time.monotonic() + 2.0)
+        self._install(replacement)
+        return not isinstance(replacement, Unavailable)
+
+    def _install(self, client: Any) -> None:
+        """Make `client` the current one and let waiting calls go on (closed at once when the
+        session closed meanwhile)."""
         with self._cond:
-            self.inner = replacement
+            self.inner = client
             self._handing = False
             self._cond.notify_all()
-        return not isinstance(replacement, Unavailable)
+        if self._closed.is_set():
+            client.close()
 
     # -- KBClient ---------------------------------------------------------------------------
 
@@ -227,9 +242,10 @@ class HandoverClient:
 
     def close(self) -> None:
         """Stop watching and close the current client (freeing the data directory)."""
-        self._closed.set()
+        self._closed.set()  # no handover starts now
         with self._cond:
-            self._handing = True  # no handover starts now
+            if self._handing:  # the one running closes what it attaches
+                return
             client = self.inner
         client.close()
 
