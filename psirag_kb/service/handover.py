@@ -18,7 +18,7 @@ from psirag_kb.service.client import (
     open_local,
     running_daemon,
 )
-from psirag_kb.storage.datadir import holder, takeover_requested
+from psirag_kb.storage.datadir import TAKEOVER_FILE, holder, takeover_requested
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,8 @@ POLL_S = 0.25
 DRAIN_S = 5.0
 """How long a handover waits for calls in flight before it closes the stores under them (a
 running write stops after its committed batch)."""
+UNCLAIMED_S = 5.0
+"""A takeover request whose daemon has not taken the freed lock after this long is stale."""
 
 
 class Unavailable:
@@ -149,6 +151,7 @@ class HandoverClient:
     def _attach(self, deadline: float) -> Any:
         """The daemon's API once it answers; the knowledge base in-process again when no daemon
         wants it any more; Unavailable after the deadline."""
+        free_since: float | None = None
         while True:
             try:
                 client = running_daemon(self.config, wait_s=max(0.0, deadline - time.monotonic()),
@@ -159,7 +162,13 @@ class HandoverClient:
                 last = f"no daemon answers for {self.data_dir}"
             if client is not None:
                 return client
-            if takeover_requested(self.data_dir) is None and holder(self.data_dir) is None:
+            free = holder(self.data_dir) is None
+            free_since = (free_since or time.monotonic()) if free else None
+            if free and time.monotonic() - free_since > UNCLAIMED_S:
+                # a waiting daemon takes a free lock within 0.1 s: this request is stale (its
+                # pid reused by another process)
+                (self.data_dir / TAKEOVER_FILE).unlink(missing_ok=True)
+            if free and takeover_requested(self.data_dir) is None:
                 try:
                     local = open_local(self.config, self.embedder, self.session)
                 except KBError as exc:

@@ -89,3 +89,23 @@ def test_a_session_whose_daemon_never_comes_reopens_in_process(tmp_path: Path,
         assert client.query("x")["served_by"] == "in-process"
     finally:
         client.close()
+
+
+def test_a_request_no_daemon_acts_on_is_dropped_and_the_session_reopens(tmp_path: Path,
+                                                                        monkeypatch) -> None:
+    monkeypatch.setattr(handover, "POLL_S", 0.02)
+    monkeypatch.setattr(handover, "UNCLAIMED_S", 0.2)
+    monkeypatch.setattr(handover, "running_daemon", lambda *a, **k: None)
+    reopened = LocalClient(SlowKB())
+    monkeypatch.setattr(handover, "open_local", lambda *a, **k: reopened)
+    client = handover.HandoverClient(Config().with_data_dir(tmp_path), LocalClient(SlowKB()),
+                                     "mcp")
+    try:
+        request_takeover(tmp_path)  # a live pid (ours) that never takes the free lock
+        deadline = time.monotonic() + 10
+        while client.inner is not reopened and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert client.inner is reopened
+        assert not (tmp_path / "takeover.request").exists()
+    finally:
+        client.close()
