@@ -26,13 +26,17 @@ from psirag_kb.search.treeview import TreeView
 from psirag_kb.storage.dense import DenseIndex, exact_scope
 from psirag_kb.storage.sparse import SparseIndex
 from psirag_kb.storage.store import Delta, FileChange, Store
-from psirag_kb.storage.writer import Writer
+from psirag_kb.storage.writer import Writer, WriterClosed
 from psirag_kb.tree.live import LiveTree
 
 log = logging.getLogger(__name__)
 
 REPAIR_BACKOFF_S = (2.0, 600.0)
 """First and longest wait between attempts to rebuild a stale derived index."""
+TREE_REBUILD_BACKOFF_S = (2.0, 120.0)
+"""First and longest wait between attempts of a background tree rebuild."""
+TREE_REBUILD_ATTEMPTS = 8
+"""Background attempts before the tree is left missing for `maintain` or the next start."""
 
 
 class Stores:
@@ -54,6 +58,8 @@ class Stores:
         """Leaves, seconds and pair mode of the last whole-tree build in this process."""
         """"ok", or "missing"/"rebuilding" with the reason: queries use the flat retrievers."""
         self.tree_index: TreeIndex
+        self._closing = threading.Event()
+        """Set by `close`: a background tree rebuild stops retrying."""
         self.sync_derived()
         self.load_tree()
         self.merge_duplicates()
@@ -63,6 +69,7 @@ class Stores:
 
     def close(self) -> None:
         """Finish the running write, drop queued ones, save what is only in memory, close."""
+        self._closing.set()
         self.writer.close()
         self.store.owner = threading.current_thread()
         try:
@@ -297,20 +304,45 @@ class Stores:
         thread.start()
 
     def _rebuild_tree(self) -> None:
-        """Build from a snapshot of the chunks, then adopt the tree on the writer."""
-        try:
-            ids, vectors = self.tree_vectors()
-            next_id = int(self.store.meta().get("next_node_id", "1"))
-            index = TreeIndex.build(ids, vectors, self.config.tree, next_id, self.leaf_vectors,
-                                    self.neighbours)
-            del vectors
-            self.writer.call(lambda: self._adopt_tree(index, ids), key="tree-rebuild")
-        except KBError:  # closing: the next start tries again
-            return
-        except Exception as exc:  # noqa: BLE001 - recorded; the next start tries again
-            log.exception("rebuilding the tree failed")
-            self.tree_state = {"state": "missing", "since": time.time(),
-                               "reason": f"rebuild failed: {type(exc).__name__}: {exc}"}
+        """Build from a snapshot of the chunks, then adopt the tree on the writer; a failed
+        attempt (a chunk deleted while the vectors were read, ...) is logged and retried with
+        backoff until it succeeds, the attempts run out or the stores close."""
+        first, longest = TREE_REBUILD_BACKOFF_S
+        for attempt in range(1, TREE_REBUILD_ATTEMPTS + 1):
+            if self._closing.is_set():
+                return
+            try:
+                self._build_and_adopt()
+                return
+            except WriterClosed:  # closing: the next start tries again
+                return
+            except Exception as exc:  # noqa: BLE001 - logged, retried; queries use flat retrievers
+                if self._closing.is_set():
+                    return
+                reason = f"rebuild failed: {type(exc).__name__}: {exc}"
+                if attempt == TREE_REBUILD_ATTEMPTS:
+                    log.error("rebuilding the tree failed %d times (%s); queries use BM25 and "
+                              "the dense index until `maintain` or the next start rebuilds it",
+                              attempt, exc)
+                    self.tree_state = {"state": "missing", "since": time.time(),
+                                       "reason": f"{reason} ({attempt} attempts)"}
+                    return
+                wait = min(longest, first * 2 ** (attempt - 1))
+                log.warning("rebuilding the tree failed (attempt %d of %d: %s); next try in "
+                            "%.0f s", attempt, TREE_REBUILD_ATTEMPTS, exc, wait, exc_info=True)
+                self.tree_state = self.tree_state | {
+                    "state": "rebuilding", "reason": f"{reason}; retrying in {wait:.0f} s"}
+                if self._closing.wait(wait):
+                    return
+
+    def _build_and_adopt(self) -> None:
+        """One attempt of a background rebuild: snapshot, build, adopt on the writer."""
+        ids, vectors = self.tree_vectors()
+        next_id = int(self.store.meta().get("next_node_id", "1"))
+        index = TreeIndex.build(ids, vectors, self.config.tree, next_id, self.leaf_vectors,
+                                self.neighbours)
+        del vectors
+        self.writer.call(lambda: self._adopt_tree(index, ids), key="tree-rebuild")
 
     def _adopt_tree(self, index: TreeIndex, ids: np.ndarray) -> None:
         """Swap in a tree built in the background after catching it up with the chunks."""
