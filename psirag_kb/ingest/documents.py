@@ -33,6 +33,7 @@ from psirag_kb.ingest.formats import (
     read_structured,
     span_locations,
 )
+from psirag_kb.ingest.formats.containers import UnpackLimits
 from psirag_kb.ingest.htmltext import html_outline, html_visible_text
 from psirag_kb.ingest.markdowntext import markdown_outline, markdown_text
 from psirag_kb.ingest.rest import rest_headings, rest_text
@@ -145,9 +146,11 @@ def is_supported(path: Path) -> bool:
     return kind_of(path) is not None
 
 
-def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True) -> Document:
+def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True,
+                  limits: UnpackLimits | None = None) -> Document:
     """Read and extract a supported file, raising SkippedFile or FileReadError when it cannot be.
 
+    `limits` bound how far a zip-based document may unpack (UnpackLimits() by default).
     With `ocr`, PDF pages without a text layer are read by tesseract when it is installed. A
     file that looks cut short and was modified in the last RECENT_WRITE_S seconds raises
     FileReadError (retried) rather than SkippedFile: its writer may not have finished.
@@ -160,7 +163,7 @@ def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True) 
         raise SkippedFile(what)
     data = _read_bytes(path, max_bytes)
     try:
-        document = _extract(path, data, kind, ocr)
+        document = _extract(path, data, kind, ocr, limits)
     except SkippedFile as exc:
         if exc.incomplete:
             _retry_if_recent(path, exc)
@@ -171,10 +174,11 @@ def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True) 
     return document
 
 
-def _extract(path: Path, data: bytes, kind: str, ocr: bool) -> Document:
+def _extract(path: Path, data: bytes, kind: str, ocr: bool,
+             limits: UnpackLimits | None = None) -> Document:
     """Turn a file's bytes into a Document by its kind."""
     if kind in _STRUCTURED:
-        extracted = read_structured(path, data, kind)
+        extracted = read_structured(path, data, kind, limits)
         skipped = code_ranges(len(extracted.text),
                               [(s.start, s.location) for s in extracted.segments])
         return Document(path, extracted.text, kind, segments=extracted.segments,
