@@ -161,9 +161,8 @@ def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True,
         suffix = path.suffix.lower()
         what = f"unsupported file type {suffix}" if suffix else "unsupported file type (no suffix)"
         raise SkippedFile(what)
-    data = _read_bytes(path, max_bytes)
     try:
-        document = _extract(path, data, kind, ocr, limits)
+        document = _extract(path, kind, ocr, limits, max_bytes)
     except SkippedFile as exc:
         if exc.incomplete:
             _retry_if_recent(path, exc)
@@ -174,9 +173,10 @@ def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True,
     return document
 
 
-def _extract(path: Path, data: bytes, kind: str, ocr: bool,
-             limits: UnpackLimits | None = None) -> Document:
-    """Turn a file's bytes into a Document by its kind."""
+def _extract(path: Path, kind: str, ocr: bool, limits: UnpackLimits | None,
+             max_bytes: int) -> Document:
+    """Read a file's bytes and turn them into a Document by its kind."""
+    data = _read_bytes(path, max_bytes)
     if kind in _STRUCTURED:
         extracted = read_structured(path, data, kind, limits)
         skipped = code_ranges(len(extracted.text),
@@ -191,7 +191,9 @@ def _extract(path: Path, data: bytes, kind: str, ocr: bool,
         segments = [Segment(start, {"page": n}) for n, start in enumerate(pdf.pages, start=1)]
         return Document(path, pdf.text, kind, pages=pdf.pages, segments=segments,
                         note=ocr_note(pdf, ocr), title=pdf.title)
-    text = _normalise_newlines(_decode(data))
+    text = _decode(data)
+    del data  # the bytes go once decoded: a text file is held twice at most (text, parser)
+    text = _normalise_newlines(text)
     title, headings = _outline(text, kind)
     return Document(path, _visible_text(text, kind), kind, title=title, headings=headings)
 
