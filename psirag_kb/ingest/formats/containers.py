@@ -10,22 +10,12 @@ from psirag_kb.errors import SkippedFile
 
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
-MAX_UNPACKED = 1 << 30
-"""A zip whose members add up to more than this (bytes) is refused as a likely zip bomb."""
 RATIO_FLOOR = 10_000_000
 """A member is judged by its compression ratio only once it unpacks past this many bytes."""
 _READ_SIZE = 1 << 20
 _ENTITY = b"<!ENTITY"
 # Members the readers parse as XML (an SVG image, never parsed, may declare entities).
 _XML_SUFFIXES = (".xml", ".rels", ".opf", ".ncx")
-
-
-@dataclass(frozen=True)
-class UnpackLimits:
-    """How far a document's container may unpack: in all, and per member relative to its size."""
-
-    max_bytes: int = 200_000_000
-    max_ratio: int = 100
 
 _SIGNATURES = (
     (b"\x89PNG\r\n\x1a\n", "a PNG image"),
@@ -39,6 +29,17 @@ _SIGNATURES = (
     (OLE_MAGIC, "an OLE2 compound file"),
 )
 _LEGACY = {"docx": ".doc", "xlsx": ".xls", "pptx": ".ppt"}
+
+
+@dataclass(frozen=True)
+class UnpackLimits:
+    """How far a document's container may unpack: in all, and per member relative to its size."""
+
+    max_bytes: int = 200_000_000
+    """Bytes all members may unpack to ([ingest] max_extracted_bytes)."""
+    max_ratio: int = 100
+    """Unpacked / packed size a member past RATIO_FLOOR may reach ([ingest]
+    max_compression_ratio)."""
 
 
 def describe_content(data: bytes) -> str | None:
@@ -70,9 +71,6 @@ def open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
                           incomplete=True) from exc
     if any(info.flag_bits & 0x1 for info in infos):
         raise SkippedFile(f"encrypted .{kind} (password-protected zip)")
-    total = sum(info.file_size for info in infos)
-    if total > MAX_UNPACKED:
-        raise SkippedFile(f"damaged .{kind}: unpacks to {total} bytes (a zip bomb?)")
     return archive
 
 
