@@ -54,3 +54,39 @@ def write_bomb(target: Path, kind: str, padding: int, *, prolog: bytes = b"",
                     left -= MB
                 stream.write(data[cut:])
     return target
+
+
+def write_pdf_bomb(target: Path, pages: int, padding: int, *, sentence: str = "") -> Path:
+    """A PDF of `pages` pages, each saying `sentence` in a FlateDecode content stream padded
+    with `padding` spaces (compressed block by block: memory stays at one 1 MB block)."""
+    import zlib
+
+    from pypdf import PdfWriter
+    from pypdf.generic import DictionaryObject, NameObject, NumberObject, StreamObject
+
+    writer = PdfWriter()
+    font = writer._add_object(DictionaryObject({
+        NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
+        NameObject("/BaseFont"): NameObject("/Helvetica"),
+    }))
+    for number in range(1, pages + 1):
+        page = writer.add_blank_page(612, 792)
+        page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): DictionaryObject(
+            {NameObject("/F1"): font})})
+        packer = zlib.compressobj(9)
+        text = f"{sentence} (page {number})" if sentence else ""
+        parts = [packer.compress(b"BT /F1 12 Tf 72 720 Td (%s) Tj ET\n" % text.encode("latin-1"))]
+        block = b" " * MB
+        left = padding
+        while left > 0:
+            parts.append(packer.compress(block[: min(left, MB)]))
+            left -= MB
+        parts.append(packer.flush())
+        stream = StreamObject()
+        stream._data = b"".join(parts)
+        stream[NameObject("/Filter")] = NameObject("/FlateDecode")
+        stream[NameObject("/Length")] = NumberObject(len(stream._data))
+        page[NameObject("/Contents")] = writer._add_object(stream)
+    with open(target, "wb") as handle:
+        writer.write(handle)
+    return target

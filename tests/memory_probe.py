@@ -16,10 +16,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "docs"
-WARM_UP = {".docx": "testWORD.docx", ".pptx": "testPPT.pptx", ".xlsx": "testEXCEL.xlsx",
-           ".odt": "example.odt", ".odp": "example.odp", ".ods": "countrystatistics.ods",
-           ".epub": "testEPUB.epub"}
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+WARM_UP = {".docx": "docs/testWORD.docx", ".pptx": "docs/testPPT.pptx",
+           ".xlsx": "docs/testEXCEL.xlsx", ".odt": "docs/example.odt", ".odp": "docs/example.odp",
+           ".ods": "docs/countrystatistics.ods", ".epub": "docs/testEPUB.epub",
+           ".pdf": "sample.pdf"}
 
 
 def _kb(field: str) -> int:

@@ -187,7 +187,7 @@ def _extract(path: Path, kind: str, ocr: bool, limits: UnpackLimits | None,
     if kind == "pdf":
         from psirag_kb.ingest.pdf import ocr_note, read_pdf
 
-        pdf = read_pdf(data, ocr=ocr)
+        pdf = read_pdf(data, ocr=ocr, limits=limits)
         segments = [Segment(start, {"page": n}) for n, start in enumerate(pdf.pages, start=1)]
         return Document(path, pdf.text, kind, pages=pdf.pages, segments=segments,
                         note=ocr_note(pdf, ocr), title=pdf.title)

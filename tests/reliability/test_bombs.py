@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bombs import FIXTURES, LAUGHS, MB, TEMPLATES, write_bomb
+from bombs import FIXTURES, LAUGHS, MB, TEMPLATES, write_bomb, write_pdf_bomb
 from daemon_helpers import api, wait_for
 from memory_probe import reader_growth
 
@@ -186,6 +186,59 @@ def test_rejecting_a_bomb_takes_the_same_memory_whatever_its_size(tmp_path: Path
     assert large_growth < RATIO_FLOOR, f"{large_growth / MB:.1f} MB for a {2 * size // MB} MB bomb"
     assert abs(large_growth - small_growth) < size / 10, (
         f"{small_growth / MB:.1f} MB, then {large_growth / MB:.1f} MB for twice the bomb")
+
+
+def test_pdf_whose_page_unpacks_far_past_its_size_is_skipped(kb: KnowledgeBase,
+                                                             tmp_path: Path) -> None:
+    """A 30 KB PDF whose one page unpacks to 30 MB: skipped by its ratio before pypdf decodes
+    the page; sample.pdf and a note beside it are indexed."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    ratio = write_pdf_bomb(folder / "ratio.pdf", 1, 30 * MB, sentence="The okapi grazes at dusk")
+    assert ratio.stat().st_size < 100_000
+    shutil.copy(FIXTURES.parent / "sample.pdf", folder / "sample.pdf")
+    (folder / "note.md").write_text(NOTE + "\n")
+    report = kb.ingest([folder])
+    assert (report.added, report.skipped) == (2, 1)
+    state, reason = _problems(kb)["ratio.pdf"]
+    assert state == "skipped"
+    assert reason.startswith("document bomb: a stream of page 1 of this PDF unpacks to more than")
+    assert reason.endswith("(limit 100: [ingest] max_compression_ratio)")
+    assert _top(kb, "walrus resting on the ice floe between dives") == "note.md"
+    assert kb.query("okapi", mode="sparse")["results"] == []
+
+
+def test_pdf_whose_pages_add_up_past_the_byte_limit_is_skipped(small_kb: KnowledgeBase,
+                                                               tmp_path: Path) -> None:
+    """Three pages of 2 MB each under a 4 MB limit: skipped; 3 x 0.5 MB is indexed."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    write_pdf_bomb(folder / "pages.pdf", 3, 2 * MB, sentence="The okapi grazes at dusk")
+    write_pdf_bomb(folder / "ok.pdf", 3, MB // 2, sentence="The zebra drinks at dawn")
+    report = small_kb.ingest([folder])
+    assert (report.added, report.skipped) == (1, 1)
+    state, reason = _problems(small_kb)["pages.pdf"]
+    assert state == "skipped"
+    assert reason.startswith("document bomb: this PDF's page streams unpack past ")
+    assert reason.endswith(f"(page 2), over the limit of {SMALL_LIMIT} ([ingest] "
+                           "max_extracted_bytes)")
+    assert _top(small_kb, "zebra drinking at dawn") == "ok.pdf"
+    assert small_kb.query("okapi", mode="sparse")["results"] == []
+
+
+def test_rejecting_a_pdf_bomb_takes_the_same_memory_whatever_its_size(tmp_path: Path) -> None:
+    """The reader alone, in a fresh process, refusing PDFs whose page unpacks to 60 and 120 MB:
+    far below either size and no larger for the bigger one (pypdf decoding the page would hold
+    it whole)."""
+    size = 60 * MB
+    small = write_pdf_bomb(tmp_path / "small.pdf", 1, size, sentence="The okapi")
+    large = write_pdf_bomb(tmp_path / "large.pdf", 1, 2 * size, sentence="The okapi")
+    small_growth, small_outcome = reader_growth(small, 20 * MB)
+    large_growth, large_outcome = reader_growth(large, 20 * MB)
+    for outcome in (small_outcome, large_outcome):
+        assert outcome.startswith("document bomb: a stream of page 1 of this PDF unpacks")
+    assert small_growth < RATIO_FLOOR and large_growth < RATIO_FLOOR, (small_growth, large_growth)
+    assert abs(large_growth - small_growth) < size / 10
 
 
 def test_daemon_skips_a_bomb_and_goes_on_with_the_next_file(config: Config, fake_embedder,
