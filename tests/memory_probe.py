@@ -50,7 +50,7 @@ def main() -> None:
     """Measure one read and print the JSON line."""
     from psirag_kb.errors import SkippedFile
     from psirag_kb.ingest.documents import read_document
-    from psirag_kb.ingest.formats.containers import UnpackLimits
+    from psirag_kb.ingest.formats.bounds import UnpackLimits
 
     path, max_bytes = Path(sys.argv[1]), int(sys.argv[2])
     limits = UnpackLimits(int(sys.argv[3])) if len(sys.argv) > 3 else UnpackLimits()

@@ -33,7 +33,7 @@ from psirag_kb.ingest.formats import (
     read_structured,
     span_locations,
 )
-from psirag_kb.ingest.formats.containers import UnpackLimits
+from psirag_kb.ingest.formats.bounds import UnpackLimits
 from psirag_kb.ingest.htmltext import html_outline, html_visible_text
 from psirag_kb.ingest.markdowntext import markdown_outline, markdown_text
 from psirag_kb.ingest.rest import rest_headings, rest_text
@@ -150,7 +150,8 @@ def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True,
                   limits: UnpackLimits | None = None) -> Document:
     """Read and extract a supported file, raising SkippedFile or FileReadError when it cannot be.
 
-    `limits` bound how far a zip-based document may unpack (UnpackLimits() by default).
+    `limits` bound how far a zip-based document or a PDF's page streams may unpack
+    (UnpackLimits() by default).
     With `ocr`, PDF pages without a text layer are read by tesseract when it is installed. A
     file that looks cut short and was modified in the last RECENT_WRITE_S seconds raises
     FileReadError (retried) rather than SkippedFile: its writer may not have finished.

@@ -19,7 +19,7 @@ import numpy as np
 from psirag_kb.errors import FileReadError, KBError, SkippedFile
 from psirag_kb.ingest.chunking import chunk_text, content_hash
 from psirag_kb.ingest.documents import is_supported, link_inside, link_outside, read_document
-from psirag_kb.ingest.formats.containers import UnpackLimits
+from psirag_kb.ingest.formats.bounds import UnpackLimits
 from psirag_kb.ingest.pdf import awaits_ocr, tesseract_ready
 from psirag_kb.paths import inside
 from psirag_kb.storage.store import ChunkRow, FileChange, FileRecord, indexed_text

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from psirag_kb.errors import SkippedFile
-from psirag_kb.ingest.formats.containers import UnpackLimits
+from psirag_kb.ingest.formats.bounds import UnpackLimits
 from psirag_kb.ingest.pdf_streams import StreamBudget
 
 logger = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ import zlib
 from typing import Any
 
 from psirag_kb.errors import SkippedFile
-from psirag_kb.ingest.formats.containers import RATIO_FLOOR, UnpackLimits
+from psirag_kb.ingest.formats.bounds import RATIO_FLOOR, UnpackLimits
 
 _READ_SIZE = 1 << 20
 

@@ -23,7 +23,7 @@ from memory_probe import reader_growth
 from psirag_kb.config import Config
 from psirag_kb.errors import SkippedFile
 from psirag_kb.ingest.documents import read_document
-from psirag_kb.ingest.formats.containers import RATIO_FLOOR, UnpackLimits, check_unpacked
+from psirag_kb.ingest.formats.bounds import RATIO_FLOOR, UnpackLimits, check_unpacked
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.service.daemon import Daemon
 
@@ -156,18 +156,27 @@ def _lying_zip(path: Path, padding: int) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_a_zip_header_that_lies_about_its_size_unpacks_no_further(tmp_path: Path) -> None:
-    """The declared sizes are never trusted: a member claiming 1 KB that holds 50 MB is cut at
-    its claim (then fails its checksum) or counted, never read whole."""
+def test_a_zip_header_that_lies_about_its_size_is_not_trusted(tmp_path: Path) -> None:
+    """A member claiming 1 KB that holds 50 MB: zipfile would inflate all of it before cutting
+    it to its claim (+100 MB measured through python-docx); it is counted in bounded reads and
+    refused, and a small liar under every limit is refused for its forged header."""
     path = tmp_path / "liar.docx"
     _lying_zip(path, 50 * MB)
     assert zipfile.ZipFile(path).getinfo("word/document.xml").file_size == 1024
     with pytest.raises(SkippedFile) as raised:
         read_document(path, limits=UnpackLimits(max_bytes=4 * MB))
-    assert raised.value.reason.startswith(("damaged .docx:", "document bomb:"))
-    growth, outcome = reader_growth(path, 20 * MB, 4 * MB)
-    assert outcome == raised.value.reason
-    assert growth < 10 * MB, f"peak RSS grew by {growth / MB:.0f} MB on a lying 50 MB member"
+    assert raised.value.reason.startswith("document bomb: this .docx unpacks past ")
+    growth, outcome = reader_growth(path, 20 * MB)
+    assert outcome.startswith("document bomb: word/document.xml in this .docx unpacks to more "
+                              "than "), outcome
+    assert growth < RATIO_FLOOR, f"peak RSS grew by {growth / MB:.0f} MB on a lying 50 MB member"
+
+    small = tmp_path / "small-liar.docx"
+    _lying_zip(small, 2 * MB)
+    with pytest.raises(SkippedFile, match=r"^document bomb: word/document.xml in this .docx "
+                       r"unpacks to more than the 1024 bytes its header says \(a forged zip "
+                       r"header\)$"):
+        read_document(small)
 
 
 def test_rejecting_a_bomb_takes_the_same_memory_whatever_its_size(tmp_path: Path) -> None:
@@ -270,3 +279,19 @@ def test_daemon_skips_a_bomb_and_goes_on_with_the_next_file(config: Config, fake
         assert code == 200 and health["ok"] is True
     finally:
         daemon.stop()
+
+
+def test_a_damaged_member_no_reader_needs_does_not_lose_the_document(tmp_path: Path) -> None:
+    """The bounded pre-read skips a member that fails its checksum (an unused image): the
+    reader decides, as before, and the text is read."""
+    path = tmp_path / "bad-image.docx"
+    shutil.copy(FIXTURES / "testWORD.docx", path)
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr("word/media/unused.png", b"\x89PNG" + bytes(5000))
+    data = bytearray(path.read_bytes())
+    png = data.index(b"\x89PNG")
+    data[png + 100] ^= 0xFF  # stored, so the byte flip only breaks its CRC
+    path.write_bytes(bytes(data))
+    with zipfile.ZipFile(path) as archive:
+        assert archive.testzip() == "word/media/unused.png"
+    assert "sample Microsoft Word Document" in read_document(path).text

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from psirag_kb.errors import SkippedFile
-from psirag_kb.ingest.formats.containers import UnpackLimits, check_unpacked
+from psirag_kb.ingest.formats.bounds import UnpackLimits, check_unpacked
 
 logger = logging.getLogger(__name__)
 
