@@ -327,6 +327,11 @@ class Ingestion:
             if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
                 raise FileReadError(f"{path} changed while being read; will retry")
         except SkippedFile as exc:
+            if exc.damaged and record is not None and record.chunks:  # a reader raised on it
+                reason = f"{exc.reason}; its previous version stays indexed"
+                report.failed += 1
+                report.problems.append((key, "failed", reason))
+                return FileChange(key, "file", "", 0, 0.0, "failed", reason, keep_chunks=True)
             report.skipped += 1
             report.problems.append((key, "skipped", exc.reason))
             size = before.st_size if "before" in locals() else 0

@@ -78,7 +78,7 @@ def read_pdf(data: bytes, *, ocr: bool = True, limits: UnpackLimits | None = Non
     except SkippedFile:
         raise
     except Exception as exc:  # pypdf raises many kinds of errors on malformed input
-        raise SkippedFile(f"PDF could not be parsed: {exc}") from exc
+        raise SkippedFile(f"PDF could not be parsed: {exc}", damaged=True) from exc
     budget = StreamBudget(limits or UnpackLimits())
     for number, page in enumerate(pages, start=1):  # before pypdf decodes (and keeps) any
         budget.check_page(page, number)

@@ -105,3 +105,45 @@ def test_reader_exception_on_a_new_file_is_reported_and_the_others_are_indexed(
     monkeypatch.undo()
     assert kb.ingest([folder]).updated == 1
     assert _sources(kb, SENTENCE, "hybrid")[0] == "a-word.docx"
+
+
+def _damage(path: Path) -> None:
+    """Save a .docx whose document.xml is cut in the middle (a library error when parsed)."""
+    with zipfile.ZipFile(DOCS / "testWORD.docx") as source:
+        members = {info.filename: source.read(info) for info in source.infolist()}
+    body = members["word/document.xml"]
+    members["word/document.xml"] = body[: len(body) // 2]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
+        for name, data in members.items():
+            out.writestr(name, data)
+
+
+def test_damaged_save_of_an_indexed_file_keeps_its_chunks(kb: KnowledgeBase,
+                                                          tmp_path: Path) -> None:
+    """The parser raises on a damaged save (lxml's XMLSyntaxError, wrapped as "damaged"): the
+    file is failed with the reason, still found, and read again once it is repaired. A damaged
+    file never indexed is skipped, as before."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    word = folder / "word.docx"
+    shutil.copy(DOCS / "testWORD.docx", word)
+    assert kb.ingest([folder]).added == 1
+    record = kb.store.file(str(word))
+    chunks = sorted(kb.store.chunk_hashes(record.id))
+
+    _damage(word)
+    _damage(folder / "never-indexed.docx")
+    report = kb.ingest([folder])
+    assert (report.failed, report.skipped) == (1, 1)
+    state, reason = _problems(kb)["word.docx"]
+    assert state == "failed"
+    assert reason.startswith("damaged .docx: XMLSyntaxError: ")
+    assert reason.endswith("; its previous version stays indexed")
+    assert _problems(kb)["never-indexed.docx"][0] == "skipped"
+    assert sorted(kb.store.chunk_hashes(record.id)) == chunks
+    assert _sources(kb, SENTENCE, "hybrid")[0] == "word.docx"
+
+    shutil.copy(DOCS / "testWORD.docx", word)  # repaired
+    report = kb.ingest([folder])
+    assert (report.updated, report.chunks_embedded, report.chunks_kept) == (1, 0, len(chunks))
+    assert set(_problems(kb)) == {"never-indexed.docx"}

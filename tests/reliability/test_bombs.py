@@ -259,7 +259,8 @@ def test_daemon_skips_a_bomb_and_goes_on_with_the_next_file(config: Config, fake
     daemon = Daemon(settings, embedder=fake_embedder)
     daemon.start()
     try:
-        bomb = write_bomb(folder / "bomb.xlsx", "xlsx", 6 * SMALL_LIMIT)
+        bomb = folder / "bomb.xlsx"  # written beside, then moved in whole
+        write_bomb(tmp_path / "bomb.xlsx", "xlsx", 6 * SMALL_LIMIT).replace(bomb)
         (folder / "note.md").write_text(NOTE + "\n")
 
         def problems() -> dict[str, tuple[str, str]]:

@@ -112,12 +112,12 @@ def read_structured(path: Path, data: bytes, kind: str,
         raise
     except _CONTENT_ERRORS as exc:
         logger.debug("%s: %s reader failed", path, kind, exc_info=True)
-        raise SkippedFile(f"damaged .{kind}: {_describe(exc)}") from exc
+        raise SkippedFile(f"damaged .{kind}: {_describe(exc)}", damaged=True) from exc
     except Exception as exc:  # libraries raise their own error classes on malformed input
         if type(exc).__module__.startswith(("builtins", "psirag_kb")):
             raise
         logger.debug("%s: %s reader failed", path, kind, exc_info=True)
-        raise SkippedFile(f"damaged .{kind}: {_describe(exc)}") from exc
+        raise SkippedFile(f"damaged .{kind}: {_describe(exc)}", damaged=True) from exc
     logger.debug("read %s (%s, %d chars, %d segments)", path, kind, len(extracted.text),
                  len(extracted.segments))
     return extracted

@@ -50,7 +50,7 @@ def open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
         infos = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
         raise SkippedFile(f"damaged .{kind}: truncated or corrupt zip ({exc})",
-                          incomplete=True) from exc
+                          incomplete=True, damaged=True) from exc
     if any(info.flag_bits & 0x1 for info in infos):
         raise SkippedFile(f"encrypted .{kind} (password-protected zip)")
     return archive
