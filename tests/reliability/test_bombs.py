@@ -1,10 +1,11 @@
-"""Document bombs: a zip-based document that unpacks past [ingest] max_extracted_bytes, or a member
-that unpacks far past its packed size, or an XML member declaring entities, is skipped with the
-reason, found in bounded reads (memory measured in a fresh process); nothing else is lost and
-ingestion goes on with the next file.
+"""Document bombs: a zip-based document or a PDF that unpacks past [ingest] max_extracted_bytes,
+a member or stream that unpacks far past its packed size, a forged zip header, or an XML member
+declaring entities, is skipped with the reason, found in bounded reads (memory measured for the
+reader alone in a fresh process); nothing else is lost and ingestion goes on with the next file.
 
-Real KnowledgeBase, DuckDB, Tantivy, hnswlib and the MiniLM model; the bombs are built from the
-real fixtures of every zip-based kind the project reads (see tests/bombs.py).
+Real KnowledgeBase, DuckDB, Tantivy, hnswlib and the MiniLM model (a fake embedder for the
+daemon); the bombs are built from the real fixtures of every zip-based kind the project reads
+and with pypdf (see tests/bombs.py).
 """
 
 from __future__ import annotations
