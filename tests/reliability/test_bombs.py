@@ -98,6 +98,12 @@ def test_ratio_bomb_at_the_default_limits_is_skipped_by_reading_part_of_it(
     assert _top(kb, "walrus resting on the ice floe between dives") == "b-note.md"
     assert kb.ingest([folder]).skipped == 1  # still refused, and only that file
 
+    huge = write_bomb(folder / "c-huge.docx", "docx", 300 * MB)  # about 300 KB on disk
+    assert kb.ingest([huge]).skipped == 1
+    state, reason = _problems(kb)[huge.name]
+    assert state == "skipped" and reason.startswith("document bomb: this .docx says it unpacks to")
+    assert reason.endswith("over the limit of 200000000 ([ingest] max_extracted_bytes)")
+
 
 @pytest.mark.parametrize(("kind", "member"), [
     ("docx", None), ("pptx", None), ("xlsx", None), ("odt", None), ("ods", None),
