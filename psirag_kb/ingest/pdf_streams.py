@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import zlib
 from typing import Any
 
 from psirag_kb.errors import SkippedFile
 from psirag_kb.ingest.formats.bounds import RATIO_FLOOR, UnpackLimits
 
+logger = logging.getLogger(__name__)
 _READ_SIZE = 1 << 20
 
 
@@ -28,11 +30,12 @@ class StreamBudget:
     def check_page(self, page: Any, number: int) -> None:
         """Inflate a page's content streams and the form XObjects it draws, within the limits."""
         try:
-            streams = list(_page_streams(page, self._seen))
+            for stream in _page_streams(page, self._seen):
+                self._check(stream, number)
+        except SkippedFile:
+            raise
         except Exception:  # noqa: BLE001 - a malformed page is pypdf's to report, not a bomb
-            return
-        for stream in streams:
-            self._check(stream, number)
+            logger.debug("PDF page %d: streams not checked", number, exc_info=True)
 
     def _check(self, stream: Any, number: int) -> None:
         """Inflate one FlateDecode stream in bounded reads, counting its bytes."""

@@ -22,7 +22,7 @@ _ENTITY = b"<!ENTITY"
 _XML_SUFFIXES = (".xml", ".rels", ".opf", ".ncx")
 # A member that cannot be unpacked is left to the readers (an unused image may be damaged).
 _MEMBER_ERRORS = (zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError, OSError,
-                  struct.error)
+                  ValueError, struct.error)
 
 
 @dataclass(frozen=True)
