@@ -20,6 +20,7 @@ from psirag_kb.errors import FileReadError, KBError, SkippedFile
 from psirag_kb.ingest.chunking import chunk_text, content_hash
 from psirag_kb.ingest.context import file_title, fit
 from psirag_kb.ingest.documents import is_supported, link_inside, link_outside, read_document
+from psirag_kb.ingest.formats.bounds import UnpackLimits
 from psirag_kb.ingest.pdf import awaits_ocr, tesseract_ready
 from psirag_kb.paths import inside, resolved
 from psirag_kb.storage.store import ChunkRow, FileChange, FileRecord, indexed_text
@@ -363,11 +364,18 @@ class Ingestion:
                 report.unchanged += 1
                 return None
             document = read_document(path, max_bytes=self.config.ingest.max_file_bytes,
-                                     ocr=self.config.ingest.ocr)
+                                     ocr=self.config.ingest.ocr, limits=UnpackLimits(
+                                         self.config.ingest.max_extracted_bytes,
+                                         self.config.ingest.max_compression_ratio))
             after = path.stat()
             if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
                 raise FileReadError(f"{path} changed while being read; will retry")
         except SkippedFile as exc:
+            if exc.damaged and record is not None and record.chunks:  # a reader raised on it
+                reason = f"{exc.reason}; its previous version stays indexed"
+                report.failed += 1
+                report.problems.append((key, "failed", reason))
+                return FileChange(key, "file", "", 0, 0.0, "failed", reason, keep_chunks=True)
             report.skipped += 1
             report.problems.append((key, "skipped", exc.reason))
             size = before.st_size if "before" in locals() else 0
@@ -455,10 +463,12 @@ class Ingestion:
                 change = self._prepare(path, records.get(str(path)), report, keep_vanished)
             except Exception as exc:  # noqa: BLE001 - one bad file never stops the run
                 log.exception("unexpected error reading %s", path)
+                reason = f"unexpected error: {type(exc).__name__}: {exc}; will retry"
                 report.failed += 1
-                report.problems.append((str(path), "failed", f"unexpected error: {exc}"))
-                change = FileChange(str(path), "file", "", 0, 0.0, "failed",
-                                    f"unexpected error: {exc}")
+                report.problems.append((str(path), "failed", reason))
+                # a reader's bug must not cost the file's index: its previous chunks are kept
+                change = FileChange(str(path), "file", "", 0, 0.0, "failed", reason,
+                                    keep_chunks=True)
             if change is not None:
                 changes.append(change)
         report.timed("read", time.perf_counter() - started)
