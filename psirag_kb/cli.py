@@ -373,6 +373,7 @@ def _abstracts_line(abstracts: dict[str, Any]) -> str:
 
 def cmd_eval(args: argparse.Namespace, config: Config) -> int:
     from psirag_kb.evaluation import evaluate
+    from psirag_kb.kb import KnowledgeBase
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in (*EVAL_MODES, "flat_whole")]
@@ -380,7 +381,8 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
         raise KBError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(EVAL_MODES)}")
     report = evaluate(config, args.corpus, args.questions, modes, k=args.k,
                       batches=args.batches, abstracts=args.abstracts,
-                      data_dir=args.data_dir.resolve() if args.data_dir else None)
+                      data_dir=args.data_dir.resolve() if args.data_dir else None,
+                      open_kb=KnowledgeBase)
     if args.json:
         print(json.dumps(report))
         return 0
@@ -519,8 +521,8 @@ def cmd_daemon(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_tui(args: argparse.Namespace, config: Config) -> int:
-    from psirag_kb.service.client import HTTPClient, connect, remote_daemon, running_daemon
-    from psirag_kb.service.handover import HandoverClient
+    from psirag_kb.service.client import HTTPClient, remote_daemon, running_daemon
+    from psirag_kb.service.handover import HandoverClient, connect_session
 
     try:
         from tui.app import run
@@ -531,7 +533,7 @@ def cmd_tui(args: argparse.Namespace, config: Config) -> int:
     logging.basicConfig(filename=config.data_dir / "tui.log", force=True,
                         level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    client = connect(config, session="tui")
+    client = connect_session(config, "tui")
     reconnect = None
     if isinstance(client, HTTPClient):
         reconnect = (lambda: remote_daemon(config)) if client.remote else \
@@ -545,7 +547,7 @@ def cmd_tui(args: argparse.Namespace, config: Config) -> int:
 def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
     from contextlib import redirect_stdout
 
-    from psirag_kb.service.client import connect
+    from psirag_kb.service.handover import connect_session
 
     try:
         from psirag_kb.service.mcp import build_server
@@ -553,7 +555,7 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
         raise KBError(f"the MCP server cannot start ({exc}); install it with "
                       "`pip install 'mcp>=2.3'`") from None
     with redirect_stdout(sys.stderr):  # stdout carries the protocol alone
-        client = connect(config, session="mcp")
+        client = connect_session(config, "mcp")
     with closing(client):
         build_server(client).run("stdio")  # the SDK diverts fd 1 to stderr while it serves
     return 0

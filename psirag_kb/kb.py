@@ -8,13 +8,15 @@ view) and take no lock a write holds.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from psirag_kb.abstracts.job import AbstractJob
+from psirag_kb.access import OWNER, Access
+from psirag_kb.answer.agent import answer_question
 from psirag_kb.config import Config
 from psirag_kb.errors import KBError
 from psirag_kb.ingest.embedding import (
@@ -25,12 +27,13 @@ from psirag_kb.ingest.embedding import (
     yield_cores,
 )
 from psirag_kb.ingest.ingestion import Ingestion, IngestReport, Progress
-from psirag_kb.search.adjacent import MARGIN, MAX_DEPTH, merge_adjacent
+from psirag_kb.search.engine import QueryEngine, Within, asked
 from psirag_kb.search.rerank import Reranker
-from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
-from psirag_kb.search.scope import Scope, normalise
-from psirag_kb.search.treeindex import CANDIDATES, TreeIndex
-from psirag_kb.search.treeview import node_view, path_view
+from psirag_kb.search.retrieval import Ranking
+from psirag_kb.search.rows import result_row
+from psirag_kb.search.scope import Scope
+from psirag_kb.search.summary import add_summary
+from psirag_kb.search.treeindex import TreeIndex
 from psirag_kb.storage.dense import DenseIndex
 from psirag_kb.storage.sparse import SparseIndex
 from psirag_kb.storage.store import Store
@@ -42,10 +45,8 @@ DRIFT_TOLERANCE = 0.02
 """A subtree is rebuilt when its cost exceeds a local rebuild's by more than this fraction."""
 DRIFT_MAX_LEAVES = 4000
 """Largest subtree rebuilt in one piece."""
-SUMMARY_LEAVES = 18
 
-Within = Sequence[str | Path] | Scope
-"""The folders and files a query is limited to (or the scope they were resolved to)."""
+__all__ = ["OWNER", "Access", "KnowledgeBase", "Within", "result_row"]
 
 
 class KnowledgeBase:
@@ -66,6 +67,19 @@ class KnowledgeBase:
         self.abstract_job = AbstractJob(config, self.embedder, self.stores)
         reranker = config.retrieval.reranker
         self.reranker = Reranker(reranker, config.embedding.device) if reranker else None
+        self.engine = QueryEngine(config, self.stores, self.query_embedder, self.reranker)
+        """Every read of the knowledge base: the facade composes it, never the other way."""
+
+    @property
+    def config(self) -> Config:
+        """The configuration (replacing it here replaces the query engine's too)."""
+        return self._config
+
+    @config.setter
+    def config(self, config: Config) -> None:
+        self._config = config
+        if "engine" in self.__dict__:
+            self.engine.config = config
 
     # -- the stores, for readers (and tests) ------------------------------------------------
 
@@ -153,197 +167,61 @@ class KnowledgeBase:
         """Persist the hnswlib index and checkpoint DuckDB (cheap to redo; done on close)."""
         self.writer.call(self.stores.checkpoint_now, key="checkpoint")
 
-    # -- query ------------------------------------------------------------------------------
+    # -- query (composed from the query engine; `access` is the person asking) -------------
 
     def embed_query(self, text: str) -> np.ndarray:
         """The query's unit vector (float32)."""
-        return self.query_embedder.embed_one(text)
-
-    def scope_of(self, within: Within) -> Scope:
-        """The scope of a query limited to these folders and files: their normalised paths and
-        the ids of the chunks below them (one DuckDB lookup, made when a retriever first needs
-        them; a Scope is returned as it is)."""
-        if isinstance(within, Scope):
-            return within
-        if isinstance(within, (str, Path)):  # one path, not a sequence of characters
-            within = [within]
-        paths = normalise(within)
-        return Scope(paths, lambda: self.store.scope_ids(paths))
+        return self.engine.embed_query(text)
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         """Unit vectors of several queries in one batched call."""
-        return self.query_embedder.embed_many(texts)
+        return self.engine.embed_queries(texts)
+
+    def scope_of(self, within: Within, access: Access = OWNER) -> Scope:
+        """The scope of a query limited to these folders and files (and the person's grants):
+        their normalised paths and the ids of the chunks below them (see `QueryEngine`)."""
+        scope = self.engine.scope_of(within, access)
+        assert scope is not None  # paths were given
+        return scope
 
     def rank(self, text: str, mode: str, k: int, within: Within | None = None,
-             vector: np.ndarray | None = None) -> Ranking:
-        """Chunk ids for a query in one mode, best first (a stale index is left out); with
-        `within`, each retriever searches only the chunks of files under those paths."""
-        if mode not in EVAL_MODES:
-            raise KBError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        scope = None if within is None else self.scope_of(within)
-        paths = None if scope is None else scope.paths
-        retrieval = self.config.retrieval
-        per = max(k, retrieval.k_per_retriever)
-        sparse_ok, dense_ok = "bm25" not in self.stale, "dense" not in self.stale
-        tree_ok = not self.stores.tree_missing
-        if mode == "tree" and not tree_ok:  # BM25 and the dense index stand in for it
-            mode = "hybrid"
-        if mode == "sparse" and sparse_ok:  # BM25 filters by the paths: no id lookup
-            return Ranking(*self.sparse.search(text, k, paths))
-        if scope is not None and len(scope) == 0:
-            return Ranking.empty()
-        if mode == "agent":  # retrieval of agent mode without an LLM
-            from psirag_kb.search.multiround import multi_round
-
-            return multi_round(self, text, k, within=scope, vector=vector).ranking
-        if mode == "auto":
-            from psirag_kb.search.multiround import auto_rank
-
-            return auto_rank(self, text, k, scope, vector)
-        query = self.embed_query(text) if vector is None else vector
-        if mode in ("dense", "sparse"):  # sparse lands here only while BM25 is rebuilt
-            if dense_ok:
-                return Ranking(*self._near(query, k, scope))
-            return self._tree_search(query, k, scope=scope)
-        if mode == "tree":
-            return self._tree_search(query, k, scope=scope)
-        rankings = []
-        if sparse_ok:
-            rankings.append(Ranking(*self.sparse.search(text, per, paths)))
-        near = None  # one ANN search serves the dense ranking and the tree's candidates
-        if dense_ok and (mode != "hybrid" or retrieval.fuse_dense or not tree_ok):
-            near = self._near(query, max(per, CANDIDATES), scope)
-            rankings.append(Ranking(near[0][:per], near[1][:per]))
-        if (mode == "hybrid" and tree_ok) or not rankings:
-            rankings.insert(0, self._tree_search(query, per, near, scope))
-        if retrieval.fusion == "rerank" and self.reranker is not None:
-            candidates = rrf(rankings, retrieval.rrf_k).ids
-            hits = self.store.hits(candidates.tolist())
-            candidates = np.array([i for i in candidates.tolist() if i in hits], dtype=np.int64)
-            return self.reranker.rerank(text, candidates, [hits[i].text for i in candidates], k)
-        return rrf(rankings, retrieval.rrf_k, limit=k)
-
-    def _near(self, query: np.ndarray, k: int,
-              scope: Scope | None) -> tuple[np.ndarray, np.ndarray]:
-        """The dense index's top-k (ids, cosines), within the scope when there is one."""
-        if scope is None:
-            return self.dense.search(query, k)
-        return self.stores.neighbours_within(query, k, scope)
-
-    def _tree_search(self, query: np.ndarray, k: int,
-                     near: tuple[np.ndarray, np.ndarray] | None = None,
-                     scope: Scope | None = None) -> Ranking:
-        """Tree retrieval (empty before anything is indexed); `near` are the ANN index's
-        candidates when the caller already has them, and the leaves come from the scope."""
-        retrieval = self.config.retrieval
-        if retrieval.tree_search == "collapsed":
-            return self.tree_index.search_collapsed(
-                query, retrieval.parent_weight, k, self.config.tree.node_vectors == "abstract",
-                near, scope,
-            )
-        return self.tree_index.search(query, retrieval.tree_k, k, scope)
+             vector: np.ndarray | None = None, *, access: Access = OWNER) -> Ranking:
+        """Chunk ids for a query in one mode, best first (see `QueryEngine.rank`)."""
+        return self.engine.rank(text, mode, k, within, vector, access)
 
     def sources(self, ids: np.ndarray) -> list[str]:
         """The source (path or corpus id) of each chunk id, in order."""
-        hits = self.store.hits(ids.tolist())
-        return [hits[i].source for i in ids.tolist() if i in hits]
+        return self.engine.sources(ids)
 
     def query(
         self, text: str, mode: str | None = None, k: int | None = None, summarize: bool = False,
-        within: Within | None = None,
+        within: Within | None = None, *, access: Access = OWNER,
     ) -> dict[str, Any]:
-        """Ranked results as the JSON shape the CLI and API return.
-
-        With `summarize`, 18 leaves (or k) come from the tree alone, in corpus order. With
-        `within` (folders or files), only chunks of files under them, and "in" lists them.
-        Otherwise, with [retrieval] merge_adjacent, chunks that touch in one file are one result
-        (see `merge_adjacent`), and every result lists its chunks in `chunk_ids`.
-        """
-        text = text.strip()
-        if not text:
-            raise KBError("the query is empty")
-        mode = "summarize" if summarize else (mode or self.config.retrieval.default_mode)
-        scope = None if within is None else self.scope_of(within)
-        if mode == "agent":
-            return self.answer(text, k, within=scope)
-        merge = self.config.retrieval.merge_adjacent and not summarize
-        note = self.tree_note() if mode in ("tree", "summarize") else None
+        """Ranked results as the JSON shape the CLI and API return, from what `access` may
+        read: agent mode answers (`answer`), a summary adds abstracts and the LLM's text, and
+        every other mode is the engine's (see `QueryEngine.query`)."""
+        if mode == "agent" and not summarize:
+            if not text.strip():
+                raise KBError("the query is empty")
+            return self.answer(text.strip(), k, within=within, access=access)
+        result = self.engine.query(text, mode, k, summarize, within, access)
         if summarize:
-            if note is None:
-                ranking = self._tree_search(self.embed_query(text), k or SUMMARY_LEAVES,
-                                            scope=scope)
-            else:  # no tree to draw the passages from: the flat retrievers' best ones
-                ranking = self.rank(text, "hybrid", k or SUMMARY_LEAVES, scope)
-            hits = self.store.hits(ranking.ids.tolist())
-            position = {i: (hits[i].path, hits[i].ordinal) for i in hits}
-            order = sorted(range(len(ranking.ids)),
-                           key=lambda j: position.get(int(ranking.ids[j]), ("", 0)))
-            results = self._rows(Ranking(ranking.ids[order], ranking.scores[order]), hits)
-        elif merge:
-            results = self._merged(text, mode, k or self.config.retrieval.k, scope)
-        else:
-            ranking = self.rank(text, mode, k or self.config.retrieval.k, scope)
-            results = [row | {"chunk_ids": [row["chunk_id"]]}
-                       for row in self._rows(ranking, self.store.hits(ranking.ids.tolist()))]
-        result: dict[str, Any] = {"query": text, "mode": mode, "results": results}
-        if scope is not None:
-            result["in"] = list(scope.paths)
-        if self.stale:
-            result["degraded"] = sorted(self.stale)
-        if note is not None:
-            result["note"] = note
-        if summarize:
-            from psirag_kb.search.summary import add_summary
-
-            return add_summary(self, result)
+            return add_summary(self.engine, result, access=access)
         return result
 
     def tree_note(self) -> str | None:
-        """What a tree-mode or summarize query says while the tree is missing or being
-        rebuilt (None while it is there)."""
-        state = self.stores.tree_state
-        if state["state"] == "ok":
-            return None
-        why = f" ({state['reason']})" if state.get("reason") else ""
-        if state["state"] == "rebuilding":
-            return (f"the tree is rebuilding{why}: these results come from BM25 and the dense "
-                    "index until it is back")
-        return (f"the tree is missing{why}: these results come from BM25 and the dense index "
-                "until it is rebuilt (by the daemon, `ingest` or `maintain`)")
-
-    @staticmethod
-    def _rows(ranking: Ranking, hits: dict[int, Any]) -> list[dict[str, Any]]:
-        """Result rows of a ranking, best first, for the chunks that still exist."""
-        rows: list[dict[str, Any]] = []
-        for chunk_id, score in zip(ranking.ids.tolist(), ranking.scores.tolist(), strict=True):
-            if chunk_id in hits:
-                rows.append(result_row(hits[chunk_id], chunk_id, score, len(rows) + 1))
-        return rows
-
-    def _merged(self, text: str, mode: str, k: int, scope: Scope | None) -> list[dict[str, Any]]:
-        """k results of touching hits merged (see `merge_adjacent`): ranks MARGIN x k chunks,
-        and twice as many again (up to MAX_DEPTH x k) while merging leaves fewer than k places."""
-        vector = None if mode == "sparse" else self.embed_query(text)
-        depth = k * MARGIN
-        while True:
-            ranking = self.rank(text, mode, depth, scope, vector=vector)
-            hits = self.store.hits(ranking.ids.tolist())
-            results = merge_adjacent(self._rows(ranking, hits), hits, k)
-            if len(results) >= k or len(ranking.ids) < depth or depth >= k * MAX_DEPTH:
-                return results
-            depth *= 2
+        """What a tree-mode or summarize query says while the tree is missing or rebuilding."""
+        return self.engine.tree_note()
 
     def answer(self, text: str, k: int | None = None,
                on_step: Callable[[dict[str, Any]], None] | None = None,
-               within: Within | None = None) -> dict[str, Any]:
-        """Agent mode: an LLM answer with citations and steps, or multi-round retrieval; with
-        `within`, every retrieval round searches only those folders and files."""
-        from psirag_kb.answer.agent import answer_question
-
-        scope = None if within is None else self.scope_of(within)
-        result = answer_question(self, text, k, on_step, scope).as_dict()
-        if scope is not None:
-            result["in"] = list(scope.paths)
+               within: Within | None = None, *, access: Access = OWNER) -> dict[str, Any]:
+        """Agent mode: an LLM answer with citations and steps, or multi-round retrieval; every
+        retrieval round searches only what `access` may read (and `within`, when given)."""
+        scope = self.engine.scope_of(within, access)
+        result = answer_question(self.engine, text, k, on_step, scope).as_dict()
+        if within is not None:
+            result["in"] = list(asked(within))
         return result
 
     # -- status -----------------------------------------------------------------------------
@@ -381,35 +259,20 @@ class KnowledgeBase:
         self.checkpoint()
         return {"drift": drift, "abstracts": abstracts}
 
-    def node(self, node_id: int | None = None) -> dict[str, Any]:
-        """One abstract node (the root by default): its abstract and its children."""
-        return node_view(self.tree_index.view, node_id, self.store.hits)
+    def node(self, node_id: int | None = None, *, access: Access = OWNER) -> dict[str, Any]:
+        """One abstract node (the root by default): its abstract and its children (only nodes
+        whose every leaf `access` may read)."""
+        return self.engine.node(node_id, access)
 
-    def path_of(self, chunk_id: int) -> list[dict[str, Any]]:
+    def path_of(self, chunk_id: int, *, access: Access = OWNER) -> list[dict[str, Any]]:
         """The abstract nodes above a chunk's leaf, root first: id, layer, abstract, dirty."""
-        return path_view(self.tree_index.view, chunk_id)
+        return self.engine.path_of(chunk_id, access)
 
-    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]:
-        """One chunk's source, lines, location and full text, with up to `neighbours` chunks
-        either side of it in its file (`offset` -1 is the one just before)."""
-        from psirag_kb.errors import ChunkNotFound
-
-        if neighbours < 0:
-            raise KBError(f"neighbours must be 0 or more, not {neighbours}")
-        rows = self.store.around(chunk_id, neighbours) if 0 < chunk_id < 2**63 else []
-        hit = next((row for row in rows if row.id == chunk_id), None)
-        if hit is None:
-            raise ChunkNotFound(f"no chunk {chunk_id}: it was never indexed or its file has "
-                                "changed since; search again for current ids")
-        lines = {row.id: [row.line_first, row.line_last] if row.line_first is not None else None
-                 for row in rows}
-        return {
-            "chunk_id": hit.id, "source": hit.source, "path": hit.path,
-            "lines": lines[hit.id], "location": hit.location, "text": hit.text,
-            "neighbours": [{"chunk_id": row.id, "lines": lines[row.id], "location": row.location,
-                            "text": row.text, "offset": row.ordinal - hit.ordinal}
-                           for row in rows if row.id != hit.id],
-        }
+    def chunk(self, chunk_id: int, neighbours: int = 0, *,
+              access: Access = OWNER) -> dict[str, Any]:
+        """One chunk with up to `neighbours` chunks either side of it in its file; one that
+        `access` may not read is not found, as one that does not exist."""
+        return self.engine.chunk(chunk_id, neighbours, access)
 
     def tree_status(self) -> dict[str, Any]:
         """Shape of the tree, and whether it waits for a rebuild."""
@@ -419,8 +282,12 @@ class KnowledgeBase:
             if state["state"] != "ok" else {})
         return self.tree_index.status() | shown
 
-    def status(self) -> dict[str, Any]:
-        """Counts, model and store sizes."""
+    def status(self, *, access: Access = OWNER) -> dict[str, Any]:
+        """Counts, model and store sizes; for a person with grants, only what they may read
+        (their files, chunks, problems and visible tree nodes; no paths or sizes of the rest)."""
+        if not access.everything:
+            return self.engine.status_within(access) | {"model": self.embedder.name,
+                                                        "dim": self.dim}
         counts = self.store.state_counts()
         problems = [
             {"path": r.path, "state": r.state, "reason": r.reason}
@@ -441,13 +308,6 @@ class KnowledgeBase:
             "problems": problems,
         }
 
-
-def result_row(hit: Any, chunk_id: int, score: float, rank: int) -> dict[str, Any]:
-    """One result as the CLI, API and MCP server show it."""
-    lines = [hit.line_first, hit.line_last] if hit.line_first is not None else None
-    return {"rank": rank, "score": float(score), "source": hit.source, "lines": lines,
-            "location": hit.location, "text": hit.text, "chunk_id": int(chunk_id),
-            "path": hit.path}
 
 
 def _label(key: Any) -> str | None:

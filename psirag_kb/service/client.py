@@ -406,11 +406,11 @@ def remote_daemon(config: Config) -> HTTPClient | None:
     return client
 
 
-def connect(config: Config, embedder: Any = None, session: str | None = None) -> KBClient:
+def connect(config: Config, embedder: Any = None, session: str | None = None,
+            wrap: Callable[[LocalClient], KBClient] | None = None) -> KBClient:
     """A remote daemon when one is named; else the running daemon's API when one owns the
-    data directory; else the KB in-process. A long-lived `session` ("mcp", "tui") that opens it
-    in-process gets a HandoverClient, which hands the data directory to a daemon that starts
-    later and goes on through its API."""
+    data directory; else the KB in-process, given to `wrap` when there is one (a long-lived
+    session's HandoverClient: see `handover.connect_session`)."""
     remote = remote_daemon(config)
     if remote is not None:
         return remote
@@ -420,8 +420,4 @@ def connect(config: Config, embedder: Any = None, session: str | None = None) ->
             return client
         local = open_local(config, embedder, session)
         if local is not None:
-            if session is None:
-                return local
-            from psirag_kb.service.handover import HandoverClient
-
-            return HandoverClient(config, local, session, embedder)
+            return local if wrap is None else wrap(local)

@@ -14,7 +14,9 @@ from psirag_kb.config import Config
 from psirag_kb.errors import KBError
 from psirag_kb.service.client import (
     DAEMON_START_WAIT_S,
+    KBClient,
     LocalClient,
+    connect,
     open_local,
     running_daemon,
 )
@@ -264,3 +266,10 @@ class HandoverClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+def connect_session(config: Config, session: str, embedder: Any = None) -> KBClient:
+    """`connect` for a long-lived session ("mcp", "tui"): opened in-process, it is a
+    HandoverClient, which hands the data directory to a daemon that starts later and goes on
+    through its API."""
+    return connect(config, embedder, session,
+                   wrap=lambda local: HandoverClient(config, local, session, embedder))

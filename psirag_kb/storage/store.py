@@ -773,22 +773,27 @@ class Store:
         return {row[0]: Hit(row[0], *files[row[1]], *row[2:7], _location(row[7])) for row in rows
                 if row[1] in files}
 
-    def state_counts(self) -> dict[str, int]:
-        """Number of files per state."""
+    def state_counts(self, within: Sequence[str] | None = None) -> dict[str, int]:
+        """Number of files per state (only files that are, or lie below, one of the absolute
+        paths `within` when given)."""
         counts = {"indexed": 0, "skipped": 0, "failed": 0}
+        where, params = _below(within)
         for state, count in self._read().execute(
-            "SELECT state, count(*) FROM files GROUP BY state"
+            f"SELECT state, count(*) FROM files WHERE {where} GROUP BY state", params
         ).fetchall():
             counts[state] = int(count)
         return counts
 
-    def problems(self, limit: int = 1000) -> list[FileRecord]:
+    def problems(self, limit: int = 1000,
+                 within: Sequence[str] | None = None) -> list[FileRecord]:
         """Skipped and failed files with their reasons, and indexed files with a note (PDF
-        pages that need OCR)."""
+        pages that need OCR); only below the absolute paths `within` when given."""
+        where, params = _below(within)
         rows = self._read().execute(
             "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
-            "WHERE state <> 'indexed' OR coalesce(reason, '') <> '' ORDER BY state, path LIMIT ?",
-            [limit],
+            f"WHERE (state <> 'indexed' OR coalesce(reason, '') <> '') AND {where} "
+            "ORDER BY state, path LIMIT ?",
+            [*params, limit],
         ).fetchall()
         return [FileRecord(*row) for row in rows]
 
@@ -981,6 +986,18 @@ class Store:
             [file_id, ordinal - max(0, n), ordinal + max(0, n)],
         ).fetchall()
         return [Hit(r[0], *found, *r[1:6], _location(r[6])) for r in rows]
+
+
+def _below(within: Sequence[str] | None) -> tuple[str, list[str]]:
+    """A WHERE clause (and its parameters) for files that are, or lie below, one of these
+    absolute paths: true for None, false for none (corpus records lie in no folder)."""
+    if within is None:
+        return "TRUE", []
+    if not within:
+        return "FALSE", []
+    tests = " OR ".join(["path = ? OR starts_with(path, ?)"] * len(within))
+    return (f"origin = 'file' AND ({tests})",
+            [v for p in within for v in (p, p.rstrip("/") + "/")])
 
 
 def tree_problems(node_ids: np.ndarray, node_parent: np.ndarray, node_layer: np.ndarray,

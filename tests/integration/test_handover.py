@@ -22,7 +22,7 @@ from mcp.client.stdio import stdio_client
 
 from psirag_kb.config import Config, load_config
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.service.client import connect
+from psirag_kb.service.handover import connect_session
 from psirag_kb.storage.datadir import holder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,7 +134,7 @@ def test_the_tui_client_hands_over_and_goes_on(kb_config, daemons, minilm, monke
     monkeypatch.delenv("PSIRAG_KB_URL", raising=False)
     monkeypatch.delenv("PSIRAG_KB_TOKEN", raising=False)
     config: Config = load_config(kb_config)
-    client = connect(config, embedder=minilm, session="tui")  # as `psirag-kb tui` does
+    client = connect_session(config, "tui", embedder=minilm)  # as `psirag-kb tui` does
     try:
         assert getattr(client, "url", None) is None  # in-process
         assert client.query("arctic tern", k=1)["results"]
@@ -153,7 +153,7 @@ def test_the_tui_client_hands_over_and_goes_on(kb_config, daemons, minilm, monke
 def test_other_commands_name_the_session_instead_of_waiting(kb_config, minilm, monkeypatch):
     monkeypatch.delenv("PSIRAG_KB_URL", raising=False)
     config = load_config(kb_config)
-    client = connect(config, embedder=minilm, session="tui")
+    client = connect_session(config, "tui", embedder=minilm)
     try:
         try:
             done = subprocess.run(
