@@ -51,3 +51,7 @@ class NodeNotFound(KBError):
 
 class ChunkNotFound(NodeNotFound):
     """A chunk id that does not exist (never indexed, or its file changed since)."""
+
+
+class AccessDenied(KBError):
+    """A change (reindex, ingest, removal) outside what the person asking may write."""

@@ -18,7 +18,7 @@ from psirag_kb.abstracts.job import AbstractJob
 from psirag_kb.access import OWNER, Access
 from psirag_kb.answer.agent import answer_question
 from psirag_kb.config import Config
-from psirag_kb.errors import KBError
+from psirag_kb.errors import AccessDenied, KBError
 from psirag_kb.ingest.embedding import (
     Embedder,
     QueryEmbedder,
@@ -27,6 +27,7 @@ from psirag_kb.ingest.embedding import (
     yield_cores,
 )
 from psirag_kb.ingest.ingestion import Ingestion, IngestReport, Progress
+from psirag_kb.paths import resolved
 from psirag_kb.search.engine import QueryEngine, Within, asked
 from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import Ranking
@@ -128,9 +129,10 @@ class KnowledgeBase:
     # -- writes (each one a task for the writer thread) -------------------------------------
 
     def ingest(self, paths: Iterable[Path | str], progress: Progress | None = None,
-               keep_vanished: bool = False) -> IngestReport:
-        """Index files and folders; unchanged files are skipped, missing ones removed."""
-        return self.ingestion.ingest(paths, progress, keep_vanished)
+               keep_vanished: bool = False, *, access: Access = OWNER) -> IngestReport:
+        """Index files and folders; unchanged files are skipped, missing ones removed (only
+        inside what `access` may write: an editor's grants, anywhere for an admin)."""
+        return self.ingestion.ingest(_writable(paths, access), progress, keep_vanished)
 
     def ingest_jsonl(self, path: Path | str, progress: Progress | None = None) -> IngestReport:
         """Index a benchmark corpus: one leaf per {"id","title","text"} record."""
@@ -141,9 +143,10 @@ class KnowledgeBase:
         """Index benchmark corpora: at once, or shuffled in sequential incremental batches."""
         return self.ingestion.ingest_corpora(corpora, batches, seed)
 
-    def remove(self, paths: Iterable[Path | str]) -> int:
-        """Forget files (and everything below folders); returns how many were removed."""
-        return self.ingestion.remove(paths)
+    def remove(self, paths: Iterable[Path | str], *, access: Access = OWNER) -> int:
+        """Forget files (and everything below folders); returns how many were removed (only
+        inside what `access` may write)."""
+        return self.ingestion.remove(_writable(paths, access))
 
     def rename(self, old: Path | str, new: Path | str) -> bool:
         """A file moved: its record and leaves stay, its path changes."""
@@ -308,6 +311,18 @@ class KnowledgeBase:
             "problems": problems,
         }
 
+
+
+def _writable(paths: Iterable[Path | str], access: Access) -> Iterable[Path | str]:
+    """The paths, once each is known to lie where `access` may write (AccessDenied if not)."""
+    if access.role == "admin" and access.everything:
+        return paths
+    paths = list(paths)
+    for path in paths:
+        if not access.may_write(str(resolved(path))):
+            raise AccessDenied(f"{access.name} may not reindex {path}: ask an admin for a grant "
+                               "as an editor of its folder")
+    return paths
 
 
 def _label(key: Any) -> str | None:

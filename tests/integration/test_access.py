@@ -18,7 +18,7 @@ import pytest
 
 from psirag_kb.access import Access
 from psirag_kb.config import Config
-from psirag_kb.errors import ChunkNotFound, NodeNotFound
+from psirag_kb.errors import AccessDenied, ChunkNotFound, NodeNotFound
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.search.retrieval import EVAL_MODES
 
@@ -215,3 +215,16 @@ def test_status_counts_only_what_the_person_may_read(kb, docs, people):
     nobody = kb.status(access=people["nobody"])
     assert nobody["chunks"] == 0 and sum(nobody["files"].values()) == 0
     assert nobody["problems"] == [] and nobody["tree"]["leaves"] == 0
+
+
+def test_reindex_only_inside_an_editors_grants(kb, docs, people):
+    editor = Access("eve", "editor", (str(docs / "hr"),))
+    for who, path in ((people["hr"], docs / "hr"), (editor, docs / "eng"),
+                      (editor, docs / "eng" / "day1.md"), (people["nobody"], docs)):
+        with pytest.raises(AccessDenied):
+            kb.ingest([path], access=who)
+        with pytest.raises(AccessDenied):
+            kb.remove([path], access=who)
+    report = kb.ingest([docs / "hr"], access=editor)
+    assert report.added == report.removed == 0 and report.unchanged >= len(LAKES)
+    assert kb.status()["files"]["indexed"] == 136
