@@ -8,6 +8,7 @@ facade composes them. Reads take no lock a write holds (see `kb.py`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,9 @@ from psirag_kb.storage.stores import Stores
 
 SUMMARY_LEAVES = 18
 """Passages a summary draws from the tree."""
+SCOPE_CACHE = 64
+"""Scopes of people with grants kept between queries (while the store's generation holds), so
+their chunk ids are looked up once per commit, not once per query."""
 
 Within = Sequence[str | Path] | Scope
 """The folders and files a query is limited to (or the scope they were resolved to)."""
@@ -48,6 +52,9 @@ class QueryEngine:
         self.stores = stores
         self.query_embedder = query_embedder
         self.reranker = reranker
+        self._scopes: dict[tuple[Access, tuple[str, ...]], tuple[int, Scope]] = {}
+        self._scopes_lock = threading.Lock()
+        self._visible: dict[Access, Visibility] = {}
 
     # -- the stores -------------------------------------------------------------------------
 
@@ -109,8 +116,21 @@ class QueryEngine:
         return self._scope(access.within(normalise(within)), access)
 
     def _scope(self, paths: tuple[str, ...], access: Access) -> Scope:
-        """A scope over these normalised paths for one person."""
-        return Scope(paths, lambda: self.store.scope_ids(paths), access)
+        """A scope over these normalised paths for one person: the owner's made afresh, as
+        `--in` always was; a person's with grants kept until the next commit."""
+        if access.everything:
+            return Scope(paths, lambda: self.store.scope_ids(paths), access)
+        key, generation = (access, paths), self.store.generation
+        with self._scopes_lock:
+            kept = self._scopes.get(key)
+            if kept is not None and kept[0] == generation:
+                return kept[1]
+            scope = Scope(paths, lambda: self.store.scope_ids(paths), access)
+            self._scopes.pop(key, None)
+            self._scopes[key] = (generation, scope)
+            while len(self._scopes) > SCOPE_CACHE:
+                self._scopes.pop(next(iter(self._scopes)))
+            return scope
 
     # -- ranking ----------------------------------------------------------------------------
 
@@ -264,9 +284,20 @@ class QueryEngine:
     # -- browsing and fetching --------------------------------------------------------------
 
     def visibility(self, access: Access) -> Visibility | None:
-        """What of the published tree this person may see (None: everything)."""
+        """What of the published tree this person may see (None: everything); kept while the
+        view and the person's scope last, so browsing counts their leaves once per commit."""
         scope = self.scope_of(None, access)
-        return None if scope is None else Visibility(self.tree_index.view, scope)
+        if scope is None:
+            return None
+        view = self.tree_index.view
+        with self._scopes_lock:
+            kept = self._visible.get(access)
+            if kept is not None and kept.view is view and kept.scope is scope:
+                return kept
+            visible = self._visible[access] = Visibility(view, scope)
+            if len(self._visible) > SCOPE_CACHE:
+                self._visible.pop(next(iter(self._visible)))
+            return visible
 
     def node(self, node_id: int | None = None, access: Access = OWNER) -> dict[str, Any]:
         """One abstract node (the root by default): its abstract and its children; a node

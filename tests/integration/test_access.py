@@ -228,3 +228,21 @@ def test_reindex_only_inside_an_editors_grants(kb, docs, people):
     report = kb.ingest([docs / "hr"], access=editor)
     assert report.added == report.removed == 0 and report.unchanged >= len(LAKES)
     assert kb.status()["files"]["indexed"] == 136
+
+
+def test_a_commit_reaches_a_reader_at_once(kb, docs, people):
+    hr = people["hr"]
+    before = kb.status(access=hr)["chunks"]
+    kb.query(QUESTION, mode="dense", k=K, access=hr)  # the reader's scope is kept ...
+    new = docs / "hr" / "new.md"
+    new.write_text("Zephyrine notes: the volcano eruption sent lava flows over the new road.\n")
+    try:
+        kb.ingest([new])  # ... until the next commit
+        assert kb.status(access=hr)["chunks"] == before + 1
+        assert kb.query(QUESTION, mode="dense", k=1, access=hr)["results"][0]["path"] == str(new)
+        _, sources = browse(kb, hr)
+        assert str(new) in sources
+    finally:
+        new.unlink()
+        kb.ingest([new])
+    assert kb.status(access=hr)["chunks"] == before
