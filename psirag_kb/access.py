@@ -23,6 +23,9 @@ class Access:
         if self.role not in ROLES:
             raise ValueError(f"unknown role {self.role!r}: use one of {', '.join(ROLES)}")
         if self.grants is not None:
+            relative = [g for g in self.grants if not os.path.isabs(g)]
+            if relative:
+                raise ValueError(f"grants must be absolute paths, not {', '.join(relative)}")
             object.__setattr__(self, "grants", tuple(dict.fromkeys(
                 _trimmed(g) for g in self.grants)))
 

@@ -36,6 +36,8 @@ def test_within_intersects_asked_paths_with_grants():
     assert covers("/", "/kb/a.md")
 
 
-def test_unknown_role_is_refused():
+def test_unknown_role_and_relative_grants_are_refused():
     with pytest.raises(ValueError):
         Access("x", "owner")
+    with pytest.raises(ValueError, match="absolute"):
+        Access("x", "reader", ("docs/hr",))
