@@ -152,6 +152,10 @@ class QueryEngine:
             return Ranking(*self.sparse.search(text, k, paths))
         if scope is not None and len(scope) == 0:
             return Ranking.empty()
+        if scope is not None and self._whole(scope):  # every chunk readable: no filter needed
+            ranking = self.rank(text, mode, k, None, vector)
+            keep = scope.contains(ranking.ids)  # but never a chunk committed since, unchecked
+            return Ranking(ranking.ids[keep], ranking.scores[keep])
         if mode == "agent":  # retrieval of agent mode without an LLM
             return multi_round(self, text, k, within=scope, vector=vector).ranking
         if mode == "auto":
@@ -178,6 +182,14 @@ class QueryEngine:
             candidates = np.array([i for i in candidates.tolist() if i in hits], dtype=np.int64)
             return self.reranker.rerank(text, candidates, [hits[i].text for i in candidates], k)
         return rrf(rankings, retrieval.rrf_k, limit=k)
+
+    def _whole(self, scope: Scope) -> bool:
+        """Whether a person's scope holds every chunk (one count, kept with the scope)."""
+        if scope.access.everything:
+            return False  # the owner's `--in` is searched as it always was
+        if scope.whole is None:
+            scope.whole = len(scope) == self.store.chunk_count()
+        return scope.whole
 
     def _near(self, query: np.ndarray, k: int,
               scope: Scope | None) -> tuple[np.ndarray, np.ndarray]:

@@ -32,6 +32,8 @@ class Scope:
         self._ids = None if callable(ids) else _sorted(ids)
         self._lookup = ids if callable(ids) else None
         self._members: set[int] | None = None
+        self.whole: bool | None = None
+        """Whether the scope holds every chunk, once the query engine has counted."""
         self.vectors: tuple[np.ndarray, np.ndarray] | None = None
         """(ids, vectors) of the scope's chunks once an exact search has read them."""
 

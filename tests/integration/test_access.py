@@ -246,3 +246,27 @@ def test_a_commit_reaches_a_reader_at_once(kb, docs, people):
         new.unlink()
         kb.ingest([new])
     assert kb.status(access=hr)["chunks"] == before
+
+
+@pytest.mark.parametrize("mode", EVAL_MODES)
+def test_a_grant_over_everything_reads_as_the_owner(kb, docs, mode):
+    everyone = Access("all", "reader", (str(docs),))
+    assert [r["chunk_id"] for r in kb.query(QUESTION, mode=mode, k=K, access=everyone)[
+        "results"]] == [r["chunk_id"] for r in kb.query(QUESTION, mode=mode, k=K)["results"]]
+
+
+def test_a_scope_over_everything_never_returns_a_chunk_committed_since(kb, docs, tmp_path):
+    everyone = Access("all", "reader", (str(docs),))
+    scope = kb.engine.scope_of(None, everyone)
+    assert kb.engine._whole(scope)  # searched unfiltered, as the owner's queries are
+    outside = tmp_path / "outside.md"
+    outside.write_text("Volcano eruption with lava flows: the volcano eruption with lava flows.\n")
+    try:
+        kb.ingest([outside])  # a commit between the scope's count and its search
+        assert kb.query(QUESTION, mode="dense", k=1)["results"][0]["path"] == str(outside)
+        for mode in EVAL_MODES:
+            found = kb.engine.rank(QUESTION, mode, K, scope, access=everyone)
+            paths = {h.path for h in kb.store.hits(found.ids.tolist()).values()}
+            assert paths and str(outside) not in paths, mode
+    finally:
+        kb.remove([outside])
