@@ -36,8 +36,8 @@ from psirag_kb.storage.stores import Stores
 SUMMARY_LEAVES = 18
 """Passages a summary draws from the tree."""
 SCOPE_CACHE = 64
-"""Scopes of people with grants kept between queries (while the store's generation holds), so
-their chunk ids are looked up once per commit, not once per query."""
+"""Scopes of people with grants kept between queries (until the store's next commit), so their
+chunk ids are looked up once per commit, not once per query."""
 
 Within = Sequence[str | Path] | Scope
 """The folders and files a query is limited to (or the scope they were resolved to)."""
@@ -120,7 +120,7 @@ class QueryEngine:
         `--in` always was; a person's with grants kept until the next commit."""
         if access.everything:
             return Scope(paths, lambda: self.store.scope_ids(paths), access)
-        key, generation = (access, paths), self.store.generation
+        key, generation = (access, paths), self.store.commits
         with self._scopes_lock:
             kept = self._scopes.get(key)
             if kept is not None and kept[0] == generation:

@@ -178,6 +178,8 @@ class Store:
         """Open or create the database; `dim` is asked only when the database is new."""
         self.path = Path(path)
         self.owner: threading.Thread = threading.current_thread()
+        self.commits = 0
+        """Transactions committed by this process (an int readers compare without a query)."""
         self.created = False
         """Whether this process created the database (a new identity)."""
         self.merge_pending = False
@@ -385,6 +387,7 @@ class Store:
             self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
+        self.commits += 1
 
     # -- files ------------------------------------------------------------------------------
 
