@@ -131,6 +131,21 @@ class KnowledgeBase:
         """Forget files (and everything below folders); returns how many were removed."""
         return self.ingestion.remove(paths)
 
+    def forget(self, paths: Iterable[Path | str]) -> int:
+        """Remove files and folders on purpose, unavailable ones included; an error when nothing
+        is indexed at or below a path. Returns how many files were removed."""
+        return self.ingestion.forget(paths)
+
+    def vanish(self, folders: Iterable[Path | str]) -> int:
+        """Mark the indexed files of folders that vanished unavailable: they stay searchable
+        until the folder returns or is forgotten. Returns how many were marked."""
+        return self.ingestion.vanish(folders)
+
+    def forget_unwatched(self, folders: Iterable[Path | str]) -> int:
+        """Record the watched folders; remove the unavailable files of folders watched the
+        last time and no longer. Returns how many files were removed."""
+        return self.ingestion.forget_unwatched(folders)
+
     def rename(self, old: Path | str, new: Path | str) -> bool:
         """A file moved: its record and leaves stay, its path changes."""
         return self.ingestion.rename(old, new)
@@ -417,15 +432,19 @@ class KnowledgeBase:
             "writer": {"queued": self.writer.queued, "running": _label(self.writer.running)},
             "stores": self.stores.sizes(),
             "problems": problems,
+            "unavailable": self.store.unavailable(),
         }
 
 
 def result_row(hit: Any, chunk_id: int, score: float, rank: int) -> dict[str, Any]:
     """One result as the CLI, API and MCP server show it."""
     lines = [hit.line_first, hit.line_last] if hit.line_first is not None else None
-    return {"rank": rank, "score": float(score), "source": hit.source, "lines": lines,
-            "location": hit.location, "text": hit.text, "chunk_id": int(chunk_id),
-            "path": hit.path}
+    row = {"rank": rank, "score": float(score), "source": hit.source, "lines": lines,
+           "location": hit.location, "text": hit.text, "chunk_id": int(chunk_id),
+           "path": hit.path}
+    if hit.unavailable is not None:  # its folder vanished: found, but not on disk right now
+        row["unavailable"] = hit.unavailable
+    return row
 
 
 def _label(key: Any) -> str | None:

@@ -96,6 +96,8 @@ class FolderWatcher:
         self._watches: dict[Path, Any] = {}
         self._identity: dict[Path, tuple[int, int] | None] = {}
         self._lost: set[Path] = set()
+        self._absent: set[Path] = set()
+        """Watched folders found missing, whose files were marked unavailable."""
         self._thread = threading.Thread(target=self._run, name="psirag-watcher", daemon=True)
         self._busy = False
 
@@ -238,20 +240,27 @@ class FolderWatcher:
             self._wake.clear()
 
     def _check_roots(self) -> None:
-        """Notice watched folders that vanished or came back."""
+        """Notice watched folders that vanished (their files become unavailable, not removed)
+        or came back (rescanned: unchanged files are indexed again without being embedded)."""
         for folder in self.folders:
             present = folder.is_dir()
             replaced = folder in self._lost or _identity(folder) != self._identity.get(folder)
             if present and folder in self._watches and replaced:
-                log.warning("watched folder %s was replaced", folder)
+                log.warning("watched folder %s was replaced (remounted?): rescanning", folder)
                 self._unschedule(folder)
             self._lost.discard(folder)
             if folder in self._watches and not present:
                 log.warning("watched folder %s disappeared", folder)
                 self._unschedule(folder)
-                self._touch(folder)
+            if not present and folder not in self._absent:
+                self._absent.add(folder)
+                marked = self._guard("vanish", folder, self.kb.vanish, [folder])
+                if marked:
+                    log.warning("watched folder %s is missing: %d file(s) kept as unavailable",
+                                folder, marked)
             elif folder not in self._watches and present:
                 log.info("watched folder %s is back: rescanning", folder)
+                self._absent.discard(folder)
                 self._schedule(folder)
                 self.scan([folder])
 
@@ -293,6 +302,7 @@ class FolderWatcher:
         for folder in self.folders:  # a file gone with its watched folder: the folder moved
             if not folder.is_dir() and any(folder in path.parents for path in missing):
                 self._lost.add(folder)  # so it is rescanned when it comes back
+        missing = [p for p in missing if p not in self.folders]  # see _check_roots
         if missing and files and self._ingest_with_removals(missing, files):
             files = missing = []
         if missing:
@@ -307,20 +317,20 @@ class FolderWatcher:
         self.processed += len(ready) + len(moves) + len(present)
 
     def _remove(self, missing: list[Path]) -> None:
-        """Forget vanished paths in one commit; if that fails, one path at a time."""
+        """Bring vanished paths up to date in one commit (a deleted file is removed, a large
+        folder gone as a whole is kept as unavailable); if that fails, one path at a time."""
         try:
-            removed = self.kb.remove(missing)
+            report = self.kb.ingest(missing, self.check_stop, keep_vanished=True)
         except Stopping:
             raise
         except Exception:  # noqa: BLE001 - isolate the bad path below
             log.debug("removing %d paths at once failed; one by one", len(missing), exc_info=True)
             for path in missing:
-                removed = self._guard("remove", path, self.kb.remove, [path])
-                if removed:
-                    log.info("removed %s (%d files)", path, removed)
+                report = self._guard("remove", path, self.kb.ingest, [path], self.check_stop,
+                                     True)
+                self._log_report(f"{path} gone", report)
             return
-        if removed:
-            log.info("removed %d files under %d vanished path(s)", removed, len(missing))
+        self._log_report(f"{len(missing)} path(s) gone", report)
 
     def _ingest_with_removals(self, missing: list[Path], files: list[Path]) -> bool:
         """One ingest of vanished and new files, so a move seen as delete + create keeps leaves.
@@ -363,8 +373,10 @@ class FolderWatcher:
             if state == "failed":
                 self.errors.append({"path": path, "action": "ingest", "error": reason,
                                     "time": time.time()})
-        log.info("%s: added %d, updated %d, unchanged %d, removed %d, renamed %d", what,
-                 report.added, report.updated, report.unchanged, report.removed, report.renamed)
+        log.info("%s: added %d, updated %d, unchanged %d, removed %d, renamed %d, "
+                 "unavailable %d, restored %d", what, report.added, report.updated,
+                 report.unchanged, report.removed, report.renamed,
+                 getattr(report, "unavailable", 0), getattr(report, "restored", 0))
 
     def _move(self, src: Path, dest: Path, is_dir: bool, files: list[Path],
               scans: list[Path]) -> None:
