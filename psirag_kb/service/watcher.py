@@ -94,6 +94,9 @@ class FolderWatcher:
         self._stop = threading.Event()
         self._observer = Observer()
         self._watches: dict[Path, Any] = {}
+        self._fresh: dict[Path, bool] = {}
+        """Which of a folder's two spellings (without or with a trailing separator) its current
+        watch uses: a refresh schedules the other one, a distinct watch, then drops the first."""
         self._identity: dict[Path, tuple[int, int] | None] = {}
         self._lost: set[Path] = set()
         self._absent: set[Path] = set()
@@ -126,6 +129,7 @@ class FolderWatcher:
             return
         try:
             self._identity[folder] = _identity(folder)
+            self._fresh[folder] = False
             self._watches[folder] = self._observer.schedule(
                 _Handler(self), str(folder), recursive=True
             )
@@ -134,12 +138,39 @@ class FolderWatcher:
             log.warning("cannot watch %s: %s", folder, exc)
 
     def _unschedule(self, folder: Path) -> None:
-        watch = self._watches.pop(folder, None)
+        self._drop(self._watches.pop(folder, None))
+
+    def _drop(self, watch: Any) -> None:
         if watch is not None:
             try:
                 self._observer.unschedule(watch)
             except (KeyError, OSError):  # the emitter already stopped with its folder
                 pass
+
+    def _refresh(self, folders: Iterable[Path]) -> None:
+        """Watch these folders afresh, every folder below them included.
+
+        watchdog can leave a folder unwatched for good when it is created inside a folder that
+        is renamed before watchdog handles the creation (tests/reliability/test_watcher_storm.py
+        lost about one such folder in five): its later changes would never be seen. So after
+        folders are created or moved, a second watch is scheduled (the same folder spelled
+        with a trailing separator, which watchdog keys apart) before the first one is dropped;
+        events seen twice meanwhile coalesce. It walks the folder's subfolders once.
+        """
+        for folder in folders:
+            old = self._watches.get(folder)
+            if old is None:
+                continue
+            fresh = not self._fresh.get(folder, False)
+            raw = str(folder) + (os.sep if fresh else "")
+            try:
+                self._watches[folder] = self._observer.schedule(_Handler(self), raw,
+                                                                recursive=True)
+            except OSError as exc:
+                log.warning("cannot watch %s afresh: %s", folder, exc)
+                continue
+            self._fresh[folder] = fresh
+            self._drop(old)
 
     # -- queue ------------------------------------------------------------------------------
 
@@ -284,6 +315,8 @@ class FolderWatcher:
     def _process(self, moves: list[tuple[Path, Path, bool]], scans: list[Path],
                  ready: list[Path]) -> None:
         """Apply moves, then folder scans, removals and file updates."""
+        arrived = [dest for _, dest, is_dir in moves if is_dir] + [p for p in ready if p.is_dir()]
+        self._refresh(f for f in self.folders if any(inside(p, f) for p in arrived))
         files: list[Path] = []
         for src, dest, is_dir in moves:
             self._guard("move", src, self._move, src, dest, is_dir, files, scans)
