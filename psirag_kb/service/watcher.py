@@ -25,6 +25,9 @@ BATCH_PATHS = 64
 """Files handed to one ingest call, so queries and shutdown get a turn between batches."""
 ROOT_CHECK_S = 1.0
 """Seconds between checks that the watched folders still exist."""
+REFRESH_GAP_S = 1.0
+"""Least seconds between two fresh watches of a folder, and how long the old watch keeps
+reporting after it (longer than watchdog's 0.5 s wait to pair the halves of a move)."""
 EVENT_TYPES = frozenset({"created", "modified", "deleted", "moved"})
 
 
@@ -95,6 +98,10 @@ class FolderWatcher:
         self._observer = Observer()
         self._watches: dict[Path, Any] = {}
         self._fresh: dict[Path, bool] = {}
+        self._arrived: set[Path] = set()
+        """Folders created or moved in since their watched folder was last watched afresh."""
+        self._refreshed: dict[Path, float] = {}
+        self._retiring: list[tuple[float, Any]] = []
         """Which of a folder's two spellings (without or with a trailing separator) its current
         watch uses: a refresh schedules the other one, a distinct watch, then drops the first."""
         self._identity: dict[Path, tuple[int, int] | None] = {}
@@ -147,30 +154,47 @@ class FolderWatcher:
             except (KeyError, OSError):  # the emitter already stopped with its folder
                 pass
 
-    def _refresh(self, folders: Iterable[Path]) -> None:
-        """Watch these folders afresh, every folder below them included.
+    def _refresh(self, folder: Path) -> None:
+        """Watch a folder afresh, every folder below it included.
 
         watchdog can leave a folder unwatched for good when it is created inside a folder that
-        is renamed before watchdog handles the creation (tests/reliability/test_watcher_storm.py
-        lost about one such folder in five): its later changes would never be seen. So after
-        folders are created or moved, a second watch is scheduled (the same folder spelled
-        with a trailing separator, which watchdog keys apart) before the first one is dropped;
-        events seen twice meanwhile coalesce. It walks the folder's subfolders once.
+        is renamed before watchdog handles the creation (about one such folder in five in
+        tests/reliability/test_watcher_storm.py): its later changes would never be seen. So
+        after folders arrive, a second watch is scheduled (the folder spelled with a trailing
+        separator, which watchdog keys apart); the first one keeps reporting for REFRESH_GAP_S
+        so that no event in flight is lost, and events seen twice meanwhile coalesce.
         """
-        for folder in folders:
-            old = self._watches.get(folder)
-            if old is None:
+        old = self._watches.get(folder)
+        if old is None:
+            return
+        fresh = not self._fresh.get(folder, False)
+        raw = str(folder) + (os.sep if fresh else "")
+        try:
+            self._watches[folder] = self._observer.schedule(_Handler(self), raw, recursive=True)
+        except OSError as exc:
+            log.warning("cannot watch %s afresh: %s", folder, exc)
+            return
+        self._fresh[folder] = fresh
+        self._retiring.append((time.monotonic() + REFRESH_GAP_S, old))
+
+    def _settle_watches(self) -> list[Path]:
+        """Drop retired watches; watch afresh the folders where folders arrived (at most once
+        per REFRESH_GAP_S each). Returns the arrived folders, to be scanned after that."""
+        now = time.monotonic()
+        for due, watch in self._retiring:
+            if due <= now:
+                self._drop(watch)
+        self._retiring = [(due, watch) for due, watch in self._retiring if due > now]
+        rescan: list[Path] = []
+        for folder in self.folders:
+            mine = [p for p in self._arrived if p == folder or folder in p.parents]
+            if not mine or now - self._refreshed.get(folder, -REFRESH_GAP_S) < REFRESH_GAP_S:
                 continue
-            fresh = not self._fresh.get(folder, False)
-            raw = str(folder) + (os.sep if fresh else "")
-            try:
-                self._watches[folder] = self._observer.schedule(_Handler(self), raw,
-                                                                recursive=True)
-            except OSError as exc:
-                log.warning("cannot watch %s afresh: %s", folder, exc)
-                continue
-            self._fresh[folder] = fresh
-            self._drop(old)
+            self._refresh(folder)
+            self._refreshed[folder] = now
+            self._arrived.difference_update(mine)
+            rescan.extend(mine)
+        return rescan
 
     # -- queue ------------------------------------------------------------------------------
 
@@ -257,6 +281,10 @@ class FolderWatcher:
             if time.monotonic() - last_check >= ROOT_CHECK_S:
                 last_check = time.monotonic()
                 self._check_roots()
+            if self._arrived or self._retiring:
+                arrived = self._settle_watches()
+                if arrived:
+                    self.scan(arrived)
             moves, scans, ready, next_due = self._take()
             if moves or scans or ready:
                 try:
@@ -315,8 +343,9 @@ class FolderWatcher:
     def _process(self, moves: list[tuple[Path, Path, bool]], scans: list[Path],
                  ready: list[Path]) -> None:
         """Apply moves, then folder scans, removals and file updates."""
-        arrived = [dest for _, dest, is_dir in moves if is_dir] + [p for p in ready if p.is_dir()]
-        self._refresh(f for f in self.folders if any(inside(p, f) for p in arrived))
+        self._arrived.update(dest for _, dest, is_dir in moves if is_dir)
+        self._arrived.update(p for p in ready if p.is_dir())
+        scans.extend(self._settle_watches())
         files: list[Path] = []
         for src, dest, is_dir in moves:
             self._guard("move", src, self._move, src, dest, is_dir, files, scans)
