@@ -101,7 +101,7 @@ class FolderWatcher:
         self._arrived: set[Path] = set()
         """Folders created or moved in since their watched folder was last watched afresh."""
         self._refreshed: dict[Path, float] = {}
-        self._retiring: list[tuple[float, Any]] = []
+        self._retiring: list[tuple[float, Path, Any]] = []
         """Which of a folder's two spellings (without or with a trailing separator) its current
         watch uses: a refresh schedules the other one, a distinct watch, then drops the first."""
         self._identity: dict[Path, tuple[int, int] | None] = {}
@@ -136,10 +136,9 @@ class FolderWatcher:
             return
         try:
             self._identity[folder] = _identity(folder)
-            self._fresh[folder] = False
-            self._watches[folder] = self._observer.schedule(
-                _Handler(self), str(folder), recursive=True
-            )
+            self._retire(folder)
+            raw = str(folder) + (os.sep if self._fresh.get(folder, False) else "")
+            self._watches[folder] = self._observer.schedule(_Handler(self), raw, recursive=True)
             log.info("watching %s", folder)
         except OSError as exc:
             log.warning("cannot watch %s: %s", folder, exc)
@@ -167,6 +166,7 @@ class FolderWatcher:
         old = self._watches.get(folder)
         if old is None:
             return
+        self._retire(folder)  # an older watch spelled as the new one would be the same watch
         fresh = not self._fresh.get(folder, False)
         raw = str(folder) + (os.sep if fresh else "")
         try:
@@ -175,16 +175,23 @@ class FolderWatcher:
             log.warning("cannot watch %s afresh: %s", folder, exc)
             return
         self._fresh[folder] = fresh
-        self._retiring.append((time.monotonic() + REFRESH_GAP_S, old))
+        self._retiring.append((time.monotonic() + REFRESH_GAP_S, folder, old))
+
+    def _retire(self, folder: Path | None = None) -> None:
+        """Drop the old watches that are due (all of a folder's, when one is given)."""
+        now, kept = time.monotonic(), []
+        for due, owner, watch in self._retiring:
+            if owner == folder or due <= now:
+                self._drop(watch)
+            else:
+                kept.append((due, owner, watch))
+        self._retiring = kept
 
     def _settle_watches(self) -> list[Path]:
         """Drop retired watches; watch afresh the folders where folders arrived (at most once
         per REFRESH_GAP_S each). Returns the arrived folders, to be scanned after that."""
+        self._retire()
         now = time.monotonic()
-        for due, watch in self._retiring:
-            if due <= now:
-                self._drop(watch)
-        self._retiring = [(due, watch) for due, watch in self._retiring if due > now]
         rescan: list[Path] = []
         for folder in self.folders:
             mine = [p for p in self._arrived if p == folder or folder in p.parents]
