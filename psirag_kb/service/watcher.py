@@ -377,6 +377,8 @@ class FolderWatcher:
         if missing:
             self._remove(missing)
         present = [s for s in dict.fromkeys(scans) if s.is_dir()]
+        # a folder and one inside it are one scan: a walk that lists a file twice indexes it twice
+        present = [s for s in present if not any(p in s.parents for p in present)]
         if present:
             report = self._guard("scan", ", ".join(map(str, present)), self.kb.ingest,
                                  present, self.check_stop, True)

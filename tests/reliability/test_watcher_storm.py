@@ -135,9 +135,12 @@ class Storm:
         os.replace(source, target)
 
 
-def indexed(daemon: Daemon) -> dict[str, tuple[str, str]]:
-    """path -> (state, content hash) of every file the knowledge base knows."""
-    return {r.path: (r.state, r.hash) for r in daemon.kb.store.files()}
+def indexed(daemon: Daemon) -> dict[str, tuple[str, str]] | None:
+    """path -> (state, content hash) of every file the knowledge base knows (None while a
+    path has two records)."""
+    records = daemon.kb.store.files()
+    found = {r.path: (r.state, r.hash) for r in records}
+    return found if len(found) == len(records) else None
 
 
 def on_disk(docs: Path) -> dict[str, tuple[str, str]]:
@@ -146,7 +149,8 @@ def on_disk(docs: Path) -> dict[str, tuple[str, str]]:
 
 def difference(daemon: Daemon, docs: Path) -> dict[str, Any]:
     """What the index has wrong: files it lacks, files it should not have, stale contents."""
-    index, disk = indexed(daemon), on_disk(docs)
+    index = {r.path: (r.state, r.hash) for r in daemon.kb.store.files()}
+    disk = on_disk(docs)
     twice = daemon.kb.store.db.cursor().execute(
         "SELECT path FROM files GROUP BY path HAVING count(*) > 1").fetchall()
     return {"missing": sorted(set(disk) - set(index)), "extra": sorted(set(index) - set(disk)),
