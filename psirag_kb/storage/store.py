@@ -743,7 +743,7 @@ class Store:
 
     def state_counts(self) -> dict[str, int]:
         """Number of files per state."""
-        counts = {"indexed": 0, "skipped": 0, "failed": 0, UNAVAILABLE: 0}
+        counts = {"indexed": 0, "skipped": 0, "failed": 0}  # "unavailable" only when there are
         for state, count in self._read().execute(
             "SELECT state, count(*) FROM files GROUP BY state"
         ).fetchall():

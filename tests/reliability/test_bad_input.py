@@ -445,10 +445,12 @@ def test_watched_folder_renamed_away_and_back(start, docs, tmp_path):
     assert_serving(daemon, "gecko", note)
     away = tmp_path / "away"
     os.rename(docs, away)
-    wait_for(lambda: sources(daemon, "gecko") == [])
+    wait_for(lambda: status(daemon)["files"].get("unavailable") == 1)
+    assert sources(daemon, "gecko") == [str(note)]  # kept, and found, while it is away
     assert api(daemon, "GET", "/api/health")[0] == 200
     os.rename(away, docs)
-    wait_for(lambda: sources(daemon, "gecko") == [str(note)])
+    wait_for(lambda: status(daemon)["files"]["indexed"] == 1)
+    assert sources(daemon, "gecko") == [str(note)]
     (docs / "after.md").write_text("Written after the return: an iguana.\n")  # watched again
     wait_for(lambda: sources(daemon, "iguana") == [str(docs / "after.md")])
     assert status(daemon)["files"] == {"indexed": 2, "skipped": 0, "failed": 0}
