@@ -439,6 +439,8 @@ class Ingestion:
             report.removed += record is not None
             return FileChange(key, "file", "", 0, 0.0, "removed") if record else None
         except (FileReadError, OSError) as exc:
+            if keep_vanished and not os.path.lexists(path):
+                return None  # deleted while being read: the watcher's delete event decides
             report.failed += 1
             reason = str(exc) if isinstance(exc, FileReadError) else f"cannot read: {exc}"
             report.problems.append((key, "failed", reason))
