@@ -98,12 +98,13 @@ class FolderWatcher:
         self._observer = Observer()
         self._watches: dict[Path, Any] = {}
         self._fresh: dict[Path, bool] = {}
+        """Which of a folder's two spellings (without or with a trailing separator) its current
+        watch uses: a refresh schedules the other one, a distinct watch, then drops the first."""
         self._arrived: set[Path] = set()
         """Folders created or moved in since their watched folder was last watched afresh."""
         self._refreshed: dict[Path, float] = {}
         self._retiring: list[tuple[float, Path, Any]] = []
-        """Which of a folder's two spellings (without or with a trailing separator) its current
-        watch uses: a refresh schedules the other one, a distinct watch, then drops the first."""
+        """(when to drop it, its folder, watch) of watches replaced by a fresh one."""
         self._identity: dict[Path, tuple[int, int] | None] = {}
         self._lost: set[Path] = set()
         self._absent: set[Path] = set()
