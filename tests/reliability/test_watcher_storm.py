@@ -215,7 +215,7 @@ def test_only_the_watchers_events_keep_the_index_equal_to_the_folder(tmp_path: P
                       if "changed while being read" not in e["error"]]
         assert not unexpected, unexpected
         present = {token_in(p): p for p in docs.rglob("*.md")}
-        assert len(present) >= 10, "the storm left too few files to prove anything"
+        assert present and len(storm.written) > 200, "the storm was too small to prove anything"
 
         def unsearchable() -> list[tuple[str, str, list[str]]]:
             """(marker, its file, the files BM25 finds it in) where those differ."""
