@@ -351,8 +351,8 @@ class FolderWatcher:
     def _process(self, moves: list[tuple[Path, Path, bool]], scans: list[Path],
                  ready: list[Path]) -> None:
         """Apply moves, then folder scans, removals and file updates."""
-        self._arrived.update(dest for _, dest, is_dir in moves if is_dir)
-        self._arrived.update(p for p in ready if p.is_dir())
+        self._arrived.update(p for p in [*(d for _, d, is_dir in moves if is_dir), *ready]
+                             if p.is_dir() and not _linked_folder(p))
         scans.extend(self._settle_watches())
         files: list[Path] = []
         for src, dest, is_dir in moves:
@@ -377,7 +377,7 @@ class FolderWatcher:
             files = missing = []
         if missing:
             self._remove(missing)
-        present = [s for s in dict.fromkeys(scans) if s.is_dir()]
+        present = [s for s in dict.fromkeys(scans) if s.is_dir() and not _linked_folder(s)]
         # a folder and one inside it are one scan: a walk that lists a file twice indexes it twice
         present = [s for s in present if not any(p in s.parents for p in present)]
         if present:
