@@ -324,7 +324,7 @@ class Ingestion:
             marked = self.store.mark_unavailable(paths, reason)
             report.unavailable += marked
             if marked:
-                log.warning("%d file(s) unavailable: %s", marked, reason)
+                log.info("%d file(s) unavailable: %s", marked, reason)
 
     def vanish(self, folders: Iterable[Path | str]) -> int:
         """Mark the indexed files of watched folders that vanished unavailable (their chunks
