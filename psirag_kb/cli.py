@@ -16,6 +16,7 @@ from typing import Any
 from psirag_kb.config import DEFAULT_MODEL, Config, load_config
 from psirag_kb.errors import KBError
 from psirag_kb.locations import place
+from psirag_kb.paths import inside
 from psirag_kb.search.retrieval import EVAL_MODES, MODES
 
 log = logging.getLogger("psirag_kb")
@@ -46,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--json", action="store_true", help="print the report as JSON")
     ingest.add_argument("--no-abstracts", action="store_true",
                         help="leave the tree's keyword abstracts to `maintain` or the daemon")
+
+    forget = commands.add_parser(
+        "forget", help="remove files or folders from the index on purpose (a folder that "
+                       "vanished keeps its files as unavailable until then)")
+    forget.add_argument("paths", nargs="+", type=Path, help="indexed files or folders")
+    forget.add_argument("--json", action="store_true", help="print the result as JSON")
 
     query = commands.add_parser("query", help="search the knowledge base")
     query.add_argument("text", help="the question or search terms")
@@ -241,7 +248,9 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
         return 0
     print(
         f"added {total.added}, updated {total.updated}, unchanged {total.unchanged}, "
-        f"removed {total.removed}, skipped {total.skipped}, failed {total.failed}; "
+        f"removed {total.removed}, skipped {total.skipped}, failed {total.failed}"
+        + (f", unavailable {total.unavailable}" if total.unavailable else "")
+        + (f", restored {total.restored}" if total.restored else "") + "; "
         f"{total.chunks_embedded} chunks embedded, {total.chunks_kept} kept, {chunks} in total"
     )
     if abstracts is not None and abstracts["regenerated"]:
@@ -253,6 +262,33 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def cmd_forget(args: argparse.Namespace, config: Config) -> int:
+    _local_only(config, "forget")
+    from psirag_kb.service.client import running_daemon
+
+    paths = [os.path.abspath(os.path.expanduser(p)) for p in args.paths]
+    daemon = running_daemon(config)
+    if daemon is not None:
+        removed = sum(daemon.forget(path)["removed"] for path in paths)
+    else:
+        with _open(config) as kb:
+            removed = kb.forget(paths)
+    if args.json:
+        print(json.dumps({"removed": removed}))
+    else:
+        print(f"removed {removed} file(s) from the index")
+        watched = [p for p in paths if any(inside(p, f) for f in config.watch.folders)]
+        for path in watched:
+            print(f"  {path} is inside a watched folder: a rescan indexes what is on disk "
+                  "again; drop it from [watch] folders to keep it out")
+    return 0
+
+
+def _since(when: float | None) -> str:
+    """A time as local date and time."""
+    return "?" if when is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(when))
+
+
 def _print_results(result: dict[str, Any]) -> None:
     print(f"{len(result['results'])} results for {result['query']!r} ({result['mode']})")
     for item in result["results"]:
@@ -261,6 +297,9 @@ def _print_results(result: dict[str, Any]) -> None:
         if len(text) > 300:
             text = text[:297] + "..."
         print(f"\n{item['rank']:>2}. [{item['score']:.3f}] {where}\n    {text}")
+        if item.get("unavailable"):
+            gone = item["unavailable"]
+            print(f"    (unavailable since {_since(gone.get('since'))}: {gone.get('reason')})")
 
 
 def _print_answer(result: dict[str, Any]) -> None:
@@ -325,8 +364,8 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     files = status["files"]
     print(f"data directory: {status['data_dir']}")
     print(
-        f"files: {files['indexed']} indexed, {files['skipped']} skipped, "
-        f"{files['failed']} failed"
+        f"files: {files['indexed']} indexed, {files.get('unavailable', 0)} unavailable, "
+        f"{files['skipped']} skipped, {files['failed']} failed"
     )
     print(f"chunks: {status['chunks']}   model: {status['model']} ({status['dim']}-d)")
     tree = status["tree"]
@@ -345,6 +384,9 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     print("stores: " + ", ".join(sizes))
     for problem in status["problems"]:
         print(f"  {problem['state']}: {problem['path']}: {problem['reason']}")
+    for gone in status.get("unavailable", []):
+        print(f"  unavailable since {_since(gone['since'])}: {gone['files']} file(s): "
+              f"{gone['reason']} (still searchable; `psirag-kb forget PATH` removes them)")
     if "daemon" in status:
         daemon = status["daemon"]
         print(f"daemon: pid {daemon['pid']} at {daemon['url']}, {daemon['queue']} queued, "
@@ -564,7 +606,8 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
 COMMANDS = {
     "tui": cmd_tui,
     "mcp": cmd_mcp,
-    "ingest": cmd_ingest, "query": cmd_query, "status": cmd_status, "eval": cmd_eval,
+    "ingest": cmd_ingest, "forget": cmd_forget, "query": cmd_query, "status": cmd_status,
+    "eval": cmd_eval,
     "tree": cmd_tree, "maintain": cmd_maintain, "hops": cmd_hops, "daemon": cmd_daemon,
     "distill": cmd_distill,
 }

@@ -44,6 +44,10 @@ class IngestConfig:
     """Index hidden files and folders (names starting with a dot)."""
     follow_external_links: bool = False
     """Index symlinked files whose target lies outside the watched or ingested folder."""
+    vanished_folder_min_files: int = 20
+    """A folder inside a watched or ingested one that vanishes as a whole (missing, or empty as
+    an unmounted drive's mount point) while it held this many indexed files or more keeps them
+    as unavailable instead of removing them; a watched or named folder always does."""
     ocr: bool = True
     """Read PDF pages that have no text layer (scans) with tesseract OCR when it is installed."""
     chunk_context: bool = True

@@ -148,6 +148,21 @@ class KnowledgeBase:
         inside what `access` may write)."""
         return self.ingestion.remove(_writable(paths, access))
 
+    def forget(self, paths: Iterable[Path | str], *, access: Access = OWNER) -> int:
+        """Remove files and folders on purpose, unavailable ones included; an error when nothing
+        is indexed at or below a path. Returns how many files were removed."""
+        return self.ingestion.forget(_writable(paths, access))
+
+    def vanish(self, folders: Iterable[Path | str]) -> int:
+        """Mark the indexed files of folders that vanished unavailable: they stay searchable
+        until the folder returns or is forgotten. Returns how many were marked."""
+        return self.ingestion.vanish(folders)
+
+    def forget_unwatched(self, folders: Iterable[Path | str]) -> int:
+        """Record the watched folders; remove the unavailable files of folders watched the
+        last time and no longer. Returns how many files were removed."""
+        return self.ingestion.forget_unwatched(folders)
+
     def rename(self, old: Path | str, new: Path | str) -> bool:
         """A file moved: its record and leaves stay, its path changes."""
         return self.ingestion.rename(old, new)
@@ -309,6 +324,7 @@ class KnowledgeBase:
             "writer": {"queued": self.writer.queued, "running": _label(self.writer.running)},
             "stores": self.stores.sizes(),
             "problems": problems,
+            "unavailable": self.store.unavailable(),
         }
 
 

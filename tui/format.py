@@ -265,7 +265,8 @@ def status_markup(status: dict[str, Any], where_: str, now: float | None = None)
     if watch is not None:
         out.append("[b]Watched folders[/b] " + (escape(", ".join(map(str, watch))) or "none"))
     files = status.get("files", {})
-    out.append("[b]Files[/b] " + ", ".join(f"{v} {k}" for k, v in files.items())
+    out.append("[b]Files[/b] " + ", ".join(f"{v} {k}" for k, v in files.items()
+                                           if v or k != "unavailable")
                + f"; {status.get('chunks', 0)} chunks")
     for name, index in (status.get("indexes") or {}).items():
         if index.get("state") == "stale":  # queries go on without it until it is rebuilt
@@ -276,6 +277,10 @@ def status_markup(status: dict[str, Any], where_: str, now: float | None = None)
         out.append(f"  [{style}]{escape(str(problem.get('state')))}[/] "
                    f"{escape(short_path(str(problem.get('path')), 36))}: "
                    f"{escape(_brief(problem.get('reason', ''), 60))}")
+    for gone in status.get("unavailable", []):  # a vanished folder: kept and searchable
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(gone.get("since") or 0)))
+        out.append(f"  [yellow]unavailable since {since}[/] {gone.get('files', 0)} file(s): "
+                   f"{escape(_brief(gone.get('reason', ''), 60))}")
     tree = status.get("tree", {})
     abstracts = status.get("abstracts", {})
     out.append(f"[b]Tree[/b] depth {tree.get('depth', 0)}, {tree.get('leaves', 0)} leaves, "

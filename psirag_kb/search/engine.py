@@ -338,7 +338,7 @@ class QueryEngine:
         return {"data_dir": "", "tree": tree | {"state": self.stores.tree_state["state"]},
                 "files": self.store.state_counts(scope.paths), "chunks": len(scope),
                 "generation": self.store.generation, "indexes": indexes, "stores": {},
-                "problems": problems}
+                "problems": problems, "unavailable": self.store.unavailable(within=scope.paths)}
 
     def chunk(self, chunk_id: int, neighbours: int = 0,
               access: Access = OWNER) -> dict[str, Any]:

@@ -11,9 +11,12 @@ from psirag_kb.search.retrieval import Ranking
 def result_row(hit: Any, chunk_id: int, score: float, rank: int) -> dict[str, Any]:
     """One result as the CLI, API and MCP server show it."""
     lines = [hit.line_first, hit.line_last] if hit.line_first is not None else None
-    return {"rank": rank, "score": float(score), "source": hit.source, "lines": lines,
-            "location": hit.location, "text": hit.text, "chunk_id": int(chunk_id),
-            "path": hit.path}
+    row = {"rank": rank, "score": float(score), "source": hit.source, "lines": lines,
+           "location": hit.location, "text": hit.text, "chunk_id": int(chunk_id),
+           "path": hit.path}
+    if hit.unavailable is not None:  # its folder vanished: found, but not on disk right now
+        row["unavailable"] = hit.unavailable
+    return row
 
 
 def result_rows(ranking: Ranking, hits: Mapping[int, Any]) -> list[dict[str, Any]]:

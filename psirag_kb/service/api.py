@@ -50,7 +50,8 @@ WORKER_THREADS = 16
 MAX_CONNECTIONS = 256
 ROUTES: dict[str, set[str]] = {
     "/api/health": {"GET"}, "/api/status": {"GET"}, "/api/query": {"POST"},
-    "/api/tree": {"GET"}, "/api/reindex": {"POST"}, "/api/answer": {"POST"},
+    "/api/tree": {"GET"}, "/api/reindex": {"POST"},
+    "/api/forget": {"POST"}, "/api/answer": {"POST"},
 }
 METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}
 NODE_ROUTE = re.compile(r"^/api/tree/([^/]+)$")
@@ -71,6 +72,7 @@ class App(Protocol):
     def path(self, chunk_id: int) -> dict[str, Any]: ...
     def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]: ...
     def reindex(self, path: str) -> dict[str, Any]: ...
+    def forget(self, path: str) -> dict[str, Any]: ...
     def answer(self, text: str, k: int | None = None,
                on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]: ...
 
@@ -304,6 +306,8 @@ class Endpoints:
         if path == "/api/answer":
             return await self.answer(await self.body(request))
         body = validate(await self.body(request), REINDEX_FIELDS, ("path",))
+        if path == "/api/forget":
+            return _json(200, await self.call(self.app.forget, body["path"]))
         return _json(200, await self.call(self.app.reindex, body["path"]))
 
     async def query(self, raw: Any) -> Response:

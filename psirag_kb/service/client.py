@@ -57,6 +57,7 @@ class KBClient(Protocol):
     def node(self, node_id: int | None = None) -> dict[str, Any]: ...
     def path(self, chunk_id: int) -> list[dict[str, Any]]: ...
     def reindex(self, path: str | Path) -> dict[str, Any]: ...
+    def forget(self, path: str | Path) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
 
@@ -236,6 +237,11 @@ class HTTPClient:
         return self._call("POST", "/api/reindex", {"path": os.path.abspath(path)},
                           timeout=REINDEX_TIMEOUT_S)
 
+    def forget(self, path: str | Path) -> dict[str, Any]:
+        """Remove an indexed file or folder on purpose (unavailable files included)."""
+        return self._call("POST", "/api/forget", {"path": os.path.abspath(path)},
+                          timeout=REINDEX_TIMEOUT_S)
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -295,6 +301,10 @@ class LocalClient:
     def reindex(self, path: str | Path) -> dict[str, Any]:
         """Bring one path up to date now."""
         return self.kb.ingest([path]).as_dict()
+
+    def forget(self, path: str | Path) -> dict[str, Any]:
+        """Remove an indexed file or folder on purpose (unavailable files included)."""
+        return {"removed": self.kb.forget([path])}
 
     def close(self) -> None:
         """Close the stores and free the data directory."""

@@ -96,6 +96,8 @@ class Daemon:
         self.kb.stores.start_tree_rebuild()  # a missing tree is rebuilt while queries go on
         self.api.start()
         self._write_info()
+        # folders dropped from [watch] folders lose the files they left unavailable
+        self.kb.forget_unwatched(self.folders)
         self.watcher.start()
         self.watcher.scan()  # start-up reconciliation: what changed while we were down
         self.jobs.start()
@@ -249,7 +251,19 @@ class Daemon:
                     raise  # otherwise it vanished meanwhile: bring that up to date instead
             else:
                 return report | {"abstracts": kb.regenerate_abstracts(offline=True)}
-        return {"removed": kb.remove([path])}
+        try:  # a deleted file is removed; a missing folder's files are kept as unavailable
+            return kb.ingest([path]).as_dict()
+        except KBError:
+            if path.exists():
+                raise
+            return {"removed": 0}  # it was never indexed, or was removed meanwhile
+
+    def forget(self, raw: str) -> dict[str, Any]:
+        """Remove an indexed file or folder on purpose, unavailable files included."""
+        if not raw or "\x00" in raw or not os.path.isabs(raw) or ".." in Path(raw).parts:
+            raise KBError(f"{raw!r} must be an absolute path without '..'")
+        path = Path(os.path.abspath(raw))
+        return {"removed": self._kb().forget([path])}
 
     def allowed_path(self, raw: str) -> Path:
         """The absolute path of a reindex request, refusing traversal and foreign paths."""

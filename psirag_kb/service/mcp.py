@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, NotRequired, Protocol
@@ -108,6 +109,8 @@ class Passage(TypedDict):
     location: Location | None
     score: float
     snippet: str
+    unavailable: NotRequired[str]
+    """Set when the passage's folder vanished (an unmounted drive): since when, and why."""
 
 
 class SearchResult(TypedDict):
@@ -251,12 +254,22 @@ def within(path: str | list[str] | None, remote: bool = False) -> list[str] | No
     return out or None
 
 
+def passage(item: dict[str, Any]) -> Passage:
+    """The compact form of one result row."""
+    out: Passage = {"id": str(item["chunk_id"]), "source": item["source"],
+                    "location": location(item), "score": round(float(item["score"]), 4),
+                    "snippet": snippet(item["text"])}
+    gone = item.get("unavailable")
+    if gone:
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(gone.get("since") or 0)))
+        out["unavailable"] = f"since {since}: {gone.get('reason', '')}"
+    return out
+
+
 def search_result(result: dict[str, Any]) -> SearchResult:
     """The compact form of a query result."""
-    out: SearchResult = {"query": result["query"], "mode": result["mode"], "results": [
-        {"id": str(item["chunk_id"]), "source": item["source"], "location": location(item),
-         "score": round(float(item["score"]), 4), "snippet": snippet(item["text"])}
-        for item in result["results"]]}
+    out: SearchResult = {"query": result["query"], "mode": result["mode"],
+                         "results": [passage(item) for item in result["results"]]}
     if result.get("in"):
         out["within"] = list(result["in"])
     if result.get("degraded"):

@@ -47,6 +47,11 @@ DUPLICATE_FILES = """SELECT id FROM (
 """Ids of the file rows that repeat a path, all but the best one per path (indexed first, then
 the most recently written)."""
 
+UNAVAILABLE = "unavailable"
+"""The state of an indexed file whose folder vanished: its chunks stay searchable."""
+NOTE_SEP = "\nnote: "
+"""Between an unavailable file's reason and the note it had while indexed (kept for its return)."""
+
 MEMORY_LIMIT = "1GB"
 LEAN_MEMORY_LIMIT = "256MB"
 """The buffer pool while a large tree build needs the memory."""
@@ -140,6 +145,16 @@ class Delta:
     """(chunk id, text, new path) of chunks whose file was renamed: only their path changed."""
 
 
+def restored_note(reason: str) -> str:
+    """The note an unavailable file had while indexed ('' for none)."""
+    return reason.partition(NOTE_SEP)[2]
+
+
+def unavailable_reason(reason: str) -> str:
+    """Why a file is unavailable, without the note kept for its return."""
+    return reason.partition(NOTE_SEP)[0]
+
+
 @dataclass(frozen=True)
 class Hit:
     """A chunk with everything a result needs."""
@@ -154,6 +169,16 @@ class Hit:
     text: str
     location: dict[str, Any] | None = None
     """Where the chunk is in its document ({"slide": 3}), None for text files and old chunks."""
+    unavailable: dict[str, Any] | None = None
+    """{"since": time, "reason": why} when the chunk's file is unavailable (its folder
+    vanished), else None."""
+
+
+def _unavailable(state: str, reason: str | None, since: float | None) -> dict[str, Any] | None:
+    """A hit's `unavailable` value from its file's row."""
+    if state != UNAVAILABLE:
+        return None
+    return {"since": since, "reason": unavailable_reason(reason or "")}
 
 
 def _location(value: str | None) -> dict[str, Any] | None:
@@ -429,6 +454,27 @@ class Store:
         ).fetchall()
 
     # -- writes -----------------------------------------------------------------------------
+
+    def mark_unavailable(self, paths: Sequence[str], reason: str) -> int:
+        """Mark these indexed files unavailable (their chunks stay), each with the reason, the
+        time and the note it had, in one transaction; returns how many changed (owner thread
+        only)."""
+        paths = list(paths)
+        if not paths:
+            return 0
+        sql = ("UPDATE files SET state = ?, updated = ?, reason = CASE WHEN coalesce(reason, '') "
+               "= '' THEN ? ELSE ? || ? || reason END WHERE state = 'indexed' AND path IN "
+               "(SELECT unnest(?::VARCHAR[]))")
+        with self.transaction() as db:
+            row = db.execute(sql, [UNAVAILABLE, time.time(), reason, reason, NOTE_SEP,
+                                   paths]).fetchone()
+        return int(row[0]) if row else 0
+
+    def set_meta_value(self, key: str, value: str) -> None:
+        """Write one meta row, adding it when missing (owner thread only)."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM meta WHERE key = ?", [key])
+            db.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
 
     def apply(
         self, changes: list[FileChange], removals: Iterable[str] = (),
@@ -769,16 +815,17 @@ class Store:
         ).fetchall()
         if not rows:
             return {}
-        files = dict(((fid, (path, origin)) for fid, path, origin in db.execute(
-            "SELECT id, path, origin FROM files WHERE id = ANY(?::BIGINT[])",
-            [sorted({row[1] for row in rows})],
-        ).fetchall()))
-        return {row[0]: Hit(row[0], *files[row[1]], *row[2:7], _location(row[7])) for row in rows
-                if row[1] in files}
+        files = {fid: (path, origin, _unavailable(state, reason, since))
+                 for fid, path, origin, state, reason, since in db.execute(
+                     "SELECT id, path, origin, state, reason, updated FROM files "
+                     "WHERE id = ANY(?::BIGINT[])", [sorted({row[1] for row in rows})],
+                 ).fetchall()}
+        return {row[0]: Hit(row[0], *files[row[1]][:2], *row[2:7], _location(row[7]),
+                            files[row[1]][2]) for row in rows if row[1] in files}
 
     def state_counts(self, within: Sequence[str] | None = None) -> dict[str, int]:
         """Number of files per state (only files that are, or lie below, one of the absolute
-        paths `within` when given)."""
+        paths `within` when given); "unavailable" only when there are some."""
         counts = {"indexed": 0, "skipped": 0, "failed": 0}
         where, params = _below(within)
         for state, count in self._read().execute(
@@ -790,15 +837,30 @@ class Store:
     def problems(self, limit: int = 1000,
                  within: Sequence[str] | None = None) -> list[FileRecord]:
         """Skipped and failed files with their reasons, and indexed files with a note (PDF
-        pages that need OCR); only below the absolute paths `within` when given."""
+        pages that need OCR), only below the absolute paths `within` when given; unavailable
+        files are summed up by `unavailable`."""
         where, params = _below(within)
         rows = self._read().execute(
             "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
-            f"WHERE (state <> 'indexed' OR coalesce(reason, '') <> '') AND {where} "
-            "ORDER BY state, path LIMIT ?",
+            "WHERE state <> 'unavailable' AND (state <> 'indexed' OR coalesce(reason, '') <> '') "
+            f"AND {where} ORDER BY state, path LIMIT ?",
             [*params, limit],
         ).fetchall()
         return [FileRecord(*row) for row in rows]
+
+    def unavailable(self, limit: int = 100,
+                    within: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Unavailable files grouped by reason: {"reason", "files", "since"}, oldest first (only
+        below the absolute paths `within` when given)."""
+        where, params = _below(within)
+        rows = self._read().execute(
+            "SELECT split_part(reason, ?, 1) AS why, count(*), min(updated) FROM files "
+            f"WHERE state = 'unavailable' AND {where} GROUP BY why "
+            "ORDER BY min(updated), why LIMIT ?",
+            [NOTE_SEP, *params, limit],
+        ).fetchall()
+        return [{"reason": why, "files": int(count), "since": since}
+                for why, count, since in rows]
 
     def meta(self) -> dict[str, str]:
         """The meta table."""
