@@ -400,10 +400,10 @@ def cmd_tree(args: argparse.Namespace, config: Config) -> int:
         return 0
     state = " (stale)" if node["dirty"] else ""
     print(f"node {node['id']} on layer {node['layer']}, {node['leaves']} leaves{state}")
-    if node["abstract"]:
-        print(f"  {node['abstract']}")
+    if node.get("label") or node["abstract"]:
+        print(f"  {node.get('label') or node['abstract']}")
     for child in node["children"]:
-        text = " ".join(child["abstract"].split()) or "(no abstract yet)"
+        text = " ".join((child.get("label") or child["abstract"]).split()) or "(no abstract yet)"
         if len(text) > 110:
             text = text[:107] + "..."
         label = f"chunk {child['id']}" if child["kind"] == "leaf" else f"node {child['id']}"

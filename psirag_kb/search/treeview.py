@@ -29,6 +29,8 @@ class NodeInfo:
     abstract: str
     dirty: bool
     leaves: int
+    label: str = ""
+    """The display label ("" until one is written: show the abstract then)."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,7 @@ def _info(live: LiveTree, node: int, done: dict[int, NodeInfo]) -> NodeInfo:
     return NodeInfo(
         parent=live.parent.get(node), layer=layer, children=kids, vector=vector,
         guided=vector if guided is None else guided, abstract=live.abstracts.get(node, ""),
-        dirty=node in live.dirty,
+        dirty=node in live.dirty, label=live.labels.get(node, ""),
         leaves=len(kids) if layer == 1 else sum(done[kid].leaves for kid in kids),
     )
 
@@ -179,16 +181,18 @@ def node_view(
             info = view.nodes[kid]
             children.append({
                 "id": kid, "kind": "node", "leaves": info.leaves,
-                "abstract": info.abstract, "dirty": info.dirty,
+                "abstract": info.abstract, "label": info.label or info.abstract,
+                "dirty": info.dirty,
             })
     if lone:
-        return {"id": 0, "layer": 1, "abstract": "", "dirty": False, "parent": None,
+        return {"id": 0, "layer": 1, "abstract": "", "label": "", "dirty": False, "parent": None,
                 "leaves": 1, "children": children}
     info = view.nodes[node]
     return {
         "id": node,
         "layer": info.layer,
         "abstract": info.abstract,
+        "label": info.label or info.abstract,
         "dirty": info.dirty,
         "parent": info.parent,
         "leaves": info.leaves,
@@ -205,6 +209,6 @@ def path_view(view: TreeView, chunk_id: int) -> list[dict[str, Any]]:
     while node is not None:
         info = view.nodes[node]
         out.append({"id": node, "layer": info.layer, "abstract": info.abstract,
-                    "dirty": info.dirty})
+                    "label": info.label or info.abstract, "dirty": info.dirty})
         node = info.parent
     return out[::-1]
