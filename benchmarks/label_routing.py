@@ -10,7 +10,8 @@ benchmarks/chunk_context.py) is indexed once with the real model in a data direc
 marked dirty and given its abstract and label again. Then every chunk under the root is routed
 to one of the root's children by BM25 of the chunk's text against the children's labels alone,
 and every chunk under each child of the root to one of that child's children; a chunk counts
-when it lands in the child that holds it (a tie or no match counts as a miss). Labels are what
+when it lands in the child that holds it (a tie or no match counts as a miss; see
+psirag_kb/abstracts/routing.py). Labels are what
 people see: the display label, or for "keywords" (which has none) the first LABEL_MAX phrases
 of the abstract; "list" routes by the whole abstract. Prints one JSON line per folder and method,
 with the root's children's labels, and a table.
@@ -20,17 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
-import re
 import sys
 import time
-from collections import Counter
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from psirag_kb.abstracts.labels import LABEL_MAX, phrase_key
-from psirag_kb.abstracts.writers import STOP_WORDS
+from psirag_kb.abstracts.labels import LABEL_MAX
+from psirag_kb.abstracts.routing import routing
 from psirag_kb.config import Config
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.search.treeview import TreeView
@@ -39,80 +38,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 from chunk_context import read_jsonl, write_articles  # noqa: E402
 
 METHODS = ("keywords", "contrast")
-_WORD = re.compile(r"[^\W_]+")
 
 
-def terms(text: str) -> list[str]:
-    """Lower-cased words without stop words, plural 's' dropped (as label phrases compare)."""
-    return [phrase_key(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
-
-
-class TinyBM25:
-    """BM25 over a handful of short documents (the children's labels)."""
-
-    def __init__(self, docs: list[str], k1: float = 1.2, b: float = 0.75) -> None:
-        self.tfs = [Counter(terms(d)) for d in docs]
-        self.lengths = [sum(tf.values()) for tf in self.tfs]
-        self.avg = (sum(self.lengths) / len(docs)) or 1.0
-        df: Counter[str] = Counter()
-        for tf in self.tfs:
-            df.update(tf.keys())
-        n = len(docs)
-        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
-        self.k1, self.b = k1, b
-
-    def best(self, query: str) -> int | None:
-        """The document scoring highest for the query's distinct terms (None: a tie or none)."""
-        words = set(terms(query)) & self.idf.keys()
-        scores = []
-        for tf, length in zip(self.tfs, self.lengths, strict=True):
-            norm = self.k1 * (1 - self.b + self.b * length / self.avg)
-            scores.append(sum(self.idf[w] * tf[w] * (self.k1 + 1) / (tf[w] + norm)
-                              for w in words if w in tf))
-        top = max(scores, default=0.0)
-        if top <= 0 or scores.count(top) > 1:
-            return None
-        return scores.index(top)
-
-
-def leaves_under(view: TreeView, node: int) -> list[int]:
-    """Chunk ids below a node of the view."""
-    out, stack = [], [node]
-    while stack:
-        current = stack.pop()
-        if current < 0:
-            out.append(-current)
-        else:
-            stack.extend(view.nodes[current].children)
-    return out
-
-
-def shown(view: TreeView, node: int, method: str, whole: bool) -> str:
-    """What routing reads of a node: its display label, or its abstract (`whole`)."""
-    info = view.nodes[node]
-    if whole:
-        return info.abstract
-    if method == "contrast" and info.label:
-        return info.label
-    return ", ".join(info.abstract.split(", ")[:LABEL_MAX])
-
-
-def route(kb: KnowledgeBase, node: int, method: str, whole: bool,
-          texts: dict[int, str]) -> tuple[int, int, int]:
-    """(chunks routed right, chunks, largest child's chunks) for one node's children."""
-    view = kb.tree_index.view
-    kids = [k for k in view.nodes[node].children if k > 0]
-    if len(kids) < 2:
-        return 0, 0, 0
-    bm25 = TinyBM25([shown(view, k, method, whole) for k in kids])
-    right = total = largest = 0
-    for number, kid in enumerate(kids):
-        ids = leaves_under(view, kid)
-        largest = max(largest, len(ids))
-        for chunk_id in ids:
-            total += 1
-            right += bm25.best(texts[chunk_id]) == number
-    return right, total, largest
+def shown(view: TreeView, method: str, whole: bool) -> Callable[[int], str]:
+    """What routing reads of a node: its display label, or its abstract (`whole`); "keywords"
+    has no label: its abstract's first LABEL_MAX phrases are what people see first."""
+    def read(node: int) -> str:
+        info = view.nodes[node]
+        if whole:
+            return info.abstract
+        if method == "contrast" and info.label:
+            return info.label
+        return ", ".join(info.abstract.split(", ")[:LABEL_MAX])
+    return read
 
 
 def relabel(kb: KnowledgeBase, method: str) -> float:
@@ -139,24 +77,21 @@ def relabel(kb: KnowledgeBase, method: str) -> float:
 def measure(kb: KnowledgeBase, method: str) -> dict[str, Any]:
     """Routing accuracy at the root and one layer down, by label and by whole abstract."""
     view = kb.tree_index.view
-    root = view.root
-    texts = {cid: text for cid, (text, _) in kb.store.texts(leaves_under(view, root)).items()}
+
+    def texts(ids: Iterable[int]) -> dict[int, str]:
+        return {cid: text for cid, (text, _) in kb.store.texts(ids).items()}
+
     out: dict[str, Any] = {}
     for whole in (False, True):
         name = "list" if whole else "label"
-        right, total, largest = route(kb, root, method, whole, texts)
-        out[f"root_{name}"] = round(right / max(total, 1), 4)
-        out["root_majority"] = round(largest / max(total, 1), 4)
-        sums = [0, 0, 0]
-        for kid in view.nodes[root].children:
-            if kid > 0 and view.nodes[kid].layer > 1:
-                for i, value in enumerate(route(kb, kid, method, whole, texts)):
-                    sums[i] += value
-        out[f"down_{name}"] = round(sums[0] / max(sums[1], 1), 4)
-        out["down_majority"] = round(sums[2] / max(sums[1], 1), 4)
-        out["down_chunks"] = sums[1]
-    out["root"] = shown(view, root, method, False)
-    out["children"] = [shown(view, k, method, False) for k in view.nodes[root].children if k > 0]
+        found = routing(view, shown(view, method, whole), texts)
+        out |= {f"root_{name}": round(found["root"], 4), f"down_{name}": round(found["down"], 4),
+                "root_majority": round(found["root_majority"], 4),
+                "down_majority": round(found["down_majority"], 4),
+                "down_passages": found["down_passages"]}
+    read = shown(view, method, False)
+    out["root"] = read(view.root)
+    out["children"] = [read(k) for k in view.nodes[view.root].children if k > 0]
     return out
 
 

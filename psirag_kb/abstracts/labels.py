@@ -38,7 +38,8 @@ set sets version versions term terms form forms text page pages data point point
 contents place level levels first second third new old same different various other following
 above below true false none null yes given run runs call calls set get see also etc copy
 chapter file files code work works section case first next last top left right
-shall hereby thereof therein whereas detail details support extra internal lib https http www com org net html github readme
+shall hereby thereof therein whereas detail details support extra internal lib https http www
+com org net html github readme
 limit limits option options argument arguments parameter parameters method methods
 function functions class classes object objects module modules variable variables instance
 step steps user users thing problem problems question questions issue issues
