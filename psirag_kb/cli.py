@@ -294,6 +294,8 @@ def cmd_query(args: argparse.Namespace, config: Config) -> int:
     elif result["mode"] == "agent":
         _print_answer(result)
     else:
+        if result.get("note"):
+            print(f"Note: {result['note']}\n")
         if result.get("summary"):
             print(f"Summary: {result['summary']}\n")
         elif result.get("abstracts"):
@@ -518,6 +520,7 @@ def cmd_daemon(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_tui(args: argparse.Namespace, config: Config) -> int:
     from psirag_kb.service.client import HTTPClient, connect, remote_daemon, running_daemon
+    from psirag_kb.service.handover import HandoverClient
 
     try:
         from tui.app import run
@@ -528,11 +531,13 @@ def cmd_tui(args: argparse.Namespace, config: Config) -> int:
     logging.basicConfig(filename=config.data_dir / "tui.log", force=True,
                         level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    client = connect(config)
+    client = connect(config, session="tui")
     reconnect = None
     if isinstance(client, HTTPClient):
         reconnect = (lambda: remote_daemon(config)) if client.remote else \
             (lambda: running_daemon(config))
+    elif isinstance(client, HandoverClient):  # a daemon handed over to may go away later
+        reconnect = lambda: running_daemon(config, quiet=True)  # noqa: E731
     run(client, reconnect)
     return 0
 
@@ -548,7 +553,7 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
         raise KBError(f"the MCP server cannot start ({exc}); install it with "
                       "`pip install 'mcp>=2.3'`") from None
     with redirect_stdout(sys.stderr):  # stdout carries the protocol alone
-        client = connect(config)
+        client = connect(config, session="mcp")
     with closing(client):
         build_server(client).run("stdio")  # the SDK diverts fd 1 to stderr while it serves
     return 0

@@ -34,6 +34,12 @@ class IngestConfig:
     """Hard cap for a chunk when a single sentence is longer than the target."""
     max_file_bytes: int = 20_000_000
     """Files larger than this are skipped with a recorded reason."""
+    max_extracted_bytes: int = 200_000_000
+    """A document (.docx, .xlsx, .epub, .odt...; a PDF's page streams) unpacking to more than
+    this is skipped."""
+    max_compression_ratio: int = 100
+    """A document member (a PDF stream) unpacking past 10 MB at more than this many times its
+    packed size is skipped (a zip bomb)."""
     include_hidden: bool = False
     """Index hidden files and folders (names starting with a dot)."""
     follow_external_links: bool = False

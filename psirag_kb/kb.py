@@ -185,6 +185,9 @@ class KnowledgeBase:
         retrieval = self.config.retrieval
         per = max(k, retrieval.k_per_retriever)
         sparse_ok, dense_ok = "bm25" not in self.stale, "dense" not in self.stale
+        tree_ok = not self.stores.tree_missing
+        if mode == "tree" and not tree_ok:  # BM25 and the dense index stand in for it
+            mode = "hybrid"
         if mode == "sparse" and sparse_ok:  # BM25 filters by the paths: no id lookup
             return Ranking(*self.sparse.search(text, k, paths))
         if scope is not None and len(scope) == 0:
@@ -208,10 +211,10 @@ class KnowledgeBase:
         if sparse_ok:
             rankings.append(Ranking(*self.sparse.search(text, per, paths)))
         near = None  # one ANN search serves the dense ranking and the tree's candidates
-        if dense_ok and (mode != "hybrid" or retrieval.fuse_dense):
+        if dense_ok and (mode != "hybrid" or retrieval.fuse_dense or not tree_ok):
             near = self._near(query, max(per, CANDIDATES), scope)
             rankings.append(Ranking(near[0][:per], near[1][:per]))
-        if mode == "hybrid" or not rankings:
+        if (mode == "hybrid" and tree_ok) or not rankings:
             rankings.insert(0, self._tree_search(query, per, near, scope))
         if retrieval.fusion == "rerank" and self.reranker is not None:
             candidates = rrf(rankings, retrieval.rrf_k).ids
@@ -264,9 +267,13 @@ class KnowledgeBase:
         if mode == "agent":
             return self.answer(text, k, within=scope)
         merge = self.config.retrieval.merge_adjacent and not summarize
+        note = self.tree_note() if mode in ("tree", "summarize") else None
         if summarize:
-            ranking = self._tree_search(self.embed_query(text), k or SUMMARY_LEAVES,
-                                        scope=scope)
+            if note is None:
+                ranking = self._tree_search(self.embed_query(text), k or SUMMARY_LEAVES,
+                                            scope=scope)
+            else:  # no tree to draw the passages from: the flat retrievers' best ones
+                ranking = self.rank(text, "hybrid", k or SUMMARY_LEAVES, scope)
             hits = self.store.hits(ranking.ids.tolist())
             position = {i: (hits[i].path, hits[i].ordinal) for i in hits}
             order = sorted(range(len(ranking.ids)),
@@ -283,11 +290,26 @@ class KnowledgeBase:
             result["in"] = list(scope.paths)
         if self.stale:
             result["degraded"] = sorted(self.stale)
+        if note is not None:
+            result["note"] = note
         if summarize:
             from psirag_kb.search.summary import add_summary
 
             return add_summary(self, result)
         return result
+
+    def tree_note(self) -> str | None:
+        """What a tree-mode or summarize query says while the tree is missing or being
+        rebuilt (None while it is there)."""
+        state = self.stores.tree_state
+        if state["state"] == "ok":
+            return None
+        why = f" ({state['reason']})" if state.get("reason") else ""
+        if state["state"] == "rebuilding":
+            return (f"the tree is rebuilding{why}: these results come from BM25 and the dense "
+                    "index until it is back")
+        return (f"the tree is missing{why}: these results come from BM25 and the dense index "
+                "until it is rebuilt (by the daemon, `ingest` or `maintain`)")
 
     @staticmethod
     def _rows(ranking: Ranking, hits: dict[int, Any]) -> list[dict[str, Any]]:

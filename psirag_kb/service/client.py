@@ -18,7 +18,16 @@ from urllib.parse import urljoin, urlsplit
 from psirag_kb.config import Config, api_token, server_url
 from psirag_kb.errors import KBError, NodeNotFound
 from psirag_kb.service.auth import is_loopback
-from psirag_kb.storage.datadir import COMMAND, DAEMON, LOCK_FILE, DataDirLock, holder
+from psirag_kb.storage.datadir import (
+    COMMAND,
+    DAEMON,
+    LOCK_FILE,
+    SESSION,
+    DataDirLock,
+    holder,
+    pid_alive,
+    takeover_requested,
+)
 
 __all__ = ["DAEMON_FILE", "LOCK_FILE", "HTTPClient", "LocalClient", "connect", "open_local",
            "running_daemon"]
@@ -49,19 +58,6 @@ class KBClient(Protocol):
     def path(self, chunk_id: int) -> list[dict[str, Any]]: ...
     def reindex(self, path: str | Path) -> dict[str, Any]: ...
     def close(self) -> None: ...
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def daemon_info(data_dir: Path) -> dict[str, Any] | None:
@@ -315,11 +311,12 @@ class LocalClient:
         self.close()
 
 
-def running_daemon(config: Config, wait_s: float = DAEMON_START_WAIT_S) -> HTTPClient | None:
+def running_daemon(config: Config, wait_s: float = DAEMON_START_WAIT_S,
+                   quiet: bool = False) -> HTTPClient | None:
     """A client for the daemon that owns the data directory, if one runs.
 
     A daemon that holds the data directory but does not answer yet (it is starting) is waited
-    for, up to `wait_s`.
+    for, up to `wait_s` (saying so on stderr unless `quiet`).
     """
     deadline = time.monotonic() + wait_s
     told = False
@@ -348,27 +345,37 @@ def running_daemon(config: Config, wait_s: float = DAEMON_START_WAIT_S) -> HTTPC
                 f"{f' ({error})' if error else ''}; wait for it to start, or stop it with "
                 f"`kill {pid}`"
             ) from None
-        if not told:
+        if not told and not quiet:
             print(f"waiting for the daemon that is starting on {config.data_dir}",
                   file=sys.stderr)
             told = True
         time.sleep(0.2)
 
 
-def open_local(config: Config, embedder: Any = None) -> LocalClient | None:
+def open_local(config: Config, embedder: Any = None,
+               session: str | None = None) -> LocalClient | None:
     """The knowledge base in-process, holding the data directory; None when a daemon owns it.
 
-    A command holding the data directory is waited for.
+    A command holding the data directory is waited for, as is a session (`mcp`, `tui`) that
+    is handing it over to a daemon; any other session is named in a KBError, since it holds the
+    directory until it ends. `session` names the caller when it is such a session itself.
     """
     from psirag_kb.kb import KnowledgeBase
 
     lock = DataDirLock(config.data_dir)
+    role, name = (SESSION, session) if session else (COMMAND, "")
     told = False
-    while (found := lock.try_acquire(COMMAND)) is not None:
+    while (found := lock.try_acquire(role, name)) is not None:
         if found.role == DAEMON:
             return None
+        if found.role == SESSION and takeover_requested(config.data_dir) is None:
+            raise KBError(
+                f"{found.describe()} has the knowledge base in {config.data_dir} open "
+                "in-process; start the daemon (`psirag-kb daemon`), which takes it over from "
+                f"that session within seconds so both can share it, or end it (`kill "
+                f"{found.pid}`)")
         if not told:
-            print(f"waiting for psirag-kb (pid {found.pid}) to finish with {config.data_dir}",
+            print(f"waiting for {found.describe()} to finish with {config.data_dir}",
                   file=sys.stderr)
             told = True
         time.sleep(0.1)
@@ -399,9 +406,11 @@ def remote_daemon(config: Config) -> HTTPClient | None:
     return client
 
 
-def connect(config: Config, embedder: Any = None) -> KBClient:
+def connect(config: Config, embedder: Any = None, session: str | None = None) -> KBClient:
     """A remote daemon when one is named; else the running daemon's API when one owns the
-    data directory; else the KB in-process."""
+    data directory; else the KB in-process. A long-lived `session` ("mcp", "tui") that opens it
+    in-process gets a HandoverClient, which hands the data directory to a daemon that starts
+    later and goes on through its API."""
     remote = remote_daemon(config)
     if remote is not None:
         return remote
@@ -409,6 +418,10 @@ def connect(config: Config, embedder: Any = None) -> KBClient:
         client = running_daemon(config)
         if client is not None:
             return client
-        local = open_local(config, embedder)
+        local = open_local(config, embedder, session)
         if local is not None:
-            return local
+            if session is None:
+                return local
+            from psirag_kb.service.handover import HandoverClient
+
+            return HandoverClient(config, local, session, embedder)

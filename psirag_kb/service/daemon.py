@@ -15,7 +15,7 @@ from typing import Any
 
 from psirag_kb.config import Config
 from psirag_kb.errors import KBError
-from psirag_kb.paths import inside
+from psirag_kb.paths import inside, spelled_under
 from psirag_kb.service.api import APIServer
 from psirag_kb.service.auth import configured_token, ensure_token_file
 from psirag_kb.service.client import DAEMON_FILE
@@ -260,8 +260,12 @@ class Daemon:
         path = Path(os.path.abspath(raw))
         if inside(path, self.data_dir):
             raise KBError(f"{path} is inside the data directory, which is never indexed")
+        for folder in self.folders:  # the watcher's spelling: one row per file
+            spelled = spelled_under(path, folder)
+            if spelled is not None:
+                return spelled
         if any(inside(path, folder) for folder in self.folders):
-            return path
+            return path  # a link to a file in a watched folder
         if self._kb().is_indexed(path) and not path.is_dir():
             return path  # a file indexed before, never a folder around it (such as "/")
         raise KBError(f"{path} is neither inside a watched folder nor indexed; add its folder "

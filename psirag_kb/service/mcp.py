@@ -118,6 +118,7 @@ class SearchResult(TypedDict):
     results: list[Passage]
     within: NotRequired[list[str]]
     degraded: NotRequired[list[str]]
+    note: NotRequired[str]
 
 
 class Neighbour(TypedDict):
@@ -260,6 +261,8 @@ def search_result(result: dict[str, Any]) -> SearchResult:
         out["within"] = list(result["in"])
     if result.get("degraded"):
         out["degraded"] = list(result["degraded"])
+    if result.get("note"):
+        out["note"] = str(result["note"])
     return out
 
 

@@ -7,6 +7,7 @@ import logging
 import shlex
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,9 +22,10 @@ from psirag_kb.tree.live import LeafLookup, LiveTree
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """2: chunks.location (JSON text: page, slide, sheet and rows, ...), NULL for older chunks.
-3: chunks.context (the header embedded and indexed with the text), '' for older chunks."""
+3: chunks.context (the header embedded and indexed with the text), '' for older chunks.
+4: one row per files.path (a unique index; duplicate rows are merged) and meta.identity."""
 
 INDEXED_TEXT = ("CASE WHEN coalesce(c.context, '') = '' THEN c.text "
                 "ELSE c.context || chr(10) || c.text END")
@@ -33,9 +35,17 @@ VECTOR_BATCH = 50_000
 """Chunk vectors read per query when all of them are needed (a tree build)."""
 
 INDEXES = (("chunks_id", "chunks", "id"), ("chunks_file", "chunks", "file_id"),
-           ("files_id", "files", "id"), ("files_path", "files", "path"),
-           ("leaves_chunk", "leaves", "chunk_id"), ("nodes_id", "nodes", "id"))
+           ("files_id", "files", "id"), ("leaves_chunk", "leaves", "chunk_id"),
+           ("nodes_id", "nodes", "id"))
 """(name, table, column) of each index: id lookups went from 10 to 1.5 ms at 1M chunks."""
+PATH_INDEX = "files_path_unique"
+"""The unique index on files.path (schema 4; version 3 had a plain one named files_path)."""
+DUPLICATE_FILES = """SELECT id FROM (
+    SELECT id, row_number() OVER (
+        PARTITION BY path ORDER BY (state = 'indexed') DESC, updated DESC NULLS LAST, id DESC
+    ) AS rank FROM files) WHERE rank > 1"""
+"""Ids of the file rows that repeat a path, all but the best one per path (indexed first, then
+the most recently written)."""
 
 MEMORY_LIMIT = "1GB"
 LEAN_MEMORY_LIMIT = "256MB"
@@ -168,6 +178,10 @@ class Store:
         """Open or create the database; `dim` is asked only when the database is new."""
         self.path = Path(path)
         self.owner: threading.Thread = threading.current_thread()
+        self.created = False
+        """Whether this process created the database (a new identity)."""
+        self.merge_pending = False
+        """Whether duplicate file rows of a version-3 database wait for `merge_duplicates`."""
         try:
             self.db = duckdb.connect(str(self.path))
         except duckdb.IOException as exc:
@@ -219,6 +233,7 @@ class Store:
             self._upgrade(version)
             return
         self.dim = dim = int(dim_of_model())
+        self.created = True
         db.execute("BEGIN")
         db.execute(
             """CREATE TABLE files (
@@ -247,15 +262,20 @@ class Store:
             ("next_file_id", "1"),
             ("next_chunk_id", "1"),
             ("next_node_id", "1"),
+            ("identity", uuid.uuid4().hex),
         ]
         db.executemany("INSERT INTO meta VALUES (?, ?)", rows)
         self._index()
         db.execute("COMMIT")
 
     def _index(self) -> None:
-        """The indexes lookups by id, file and path need (a scan costs O(n) at a million)."""
+        """The indexes lookups by id, file and path need (a scan costs O(n) at a million);
+        the one on files.path is unique, once duplicate rows are merged."""
         for name, table, column in INDEXES:
             self.db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({column})")
+        if not self.merge_pending:
+            self.db.execute(f"CREATE UNIQUE INDEX IF NOT EXISTS {PATH_INDEX} ON files (path)")
+            self.db.execute("DROP INDEX IF EXISTS files_path")
 
     def _upgrade(self, version: int) -> None:
         """Add what older databases lack (idempotent), then record the current schema version.
@@ -268,8 +288,14 @@ class Store:
 
         Version 3 adds chunks.context, '' for every chunk there is: nothing is read or embedded
         again, and a file's chunks get their headers when it next changes (or is re-indexed).
+
+        Version 4 makes files.path unique. Older versions could store one file twice (folders
+        named or watched inside each other); those rows are merged by `merge_duplicates`, which
+        the stores call once the tree is loaded, so the removed chunks leave it as any removal
+        does. Until then the version stays 3. It also gives the database its identity.
         """
-        if version < SCHEMA_VERSION:
+        self.merge_pending = version < 4
+        if version < 3:
             self.db.execute("BEGIN")
             for name, table, _ in INDEXES:  # DuckDB alters no table an index depends on
                 if table == "chunks":
@@ -284,11 +310,12 @@ class Store:
                 "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS context VARCHAR DEFAULT ''"
             )
             self.db.execute("DELETE FROM meta WHERE key = 'schema_version'")
-            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+            self.db.execute("INSERT INTO meta VALUES ('schema_version', '3')")
             self.db.execute("COMMIT")
-            log.info("%s: schema upgraded from version %d to %d", self.path, version,
-                     SCHEMA_VERSION)
+            log.info("%s: schema upgraded from version %d to 3", self.path, version)
         self._index()
+        if not self.db.execute("SELECT 1 FROM meta WHERE key = 'identity'").fetchone():
+            self.db.execute("INSERT INTO meta VALUES ('identity', ?)", [uuid.uuid4().hex])
         self.db.execute(
             f"ALTER TABLE nodes ADD COLUMN IF NOT EXISTS abstract_vector FLOAT[{self.dim}]"
         )
@@ -353,6 +380,12 @@ class Store:
     def generation(self) -> int:
         """Counter bumped by every committed write; derived indexes record it."""
         return int(self._meta("generation"))
+
+    @property
+    def identity(self) -> str:
+        """A random name given to the database when it was created (or upgraded to schema
+        4); derived indexes record it, so a recreated database is never mistaken for theirs."""
+        return self._meta("identity")
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -585,11 +618,14 @@ class Store:
         """Number of chunks (leaves)."""
         return int(self._read().execute("SELECT count(*) FROM chunks").fetchone()[0])
 
-    def rename(self, old: str, new: str) -> Delta | None:
+    def rename(self, old: str, new: str, name_header: str | None = None) -> Delta | None:
         """Give a file (and its chunks' source) a new path; its leaves stay where they are.
 
-        Returns the change for the derived indexes (its chunks move to a new BM25 scope), or
-        None when `old` is unknown or `new` is taken.
+        `name_header` is the header the old name gave chunks with no title and no heading
+        (when the new name gives another): if any chunk has it, the file's hash is cleared, so
+        that it is read again and those chunks get the new name (until then, and after a crash,
+        the file counts as changed). Returns the change for the derived indexes (its chunks
+        move to a new BM25 scope), or None when `old` is unknown or `new` is taken.
         """
         record = self.file(old)
         if record is None or self.file(new) is not None:
@@ -599,6 +635,11 @@ class Store:
             moved: list[tuple[int, str, str]] = []
             if record.origin == "file":
                 db.execute("UPDATE chunks SET source = ? WHERE file_id = ?", [new, record.id])
+                if name_header:
+                    db.execute(
+                        "UPDATE files SET hash = '' WHERE id = ? AND EXISTS (SELECT 1 FROM "
+                        "chunks WHERE file_id = ? AND context = ?)",
+                        [record.id, record.id, name_header])
                 moved = [(i, text, new) for i, text in db.execute(
                     f"SELECT c.id, {INDEXED_TEXT} FROM chunks c WHERE c.file_id = ? "
                     "ORDER BY c.ordinal", [record.id]
@@ -608,6 +649,44 @@ class Store:
         empty = np.zeros(0, dtype=np.int64)
         return Delta(generation, empty, np.zeros((0, self.dim), np.float32), [], empty,
                      moved=moved)
+
+    def merge_duplicates(self, tree_update: TreeUpdate | None = None) -> Delta | None:
+        """Keep one row per path of a database older than schema 4 (the indexed one written
+        last), remove the other rows and their chunks and leaves, make files.path unique and
+        record schema 4; returns the change for the derived indexes (None if nothing was
+        removed). Owner thread only."""
+        if not self.merge_pending:
+            return None
+        empty = np.zeros(0, dtype=np.int64)
+        with self.transaction() as db:
+            drop = [row[0] for row in db.execute(DUPLICATE_FILES).fetchall()]
+            removed = empty
+            if drop:
+                removed = np.asarray(db.execute(
+                    "SELECT id FROM chunks WHERE file_id IN (SELECT unnest(?::BIGINT[])) "
+                    "ORDER BY id", [drop]).fetchnumpy()["id"], dtype=np.int64)
+                db.execute("DELETE FROM chunks WHERE file_id IN (SELECT unnest(?::BIGINT[]))",
+                           [drop])
+                db.execute("DELETE FROM files WHERE id IN (SELECT unnest(?::BIGINT[]))", [drop])
+                if tree_update is not None and len(removed):
+                    live = tree_update(empty, np.zeros((0, self.dim), np.float32), removed)
+                    if live is not None:
+                        self.write_tree(live)
+                generation = self.generation + 1
+                self._set_meta("generation", str(generation))
+        self.merge_pending = False
+        try:
+            with self.transaction():  # a separate step: the index sees committed rows only
+                self._index()
+                self._set_meta("schema_version", str(SCHEMA_VERSION))
+        except BaseException:
+            self.merge_pending = True
+            raise
+        log.info("%s: schema upgraded to version %d; %d duplicate file rows (%d chunks) "
+                 "merged", self.path, SCHEMA_VERSION, len(drop), len(removed))
+        if not drop:
+            return None
+        return Delta(generation, empty, np.zeros((0, self.dim), np.float32), [], removed)
 
     def chunk_ids(self) -> np.ndarray:
         """Ids of every chunk, ascending."""
