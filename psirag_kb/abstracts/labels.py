@@ -25,6 +25,8 @@ PROFILE_SIZE = 30
 LABEL_MIN = 3
 LABEL_MAX = 5
 """Phrases in a display label (fewer only when the node has fewer distinct phrases)."""
+SMOOTHING = 0.01
+"""Added to phrase shares before comparing siblings' (a 30-phrase list's shares are ~0.01-0.1)."""
 HEADING_WEIGHT = 3.0
 """A heading's phrases count this many times a prose occurrence."""
 CONTEXT_WEIGHT = 0.5
@@ -195,20 +197,25 @@ def _shares(profiles: Sequence[Profile]) -> list[dict[str, float]]:
 
 
 def distinctive(profiles: Sequence[Profile]) -> list[list[tuple[float, str]]]:
-    """Per sibling, its phrase keys by distinctiveness, best first: share x log(share / mean
-    share over the siblings), times the phrase's prior; phrases no more the sibling's than the
-    others' score nothing and are left out."""
+    """Per sibling, its phrase keys by distinctiveness, best first: share x log(share over the
+    largest share any other sibling has of it, both smoothed by SMOOTHING); a phrase another
+    sibling holds as much of scores nothing and is left out."""
     shares = _shares(profiles)
-    count = len(profiles)
-    mean: Counter[str] = Counter()
-    for share in shares:
+    best: dict[str, list[float]] = {}
+    for number, share in enumerate(shares):
         for key, value in share.items():
-            mean[key] += value / count
+            top = best.setdefault(key, [0.0, 0.0, -1])
+            if value > top[0]:
+                top[:] = [value, top[0], number]
+            elif value > top[1]:
+                top[1] = value
     out = []
-    for share in shares:
+    for number, share in enumerate(shares):
         scored = []
         for key, value in share.items():
-            lift = math.log(value / mean[key]) if count > 1 else 1.0
+            first, second, owner = best[key]
+            other = second if owner == number else first
+            lift = math.log((value + SMOOTHING) / (other + SMOOTHING)) if len(shares) > 1 else 1.0
             if lift > 0.05:
                 scored.append((value * lift, key))
         scored.sort(key=lambda pair: (-pair[0], pair[1]))
