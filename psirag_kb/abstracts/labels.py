@@ -27,6 +27,10 @@ LABEL_MAX = 5
 """Phrases in a display label (fewer only when the node has fewer distinct phrases)."""
 SMOOTHING = 0.01
 """Added to phrase shares before comparing siblings' (a 30-phrase list's shares are ~0.01-0.1)."""
+MIN_LIFT = math.log(1.5)
+"""A label phrase is at least 1.5 times as much its node's as any sibling's (smoothed shares)."""
+EXPAND = 0.35
+"""A longer phrase replaces the label phrase it holds when it scores this share of it or more."""
 HEADING_WEIGHT = 3.0
 """A heading's phrases count this many times a prose occurrence."""
 CONTEXT_WEIGHT = 0.5
@@ -216,7 +220,7 @@ def distinctive(profiles: Sequence[Profile]) -> list[list[tuple[float, str]]]:
             first, second, owner = best[key]
             other = second if owner == number else first
             lift = math.log((value + SMOOTHING) / (other + SMOOTHING)) if len(shares) > 1 else 1.0
-            if lift > 0.05:
+            if lift > MIN_LIFT:
                 scored.append((value * lift, key))
         scored.sort(key=lambda pair: (-pair[0], pair[1]))
         out.append(scored)
@@ -245,9 +249,11 @@ def sibling_labels(profiles: Sequence[Profile], limit: int = LABEL_MAX) -> list[
                 continue  # a better sibling took it this round: try again next round
             words_taken.append((words, number))
             chosen[number].append(profiles[number].form(key))
-    for number, profile in enumerate(profiles):  # nothing sets it apart: its own best phrases
-        if len(chosen[number]) < LABEL_MIN:
-            keys = {phrase_key(p) for other in chosen for p in other}
+    common = (set.intersection(*(set(p.weights) for p in profiles)) if len(profiles) > 1
+              else set())
+    for number, profile in enumerate(profiles):  # too little sets it apart: its best phrases
+        if len(chosen[number]) < LABEL_MIN:  # that no sibling's label has, nor every sibling
+            keys = {phrase_key(p) for other in chosen for p in other} | common
             spare = [p for p in profile.ranked(limit) if phrase_key(p) not in keys]
             chosen[number] += spare[:LABEL_MIN - len(chosen[number])]
     return chosen
@@ -255,12 +261,18 @@ def sibling_labels(profiles: Sequence[Profile], limit: int = LABEL_MAX) -> list[
 
 def _next_free(scored: list[tuple[float, str]], cursor: list[int], number: int,
                taken: list[tuple[set[str], int]]) -> tuple[float, str] | None:
-    """A sibling's best phrase not clashing with what is taken, moving its cursor past it."""
+    """A sibling's best phrase not clashing with what is taken, moving its cursor past it; a
+    longer phrase holding its words replaces it when that scores at least EXPAND times as much
+    ("garbage collection" rather than "garbage")."""
     while cursor[number] < len(scored):
         score, key = scored[cursor[number]]
         cursor[number] += 1
-        if not _clashes(set(key.split()), taken, number):
-            return score, key
+        words = set(key.split())
+        if _clashes(words, taken, number):
+            continue
+        longer = [(s, k) for s, k in scored if s >= EXPAND * score and len(k) > len(key)
+                  and words < set(k.split()) and not _clashes(set(k.split()), taken, number)]
+        return max(longer, default=(score, key))
     return None
 
 
