@@ -272,8 +272,7 @@ class AbstractJob:
         if use_llm and self.llm_abstractor is not None:
             return self._with_llm(work, labels)
         if contrast:
-            texts = offline_abstracts(work)
-            return self._offline(work, labels, lambda part: texts[part]), 0
+            return self._offline(work, labels, lambda part: offline_abstracts(work, part)), 0
         abstracts = layer > 1  # children of layer 1 are passages, above it abstracts
         counts = self.keywords.phrases_of(work.groups, abstracts)
         idf = self.keywords.idf_of(work.groups, counts=counts)  # rarity over the batch, as one call

@@ -230,7 +230,8 @@ def distinctive(profiles: Sequence[Profile]) -> list[list[tuple[float, str]]]:
 def sibling_labels(profiles: Sequence[Profile], limit: int = LABEL_MAX) -> list[list[str]]:
     """Display labels of siblings: up to `limit` distinctive phrases each, chosen in rounds
     (each sibling its best still free phrase per round, the higher score first when two want
-    one); a phrase, or one whose words hold or are held by it, goes to one sibling only."""
+    one); a phrase, or one whose words hold or are held by it, goes to one sibling only. Each
+    label lists its phrases by weight in its sibling, so that it starts with its broadest."""
     ranked = distinctive(profiles)
     chosen: list[list[str]] = [[] for _ in profiles]
     words_taken: list[tuple[set[str], int]] = []
@@ -256,6 +257,8 @@ def sibling_labels(profiles: Sequence[Profile], limit: int = LABEL_MAX) -> list[
             keys = {phrase_key(p) for other in chosen for p in other} | common
             spare = [p for p in profile.ranked(limit) if phrase_key(p) not in keys]
             chosen[number] += spare[:LABEL_MIN - len(chosen[number])]
+    for number, profile in enumerate(profiles):  # the broadest phrase first: the topic's name
+        chosen[number].sort(key=lambda p, w=profile.weights: -w[phrase_key(p)])
     return chosen
 
 
@@ -340,9 +343,10 @@ def node_profile(work: Work, number: int) -> Profile:
     return list_profile(work.groups[number], work.sizes[number] if work.sizes else None)
 
 
-def offline_abstracts(work: Work) -> list[str]:
-    """Each node's long list: its best PROFILE_SIZE phrases, joined by ", "."""
-    return [", ".join(node_profile(work, i).ranked()) for i in range(len(work.nodes))]
+def offline_abstracts(work: Work, part: slice = slice(None)) -> list[str]:
+    """The long list of each node of `part` of a batch: its best PROFILE_SIZE phrases."""
+    return [", ".join(node_profile(work, i).ranked())
+            for i in range(len(work.nodes))[part]]
 
 
 def label_batch(work: Work) -> dict[int, dict[int, str]]:
