@@ -112,8 +112,16 @@ def main() -> None:
     print(json.dumps({"machine": f"{platform.machine()}, {platform.processor() or '?'}, "
                       f"python {platform.python_version()}"}), flush=True)
     table = []
+    if len({f.name for f in folders}) < len(folders):
+        raise SystemExit("two folders share a name: each gets the data directory data-NAME")
     for folder in folders:
-        config = Config().with_data_dir(args.work / f"data-{folder.name}")
+        data = args.work / f"data-{folder.name}"
+        mark = data / "label-routing-folder.txt"
+        if mark.exists() and mark.read_text() != str(folder):
+            raise SystemExit(f"{data} holds {mark.read_text()}, not {folder}: use another --work")
+        data.mkdir(parents=True, exist_ok=True)
+        mark.write_text(str(folder))
+        config = Config().with_data_dir(data)
         with KnowledgeBase(config) as kb:
             kb.ingest([folder])
             for method in args.methods:

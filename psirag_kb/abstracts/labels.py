@@ -29,7 +29,7 @@ SMOOTHING = 0.01
 """Added to phrase shares before comparing siblings' (a 30-phrase list's shares are ~0.01-0.1)."""
 MIN_LIFT = math.log(1.5)
 """A label phrase is at least 1.5 times as much its node's as any sibling's (smoothed shares)."""
-EXPAND = 0.35
+EXPAND = 0.5
 """A longer phrase replaces the label phrase it holds when it scores this share of it or more."""
 HEADING_WEIGHT = 3.0
 """A heading's phrases count this many times a prose occurrence."""
@@ -203,8 +203,9 @@ def _shares(profiles: Sequence[Profile]) -> list[dict[str, float]]:
 def distinctive(profiles: Sequence[Profile]) -> list[list[tuple[float, str]]]:
     """Per sibling, its phrase keys by distinctiveness, best first: share x log(share over the
     largest share any other sibling has of it, both smoothed by SMOOTHING); a phrase another
-    sibling holds as much of scores nothing and is left out."""
+    sibling holds as much of, or every sibling holds, scores nothing and is left out."""
     shares = _shares(profiles)
+    common = _common(profiles)
     best: dict[str, list[float]] = {}
     for number, share in enumerate(shares):
         for key, value in share.items():
@@ -217,6 +218,8 @@ def distinctive(profiles: Sequence[Profile]) -> list[list[tuple[float, str]]]:
     for number, share in enumerate(shares):
         scored = []
         for key, value in share.items():
+            if key in common:
+                continue
             first, second, owner = best[key]
             other = second if owner == number else first
             lift = math.log((value + SMOOTHING) / (other + SMOOTHING)) if len(shares) > 1 else 1.0
@@ -230,8 +233,7 @@ def distinctive(profiles: Sequence[Profile]) -> list[list[tuple[float, str]]]:
 def sibling_labels(profiles: Sequence[Profile], limit: int = LABEL_MAX) -> list[list[str]]:
     """Display labels of siblings: up to `limit` distinctive phrases each, chosen in rounds
     (each sibling its best still free phrase per round, the higher score first when two want
-    one); a phrase, or one whose words hold or are held by it, goes to one sibling only. Each
-    label lists its phrases by weight in its sibling, so that it starts with its broadest."""
+    one); a phrase, or one whose words hold or are held by it, goes to one sibling only."""
     ranked = distinctive(profiles)
     chosen: list[list[str]] = [[] for _ in profiles]
     words_taken: list[tuple[set[str], int]] = []
@@ -250,16 +252,20 @@ def sibling_labels(profiles: Sequence[Profile], limit: int = LABEL_MAX) -> list[
                 continue  # a better sibling took it this round: try again next round
             words_taken.append((words, number))
             chosen[number].append(profiles[number].form(key))
-    common = (set.intersection(*(set(p.weights) for p in profiles)) if len(profiles) > 1
-              else set())
+    common = _common(profiles)
     for number, profile in enumerate(profiles):  # too little sets it apart: its best phrases
         if len(chosen[number]) < LABEL_MIN:  # that no sibling's label has, nor every sibling
             keys = {phrase_key(p) for other in chosen for p in other} | common
             spare = [p for p in profile.ranked(limit) if phrase_key(p) not in keys]
             chosen[number] += spare[:LABEL_MIN - len(chosen[number])]
-    for number, profile in enumerate(profiles):  # the broadest phrase first: the topic's name
-        chosen[number].sort(key=lambda p, w=profile.weights: -w[phrase_key(p)])
     return chosen
+
+
+def _common(profiles: Sequence[Profile]) -> set[str]:
+    """Phrases every one of two or more siblings holds: boilerplate, or their parent's theme."""
+    if len(profiles) < 2:
+        return set()
+    return set.intersection(*(set(p.weights) for p in profiles))
 
 
 def _next_free(scored: list[tuple[float, str]], cursor: list[int], number: int,

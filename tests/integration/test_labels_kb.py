@@ -120,3 +120,32 @@ def test_a_database_without_the_label_column_gains_it(config, minilm, topics_fol
     indexes = [r[0] for r in db.execute("SELECT index_name FROM duckdb_indexes()").fetchall()]
     db.close()
     assert columns.count("label") == 1 and "nodes_id" in indexes
+
+
+def test_llm_abstracts_keep_priority_and_labels_stay_offline(config, minilm, topics_folder,
+                                                             fake_ollama):
+    def reply(body: dict) -> str:  # a keyword abstract naming the node's middle word
+        words = [w.strip(".,:;#*()[]`'\"") for w in body["messages"][-1]["content"].split()]
+        words = [w for w in words if w.isalpha() and w not in ("llm", "view", "of", "themes")]
+        return f"llm view of {words[len(words) // 2] if words else 'nothing'}, llm themes"
+
+    fake_ollama.script(fn=reply)
+    config = config.replace("llm", enabled=True, host=fake_ollama.url, timeout_s=2.0)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest([topics_folder])
+        report = kb.regenerate_abstracts()
+        live = kb.tree_index.live
+        assert report["failed"] == 0 and not live.dirty
+        assert all(text.startswith("llm view of") for text in live.abstracts.values())
+        # labels beside the abstracts (a node whose phrases all belong to siblings has none:
+        # its abstract is shown)
+        assert live.labels and set(live.labels) <= set(live.children)
+        for kids in live.children.values():
+            labels = [live.labels[k] for k in kids if k in live.labels]
+            if len([k for k in kids if k > 0]) > 1:  # shared by all siblings: in no label
+                assert all("llm themes" not in label for label in labels), [
+                    (live.abstracts.get(k), live.labels.get(k)) for k in kids]
+            phrases = [p for label in labels for p in label.split(", ")]
+            assert len(phrases) == len(set(phrases))
+        root = kb.node()
+        assert root["abstract"].startswith("llm view of") and root["label"] != root["abstract"]
