@@ -12,6 +12,7 @@ sequence of one. Everything is computed from one node's children: O(children) pe
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -64,6 +65,7 @@ _PLURAL = re.compile(r"(?<=[^s'’])s$")
 _DIGIT_LEAD = re.compile(r"^[\d.,:/'’-]")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def phrase_key(phrase: str) -> str:
     """A phrase's comparison form: lower case, the last word's plural 's' dropped."""
     words = phrase.lower().split()
@@ -72,6 +74,7 @@ def phrase_key(phrase: str) -> str:
     return " ".join(words)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def is_heading_like(phrase: str) -> bool:
     """True for a phrase a person could use as a heading: no identifier (camelCase, letters and
     digits mixed), not led by a number, not all generic words, no adverb at either edge."""
@@ -157,15 +160,19 @@ def _quality(key: str) -> float:
 def passage_profile(texts: Sequence[str], contexts: Sequence[str] = ()) -> Profile:
     """The profile of a node over passages: their prose's phrases, headings counted
     HEADING_WEIGHT times, each chunk header's phrases CONTEXT_WEIGHT times."""
-    profile = Profile()
+    counts: Counter[str] = Counter()  # by written form first: each form is checked once
     for text in texts:
         for line, heading in prose_lines(text):
+            weight = HEADING_WEIGHT if heading else 1.0
             for phrase in candidate_phrases(line):
-                profile.add(phrase, HEADING_WEIGHT if heading else 1.0)
+                counts[phrase] += weight
     for context in contexts:
         for part in context.split(" > "):
             for phrase in dict.fromkeys(candidate_phrases(part)):
-                profile.add(phrase, CONTEXT_WEIGHT)
+                counts[phrase] += CONTEXT_WEIGHT
+    profile = Profile()
+    for phrase, weight in counts.items():
+        profile.add(phrase, weight)
     return profile
 
 
