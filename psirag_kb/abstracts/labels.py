@@ -49,7 +49,9 @@ shall hereby thereof therein whereas detail details support extra internal lib h
 com org net html github readme
 limit limits option options argument arguments parameter parameters method methods
 function functions class classes object objects module modules variable variables instance
-step steps user users thing problem problems question questions issue issues
+step steps user users thing problem problems question questions issue issues key keys
+return returns self import imports def elif lambda str dict len args kwargs init int char void
+const struct pub impl let var println printf malloc
 """.split())
 """Words too common in any document to name a topic on their own."""
 
