@@ -306,16 +306,19 @@ def _clashes(words: set[str], taken: list[tuple[set[str], int]], owner: int) -> 
     return False
 
 
-def root_label(child_labels: Sequence[list[str]], sizes: Sequence[int],
-               own: Profile, limit: int = LABEL_MAX) -> list[str]:
-    """The root's label: its largest children's first phrases (their topics), topped up with
-    their second phrases, then its own best phrases when it has fewer than LABEL_MIN."""
+def root_label(child_labels: Sequence[list[str]], sizes: Sequence[int], own: Profile,
+               profiles: Sequence[Profile] = (), limit: int = LABEL_MAX) -> list[str]:
+    """The root's label: its largest children's broadest label phrases (the heaviest in each
+    child's own list: their topics), topped up with their next ones, then its own best phrases
+    when it has fewer than LABEL_MIN."""
     order = sorted(range(len(child_labels)), key=lambda i: -sizes[i])
+    labels = [sorted(label, key=lambda p, i=i: -profiles[i].weights[phrase_key(p)])
+              if profiles else label for i, label in enumerate(child_labels)]
     out: list[str] = []
     for rank in range(LABEL_MAX):
         for i in order:
-            if rank < len(child_labels[i]) and len(out) < limit:
-                out.append(child_labels[i][rank])
+            if rank < len(labels[i]) and len(out) < limit:
+                out.append(labels[i][rank])
         if len(out) >= LABEL_MIN:
             break
     if len(out) < LABEL_MIN:
@@ -371,6 +374,7 @@ def label_batch(work: Work) -> dict[int, dict[int, str]]:
     for number, node in enumerate(work.nodes):
         labels: dict[int, str] = {}
         child_labels: list[list[str]] = []
+        profiles: list[Profile] = []
         if work.layer > 1 and work.kids[number]:
             profiles = [child_profile(text) for text in work.groups[number]]
             child_labels = sibling_labels(profiles)
@@ -378,8 +382,8 @@ def label_batch(work: Work) -> dict[int, dict[int, str]]:
                 work.kids[number], child_labels, strict=True) if label)
         if node == work.root:
             own = node_profile(work, number)
-            mine = (root_label(child_labels, work.sizes[number], own) if child_labels
-                    else own_label(own))
+            mine = (root_label(child_labels, work.sizes[number], own, profiles)
+                    if child_labels else own_label(own))
             if mine:
                 labels[node] = ", ".join(mine)
         out[node] = labels
