@@ -93,7 +93,7 @@ def chunk_text(result: dict[str, Any], words: list[str]) -> Text:
 
 
 def tree_path(path: list[dict[str, Any]], width: int = 90) -> Text:
-    """Each ancestor's abstract, root first, indented by depth."""
+    """Each ancestor's label (its abstract until it has one), root first, indented by depth."""
     out = Text("Path up the tree (root first)\n", style="bold")
     if not path:
         out.append("  this chunk is the whole tree\n", style="dim")
