@@ -245,7 +245,7 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
         f"{total.chunks_embedded} chunks embedded, {total.chunks_kept} kept, {chunks} in total"
     )
     if abstracts is not None and abstracts["regenerated"]:
-        print(f"abstracts: {abstracts['regenerated']} tree nodes given keyword abstracts")
+        print(f"abstracts: {abstracts['regenerated']} tree nodes given abstracts and labels")
     if total.seconds:
         print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in total.seconds.items()))
     for path, state, reason in total.problems:
