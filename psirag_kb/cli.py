@@ -254,7 +254,7 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
         f"{total.chunks_embedded} chunks embedded, {total.chunks_kept} kept, {chunks} in total"
     )
     if abstracts is not None and abstracts["regenerated"]:
-        print(f"abstracts: {abstracts['regenerated']} tree nodes given keyword abstracts")
+        print(f"abstracts: {abstracts['regenerated']} tree nodes given abstracts and labels")
     if total.seconds:
         print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in total.seconds.items()))
     for path, state, reason in total.problems:
@@ -446,10 +446,10 @@ def cmd_tree(args: argparse.Namespace, config: Config) -> int:
         return 0
     state = " (stale)" if node["dirty"] else ""
     print(f"node {node['id']} on layer {node['layer']}, {node['leaves']} leaves{state}")
-    if node["abstract"]:
-        print(f"  {node['abstract']}")
+    if node.get("label") or node["abstract"]:
+        print(f"  {node.get('label') or node['abstract']}")
     for child in node["children"]:
-        text = " ".join(child["abstract"].split()) or "(no abstract yet)"
+        text = " ".join((child.get("label") or child["abstract"]).split()) or "(no abstract yet)"
         if len(text) > 110:
             text = text[:107] + "..."
         label = f"chunk {child['id']}" if child["kind"] == "leaf" else f"node {child['id']}"

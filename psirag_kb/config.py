@@ -89,6 +89,10 @@ class TreeConfig:
     """Neighbours per leaf in hnsw pair mode."""
     abstract_kind: str = "keyword"
     """keyword or summative abstracts."""
+    offline_labels: str = "contrast"
+    """Offline abstracts and labels: "contrast" (a node's phrases as its abstract, and a short
+    display label of what sets it apart from its siblings) or "keywords" (the earlier phrase
+    picker, abstracts only: kept for comparison in benchmarks/label_routing.py)."""
     node_vectors: str = "centroid"
     """What guides tree search at abstract nodes: "abstract" (the embedding of the node's
     abstract, the centroid until it has one) or "centroid" (mean of the children). Abstracts are
@@ -232,6 +236,7 @@ _CHOICES = {
     ("embedding", "backend"): {"torch", "onnx", "onnx-int8"},
     ("tree", "pair_mode"): {"auto", "exact", "hnsw", "bucketing"},
     ("tree", "abstract_kind"): {"keyword", "summative"},
+    ("tree", "offline_labels"): {"contrast", "keywords"},
     ("tree", "node_vectors"): {"abstract", "centroid"},
     ("retrieval", "default_mode"): {"auto", "hybrid", "tree", "sparse", "dense"},
     ("retrieval", "fusion"): {"rrf", "rerank"},

@@ -93,12 +93,13 @@ def chunk_text(result: dict[str, Any], words: list[str]) -> Text:
 
 
 def tree_path(path: list[dict[str, Any]], width: int = 90) -> Text:
-    """Each ancestor's abstract, root first, indented by depth."""
+    """Each ancestor's label (its abstract until it has one), root first, indented by depth."""
     out = Text("Path up the tree (root first)\n", style="bold")
     if not path:
         out.append("  this chunk is the whole tree\n", style="dim")
     for depth, node in enumerate(path):
-        abstract = " ".join(str(node.get("abstract") or "").split()) or "(no abstract yet)"
+        abstract = " ".join(str(node.get("label") or node.get("abstract") or "").split()
+                            ) or "(no abstract yet)"
         if len(abstract) > width:
             abstract = abstract[:width - 1] + "…"
         out.append("  " * depth + f"└ L{node.get('layer', '?')} #{node.get('id')} ", style="bold")
@@ -122,7 +123,8 @@ def overview_text(root: dict[str, Any]) -> Text:
     text.append(f"What the knowledge base holds ({root['leaves']} passages)", style="bold")
     text.append(" - F3 browses the topic tree, or type a query and press enter.\n")
     for child in sorted(children, key=lambda c: -c.get("leaves", 0)) or [root]:
-        phrases = [p for p in child.get("abstract", "").split(", ") if p][:OVERVIEW_PHRASES]
+        shown = child.get("label") or child.get("abstract", "")
+        phrases = [p for p in shown.split(", ") if p][:OVERVIEW_PHRASES]
         text.append(f"\n• {child.get('leaves', 0):>6} ", style="dim")
         text.append(", ".join(phrases) if phrases else "(abstract being written)")
         if child.get("dirty") and phrases:

@@ -29,6 +29,8 @@ class NodeInfo:
     abstract: str
     dirty: bool
     leaves: int
+    label: str = ""
+    """The display label ("" until one is written: show the abstract then)."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,7 @@ def _info(live: LiveTree, node: int, done: dict[int, NodeInfo]) -> NodeInfo:
     return NodeInfo(
         parent=live.parent.get(node), layer=layer, children=kids, vector=vector,
         guided=vector if guided is None else guided, abstract=live.abstracts.get(node, ""),
-        dirty=node in live.dirty,
+        dirty=node in live.dirty, label=live.labels.get(node, ""),
         leaves=len(kids) if layer == 1 else sum(done[kid].leaves for kid in kids),
     )
 
@@ -176,13 +178,14 @@ def node_view(
     kids = [node] if lone else list(view.nodes[node].children)
     children = _children(view, kids, hits)
     if lone:
-        return {"id": 0, "layer": 1, "abstract": "", "dirty": False, "parent": None,
+        return {"id": 0, "layer": 1, "abstract": "", "label": "", "dirty": False, "parent": None,
                 "leaves": 1, "children": children}
     info = view.nodes[node]
     return {
         "id": node,
         "layer": info.layer,
         "abstract": info.abstract,
+        "label": info.label or info.abstract,
         "dirty": info.dirty,
         "parent": None if visible is not None and info.parent is not None
         and not visible.node(info.parent) else info.parent,
@@ -196,7 +199,7 @@ def _virtual_root(view: TreeView, kids: list[int],
     """A root without an abstract over the highest nodes one person may see (id 0)."""
     children = _children(view, kids, hits)
     layer = max((view.nodes[k].layer for k in kids if k > 0), default=0) + 1
-    return {"id": 0, "layer": layer, "abstract": "", "dirty": False, "parent": None,
+    return {"id": 0, "layer": layer, "abstract": "", "label": "", "dirty": False, "parent": None,
             "leaves": sum(c["leaves"] for c in children), "children": children}
 
 
@@ -221,7 +224,8 @@ def _children(view: TreeView, kids: list[int],
             info = view.nodes[kid]
             children.append({
                 "id": kid, "kind": "node", "leaves": info.leaves,
-                "abstract": info.abstract, "dirty": info.dirty,
+                "abstract": info.abstract, "label": info.label or info.abstract,
+                "dirty": info.dirty,
             })
     return children
 
@@ -238,6 +242,6 @@ def path_view(view: TreeView, chunk_id: int,
     while node is not None and (visible is None or visible.node(node)):
         info = view.nodes[node]
         out.append({"id": node, "layer": info.layer, "abstract": info.abstract,
-                    "dirty": info.dirty})
+                    "label": info.label or info.abstract, "dirty": info.dirty})
         node = info.parent
     return out[::-1]

@@ -278,7 +278,7 @@ class Store:
             f"""CREATE TABLE nodes (
                 id BIGINT, parent BIGINT, layer INTEGER, ord INTEGER,
                 vector FLOAT[{dim}], abstract VARCHAR, dirty BOOLEAN,
-                abstract_vector FLOAT[{dim}])"""
+                abstract_vector FLOAT[{dim}], label VARCHAR)"""
         )
         db.execute("CREATE TABLE leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)")
         rows = [
@@ -346,11 +346,26 @@ class Store:
         self.db.execute(
             f"ALTER TABLE nodes ADD COLUMN IF NOT EXISTS abstract_vector FLOAT[{self.dim}]"
         )
+        self._add_label_column()
+        self._index()
         self.db.execute(
             "CREATE TABLE IF NOT EXISTS leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)"
         )
         if not self.db.execute("SELECT 1 FROM meta WHERE key = 'next_node_id'").fetchone():
             self.db.execute("INSERT INTO meta VALUES ('next_node_id', '1')")
+
+    def _add_label_column(self) -> None:
+        """Give nodes its display-label column when it lacks one (additive and idempotent: a
+        database of any version gains it on opening; labels come with the next abstracts)."""
+        found = self.db.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = 'nodes' "
+            "AND column_name = 'label'").fetchone()
+        if found:
+            return
+        self.db.execute("BEGIN")
+        self.db.execute("DROP INDEX IF EXISTS nodes_id")  # DuckDB alters no indexed table
+        self.db.execute("ALTER TABLE nodes ADD COLUMN label VARCHAR")
+        self.db.execute("COMMIT")
 
     @contextmanager
     def lean(self) -> Iterator[None]:
@@ -823,6 +838,16 @@ class Store:
         return {row[0]: Hit(row[0], *files[row[1]][:2], *row[2:7], _location(row[7]),
                             files[row[1]][2]) for row in rows if row[1] in files}
 
+    def texts(self, ids: Iterable[int]) -> dict[int, tuple[str, str]]:
+        """(text, header) of chunk ids, by id (one index lookup; unknown ids are left out)."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        rows = self._read().execute(
+            "SELECT id, text, coalesce(context, '') FROM chunks WHERE id = ANY(?::BIGINT[])",
+            [ids]).fetchall()
+        return {row[0]: (row[1], row[2]) for row in rows}
+
     def state_counts(self, within: Sequence[str] | None = None) -> dict[str, int]:
         """Number of files per state (only files that are, or lie below, one of the absolute
         paths `within` when given); "unavailable" only when there are some."""
@@ -908,13 +933,16 @@ class Store:
                 "abstract": np.array([live.abstracts.get(n) for n in abstract], dtype=object),
                 "dirty": np.array([n in live.dirty for n in abstract], dtype=bool),
                 "abstract_vector": abstract_vectors,
+                "label": np.array([live.labels.get(n) for n in abstract], dtype=object),
             })
             try:
                 db.execute(
-                    f"""INSERT INTO nodes SELECT id, CASE WHEN parent < 0 THEN NULL ELSE parent END,
+                    f"""INSERT INTO nodes (id, parent, layer, ord, vector, abstract, dirty,
+                        abstract_vector, label)
+                        SELECT id, CASE WHEN parent < 0 THEN NULL ELSE parent END,
                         CAST(layer AS INTEGER), CAST(ord AS INTEGER),
                         CAST(vector AS FLOAT[{self.dim}]), abstract, dirty,
-                        CAST(abstract_vector AS FLOAT[{self.dim}]) FROM tree_nodes"""
+                        CAST(abstract_vector AS FLOAT[{self.dim}]), label FROM tree_nodes"""
                 )
             finally:
                 db.unregister("tree_nodes")
@@ -977,7 +1005,7 @@ class Store:
         db = self._read()
         nodes = db.execute(
             "SELECT id, coalesce(parent, -1) AS parent, layer, ord, abstract, dirty, vector, "
-            "abstract_vector FROM nodes"
+            "abstract_vector, label FROM nodes"
         ).fetchnumpy()
         leaves = db.execute(
             "SELECT chunk_id, coalesce(parent, -1) AS parent, ord FROM leaves"
@@ -1014,14 +1042,16 @@ class Store:
         if len(node_ids):  # rows of one array: no array object built per node
             matrix = np.stack(list(nodes["vector"])).astype(np.float32, copy=False)
             live.vectors = dict(zip(node_ids.tolist(), matrix, strict=True))
-        for column, kind in (("abstract", str), ("abstract_vector", np.ndarray)):
+        for column, kind in (("abstract", str), ("label", str), ("abstract_vector", np.ndarray)):
             values = nodes[column]  # masked where NULL: read the data under the mask once
             present = ~np.ma.getmaskarray(values)
             data = np.ma.getdata(values)
             found = {node: value for node, value in zip(
                 node_ids[present].tolist(), data[present].tolist(), strict=True)
                 if isinstance(value, kind)}
-            if kind is str:
+            if column == "label":
+                live.labels = found
+            elif kind is str:
                 live.abstracts = found
             else:
                 live.abstract_vectors = {n: np.asarray(v, dtype=np.float32)
