@@ -51,3 +51,7 @@ class NodeNotFound(KBError):
 
 class ChunkNotFound(NodeNotFound):
     """A chunk id that does not exist (never indexed, or its file changed since)."""
+
+
+class AccessDenied(KBError):
+    """A person's role or grants do not allow what they asked (answered 403)."""
