@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
@@ -27,6 +28,8 @@ from typing import Any
 
 from psirag_kb.access import ROLES, Access
 from psirag_kb.errors import KBError
+
+log = logging.getLogger(__name__)
 
 PEOPLE_FILE = "people.json"
 LOCK_FILE = "people.lock"
@@ -116,7 +119,7 @@ class People:
         self._seen: dict[str, float] = {}
         self._seen_dirty = False
         self._seen_written = time.monotonic()
-        self._reload(force=True)
+        self._reload(force=True, strict=False)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -140,7 +143,9 @@ class People:
             raise PeopleError(f"{self.path} is malformed ({exc!r})") from exc
         return {p.name: p for p in people}
 
-    def _reload(self, force: bool = False) -> _Snapshot:
+    def _reload(self, force: bool = False, strict: bool = True) -> _Snapshot:
+        """The registry as the file now says; a file that cannot be read lets nobody in
+        (`strict`: raises, for the `users` commands)."""
         now = time.monotonic()
         if not force and now - self._checked < RELOAD_EVERY_S:
             return self._snapshot
@@ -149,7 +154,14 @@ class People:
             stamp = self._stamp()
             if not force and stamp == self._snapshot.stamp:
                 return self._snapshot
-            people = self._read()
+            try:
+                people = self._read()
+            except PeopleError:
+                if strict:
+                    raise
+                log.error("no person's token is accepted until %s is fixed", self.path,
+                          exc_info=True)
+                people = {}
             self._snapshot = _Snapshot(people, {p.token_sha256: p.name for p in people.values()},
                                        stamp)
             return self._snapshot
@@ -157,7 +169,7 @@ class People:
     def access_for(self, token: str) -> Access | None:
         """The Access of the person holding `token`, or None for no such (or a revoked) token."""
         digest = token_hash(token)
-        snapshot = self._reload()
+        snapshot = self._reload(strict=False)
         name = snapshot.by_hash.get(digest)
         person = snapshot.people.get(name) if name is not None else None
         if person is None or not hmac.compare_digest(person.token_sha256, digest):

@@ -245,8 +245,10 @@ class Endpoints:
     """The /api routes over the daemon, dispatched on the undecoded path."""
 
     def __init__(self, app: App, max_body_bytes: int, mcp: ASGIApp | None,
-                 threads: int, people: People | None = None) -> None:
+                 threads: int, people: People | None = None,
+                 audit: AuditLog | None = None) -> None:
         self.app = app
+        self.audit = audit
         self.max_body_bytes = max_body_bytes
         self.mcp = mcp
         self.threads = anyio.CapacityLimiter(threads)
@@ -362,6 +364,10 @@ class Endpoints:
         if self.users is None:
             raise HTTPError(404, "this server keeps no people")
         users = self.users
+        if self.audit is not None and not (user is None and method == "GET"):
+            self.audit.record(access.name, "users " + (
+                "add" if user is None else user.group(2) or "revoke"),
+                None if user is None else user.group(1))
         if user is None and method == "GET":
             return _json(200, await self.call(users.list))
         if user is None:
@@ -479,7 +485,7 @@ def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
             max_request_body_size=max_body_bytes,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
-    endpoints = Endpoints(app, max_body_bytes, mcp_app, threads, people)
+    endpoints = Endpoints(app, max_body_bytes, mcp_app, threads, people, audit)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

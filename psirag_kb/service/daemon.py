@@ -288,9 +288,14 @@ class Daemon:
     def reindex(self, raw: str, *, access: Access = OWNER) -> dict[str, Any]:
         """Bring a path inside a watched folder, or an indexed path, up to date now, with the
         offline abstracts of the tree nodes it changed; an editor only inside their grants."""
-        _may_write(access, raw)
-        path = self.allowed_path(raw)
-        _may_write(access, str(path))
+        try:
+            _may_write(access, raw)
+            path = self.allowed_path(raw)
+            _may_write(access, str(path))
+        except AccessDenied:
+            if self.audit is not None:
+                self.audit.record(access.name, "reindex", raw, status=403)
+            raise
         self._audited(access, "reindex", str(path))
         kb = self._kb()
         if path.exists():

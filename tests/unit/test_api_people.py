@@ -168,6 +168,12 @@ def test_only_an_admin_manages_people(served) -> None:
     assert made["token"] not in json.dumps(listed)
     assert call(server, "POST", "/api/users/nobody/rotate", OWNER_TOKEN, {})[0] == 404
     assert call(server, "POST", "/api/users", OWNER_TOKEN, {"name": "cy"})[0] == 400
+    audit = [json.loads(line) for line in
+             (people.data_dir / "audit.jsonl").read_text().splitlines()]
+    assert {"person": "boss", "action": "users add"} in [
+        {k: line[k] for k in ("person", "action")} for line in audit]
+    assert {"person": "owner", "action": "users grant", "scope": "cy"} in [
+        {k: line.get(k) for k in ("person", "action", "scope")} for line in audit]
 
 
 def test_a_revoked_or_rotated_token_is_refused_within_seconds(served) -> None:

@@ -135,3 +135,14 @@ def test_users_commands_work_on_the_data_directory_without_a_daemon(
     assert main([*data, "users", "revoke", "ana"]) == 1
     assert "no person named 'ana'" in capsys.readouterr().err
     assert made["token"] not in files_text(tmp_path) and rotated not in files_text(tmp_path)
+
+
+def test_a_damaged_registry_lets_nobody_in_and_says_so(tmp_path: Path) -> None:
+    people = People(tmp_path)
+    token = people.add("ana", "reader", ["/docs"])
+    (tmp_path / "people.json").write_text('{"people": [{"name": "ana"')
+    served = People(tmp_path)  # a daemon starting on it still starts
+    assert served.access_for(token) is None
+    wait_for(lambda: people.access_for(token) is None, 5)
+    with pytest.raises(PeopleError, match="people.json"):
+        people.listed()
