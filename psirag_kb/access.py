@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-ROLES = ("reader", "editor", "admin")
-
 
 def _under(path: str, grant: str) -> bool:
     """Whether `path` is `grant` or lies below it, by path components (never a string prefix)."""

@@ -13,10 +13,10 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from psirag_kb.access import ROLES
 from psirag_kb.config import DEFAULT_MODEL, Config, load_config
 from psirag_kb.errors import KBError
 from psirag_kb.locations import place
+from psirag_kb.people import ROLES
 from psirag_kb.search.retrieval import EVAL_MODES, MODES
 
 log = logging.getLogger("psirag_kb")

@@ -26,11 +26,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from psirag_kb.access import ROLES, Access
+from psirag_kb.access import Access
 from psirag_kb.errors import KBError
 
 log = logging.getLogger(__name__)
 
+ROLES = ("reader", "editor", "admin")
+"""reader: reads what their grants cover; editor: also reindexes inside them; admin: everything,
+including people."""
 PEOPLE_FILE = "people.json"
 LOCK_FILE = "people.lock"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -206,7 +209,7 @@ class People:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX)
             people = self._read()
-            for name, seen in self._seen.items():
+            for name, seen in self._seen.copy().items():  # request threads add to it
                 if name in people and (people[name].last_used or 0) < seen:
                     people[name] = replace(people[name], last_used=seen)
             yield people
