@@ -300,13 +300,13 @@ class Daemon:
         kb = self._kb()
         if path.exists():
             try:
-                report = kb.ingest([path]).as_dict()
+                report = kb.ingest([path], **_as(access)).as_dict()
             except KBError:
                 if path.exists():
                     raise  # otherwise it vanished meanwhile: bring that up to date instead
             else:
                 return report | {"abstracts": kb.regenerate_abstracts(offline=True)}
-        return {"removed": kb.remove([path])}
+        return {"removed": kb.remove([path], **_as(access))}
 
     def allowed_path(self, raw: str) -> Path:
         """The absolute path of a reindex request, refusing traversal and foreign paths."""
