@@ -5,8 +5,10 @@
     python benchmarks/load.py ... --clients 20 --duration 30 --burst 0    # no burst
     python benchmarks/load.py ... --clients 20 --duration 30 --readers 20  # team server
 
-With `--readers R` (issue 25) the corpus is stored as 20 shards, R people are made with
-`psirag-kb users add` semantics (reader i may read 15 of the 20 shards, a different 15 for each),
+With `--readers R` (issue 25) the N leaves are written as files, one passage each, into 20 shard
+folders of the watched folder (corpus records belong to no folder, so no grant covers them), R
+people are made as `psirag-kb users add` makes them (reader i may read 15 of the 20 shard
+folders, a different 15 for each),
 and the same C clients run twice in one run, without a burst, first all with the owner's single
 token, then client n with reader n mod R's token (their grants applied inside every retriever),
 repeated `--rounds` times; it prints both figures side by side and their ratio.
@@ -212,8 +214,8 @@ def summary(latencies: list[float]) -> dict[str, float]:
 
 
 def make_readers(data: Path, shards: list[Path], readers: int) -> list[str]:
-    """R readers on the data directory (no daemon yet), reader i missing 5 shards from i on;
-    returns their tokens."""
+    """R readers on the data directory (no daemon yet), reader i missing 5 shard folders from
+    i on; returns their tokens."""
     from psirag_kb.people import People
 
     people = People(data)
@@ -283,16 +285,20 @@ def main() -> None:
     docs.mkdir(parents=True, exist_ok=True)
     config = Config().with_data_dir(data)
     rows = records(args.corpus, args.leaves)
-    parts = SHARDS if args.readers else 1
-    shards = [work / (f"base-{n:02d}.jsonl" if args.readers else "base.jsonl")
-              for n in range(parts)]
-    for n, shard in enumerate(shards):
-        shard.write_text("".join(json.dumps(r) + "\n" for r in rows[n::parts]),
-                         encoding="utf-8")
+    shards = [docs / f"shard-{n:02d}" for n in range(SHARDS)] if args.readers else []
+    for n, row in enumerate(rows if args.readers else []):
+        path = shards[n % SHARDS] / f"p{n:05d}.md"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(f"# {row['title']}\n\n{row['text']}\n", encoding="utf-8")
+    corpus = work / "base.jsonl"
+    if not args.readers:
+        corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     with KnowledgeBase(config, CachedEmbedder(make_embedder(config.embedding),
                                               config.storage.cache_dir)) as kb:
-        for shard in shards:
-            kb.ingest_jsonl(shard)
+        if args.readers:
+            kb.ingest([docs])
+        else:
+            kb.ingest_jsonl(corpus)
         leaves = kb.store.chunk_count()
     if args.questions:
         lines = args.questions.read_text(encoding="utf-8").splitlines()
