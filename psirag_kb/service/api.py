@@ -364,18 +364,16 @@ class Endpoints:
         if self.users is None:
             raise HTTPError(404, "this server keeps no people")
         users = self.users
-        if self.audit is not None and not (user is None and method == "GET"):
-            self.audit.record(access.name, "users " + (
-                "add" if user is None else user.group(2) or "revoke"),
-                None if user is None else user.group(1))
         if user is None and method == "GET":
             return _json(200, await self.call(users.list))
         if user is None:
             body = validate(await self.body(request), USER_FIELDS, ("name",))
             read = _paths(body.get("read") or [])
+            self._audit(access, "users add", body["name"])
             return _json(200, await self.call(
                 lambda: users.add(body["name"], body.get("role") or "reader", read)))
         name, action = user.group(1), user.group(2)
+        self._audit(access, f"users {action or 'revoke'}", name)
         if action is None:
             return _json(200, await self.call(users.revoke, name))
         if action == "rotate":
@@ -385,6 +383,10 @@ class Endpoints:
             raise HTTPError(400, "field 'read' must list at least one path")
         change = users.grant if action == "grant" else users.ungrant
         return _json(200, await self.call(change, name, read))
+
+    def _audit(self, access: Access, action: str, name: str) -> None:
+        if self.audit is not None:
+            self.audit.record(access.name, action, name)
 
     async def query(self, raw: Any, access: Access) -> Response:
         """POST /api/query."""

@@ -326,3 +326,5 @@ def test_a_revoked_token_is_refused_within_seconds(team, capsys, monkeypatch) ->
     assert any(line["person"] == "temp" and line["action"] == "query" for line in lines) \
         or not _facade_takes_access()  # a person's query needs the engine's facade
     assert "winter heating" not in audit  # [api] audit_queries is off
+    assert any(line["person"] == "owner" and line["action"] == "users add"
+               and line.get("scope") == "temp" for line in lines)  # `users add` went by the API

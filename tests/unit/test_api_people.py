@@ -16,6 +16,7 @@ import pytest
 from daemon_helpers import wait_for
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from psirag_kb.access import OWNER, Access
@@ -147,6 +148,11 @@ def test_mcp_over_http_passes_the_persons_access(served) -> None:
     assert all(access == bo for _, access in app.seen)
 
 
+def test_an_mcp_call_without_an_accepted_token_is_refused_not_made_the_owner() -> None:
+    with pytest.raises(ToolError, match="bearer token"):
+        http_access(None)
+
+
 def test_only_an_admin_manages_people(served) -> None:
     server, _, people = served
     reader = people.add("ana", "reader", ["/docs/hr"])
@@ -170,8 +176,8 @@ def test_only_an_admin_manages_people(served) -> None:
     assert call(server, "POST", "/api/users", OWNER_TOKEN, {"name": "cy"})[0] == 400
     audit = [json.loads(line) for line in
              (people.data_dir / "audit.jsonl").read_text().splitlines()]
-    assert {"person": "boss", "action": "users add"} in [
-        {k: line[k] for k in ("person", "action")} for line in audit]
+    assert {"person": "boss", "action": "users add", "scope": "cy"} in [
+        {k: line.get(k) for k in ("person", "action", "scope")} for line in audit]
     assert {"person": "owner", "action": "users grant", "scope": "cy"} in [
         {k: line.get(k) for k in ("person", "action", "scope")} for line in audit]
 
