@@ -30,8 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", type=Path, help="data directory (overrides [storage])")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--server", metavar="URL",
-                        help="a remote daemon for query, status, tree, tui and mcp (overrides "
-                             "PSIRAG_KB_URL and [api] server); its token comes from "
+                        help="a remote daemon for query, status, tree, tui, mcp and users "
+                             "(overrides PSIRAG_KB_URL and [api] server); its token comes from "
                              "PSIRAG_KB_TOKEN, --token-file or [api] token / token_file")
     parser.add_argument("--token-file", metavar="FILE",
                         help="a file holding the daemon's API token (overrides [api] token_file)")
