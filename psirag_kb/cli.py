@@ -17,6 +17,7 @@ from psirag_kb.config import DEFAULT_MODEL, Config, load_config
 from psirag_kb.errors import KBError
 from psirag_kb.locations import place
 from psirag_kb.paths import inside
+from psirag_kb.people import ROLES
 from psirag_kb.search.retrieval import EVAL_MODES, MODES
 
 log = logging.getLogger("psirag_kb")
@@ -30,8 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", type=Path, help="data directory (overrides [storage])")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--server", metavar="URL",
-                        help="a remote daemon for query, status, tree, tui and mcp (overrides "
-                             "PSIRAG_KB_URL and [api] server); its token comes from "
+                        help="a remote daemon for query, status, tree, tui, mcp and users "
+                             "(overrides PSIRAG_KB_URL and [api] server); its token comes from "
                              "PSIRAG_KB_TOKEN, --token-file or [api] token / token_file")
     parser.add_argument("--token-file", metavar="FILE",
                         help="a file holding the daemon's API token (overrides [api] token_file)")
@@ -110,6 +111,34 @@ def _parser() -> argparse.ArgumentParser:
     distill.add_argument("--source", default=DEFAULT_MODEL, metavar="MODEL",
                          help="local sentence-transformers folder (default: the bundled MiniLM)")
     distill.add_argument("--json", action="store_true", help="print one JSON object")
+
+    users = commands.add_parser(
+        "users", help="people of a team server: tokens, roles, folder grants (through the "
+                      "running daemon, else on the data directory)")
+    people = users.add_subparsers(dest="action", required=True)
+    add = people.add_parser("add", help="create a person and print their token once")
+    add.add_argument("name")
+    add.add_argument("--role", choices=ROLES, default="reader",
+                     help="reader (search and read), editor (also reindex inside their "
+                          "grants), admin (everything, including people); default reader")
+    add.add_argument("--read", action="append", default=[], metavar="PATH",
+                     help="a folder or file they may read (repeatable)")
+    add.add_argument("--json", action="store_true", help='print {"name", "token"}')
+    listed = people.add_parser("list", help="names, roles, grants, created, last used")
+    listed.add_argument("--json", action="store_true", help="print one JSON object")
+    for action, what in (("grant", "let NAME read PATH too"),
+                         ("ungrant", "take a grant of NAME away")):
+        change = people.add_parser(action, help=what)
+        change.add_argument("name")
+        change.add_argument("--read", action="append", required=True, metavar="PATH",
+                            help="a folder or file (repeatable)")
+        change.add_argument("--json", action="store_true", help="print one JSON object")
+    revoke = people.add_parser("revoke", help="remove a person; their token stops working")
+    revoke.add_argument("name")
+    revoke.add_argument("--json", action="store_true", help="print one JSON object")
+    rotate = people.add_parser("rotate", help="give a person a new token (the old one stops)")
+    rotate.add_argument("name")
+    rotate.add_argument("--json", action="store_true", help='print {"name", "token"}')
 
     daemon = commands.add_parser("daemon", help="watch folders and serve the HTTP API")
     daemon.add_argument("--watch", type=Path, action="append", default=[], metavar="DIR",
@@ -389,7 +418,8 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
               f"{gone['reason']} (still searchable; `psirag-kb forget PATH` removes them)")
     if "daemon" in status:
         daemon = status["daemon"]
-        print(f"daemon: pid {daemon['pid']} at {daemon['url']}, {daemon['queue']} queued, "
+        queued = f"{daemon['queue']} queued, " if "queue" in daemon else ""
+        print(f"daemon: pid {daemon['pid']} at {daemon['url']}, {queued}"
               f"watching {', '.join(status.get('watch', [])) or 'nothing'}")
     return 0
 
@@ -562,6 +592,67 @@ def cmd_daemon(args: argparse.Namespace, config: Config) -> int:
     return run_daemon(config, [p.resolve() for p in args.watch], verbose=args.verbose)
 
 
+def _users_call(config: Config) -> Any:
+    """`users` commands: the remote or running daemon's API (admin token), else people.json
+    in the data directory (a running daemon sees that within a second)."""
+    from psirag_kb.people import People, Users
+    from psirag_kb.service.client import remote_daemon, running_daemon
+
+    daemon = remote_daemon(config) or running_daemon(config)
+    if daemon is not None:
+        return daemon.users
+    users = Users(People(config.data_dir))
+
+    def local(action: str, name: str = "", role: str | None = None,
+              read: list[str] | None = None) -> dict[str, Any]:
+        if action == "list":
+            return users.list()
+        if action == "add":
+            return users.add(name, role or "reader", read or [])
+        if action in ("revoke", "rotate"):
+            return getattr(users, action)(name)
+        return getattr(users, action)(name, read or [])
+
+    return local
+
+
+def cmd_users(args: argparse.Namespace, config: Config) -> int:
+    call = _users_call(config)
+    read = [p if config.api.server else os.path.abspath(os.path.expanduser(p))
+            for p in getattr(args, "read", None) or []]
+    if args.action == "list":
+        result = call("list")
+    elif args.action == "add":
+        result = call("add", args.name, args.role, read)
+    else:
+        result = call(args.action, args.name, read=read)
+    if args.json:
+        print(json.dumps({"name": result["name"], "token": result["token"]}
+                         if "token" in result else result))
+        return 0
+    if "token" in result:
+        print(f"token of {result['name']} (shown this once; give it to them, they set "
+              f"PSIRAG_KB_TOKEN or [api] token_file):\n{result['token']}")
+    elif "users" in result:
+        for person in result["users"]:
+            print(f"{person['name']:<20} {person['role']:<7} created "
+                  f"{_when(person['created'])}, last used {_when(person['last_used'])}")
+            for grant in person["grants"]:
+                print(f"    reads {grant}")
+        if not result["users"]:
+            print("nobody yet: `psirag-kb users add NAME --read FOLDER`")
+    elif "revoked" in result:
+        print(f"{result['revoked']} removed; their token no longer works")
+    else:
+        print(f"{result['name']} ({result['role']}) reads: "
+              f"{', '.join(result['grants']) or 'nothing'}")
+    return 0
+
+
+def _when(stamp: float | None) -> str:
+    return "never" if not stamp else time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
+
+
 def cmd_tui(args: argparse.Namespace, config: Config) -> int:
     from psirag_kb.service.client import HTTPClient, remote_daemon, running_daemon
     from psirag_kb.service.handover import HandoverClient, connect_session
@@ -609,7 +700,7 @@ COMMANDS = {
     "ingest": cmd_ingest, "forget": cmd_forget, "query": cmd_query, "status": cmd_status,
     "eval": cmd_eval,
     "tree": cmd_tree, "maintain": cmd_maintain, "hops": cmd_hops, "daemon": cmd_daemon,
-    "distill": cmd_distill,
+    "distill": cmd_distill, "users": cmd_users,
 }
 
 

@@ -199,6 +199,15 @@ class APIConfig:
     """Open connections beyond this are refused with 503."""
     auth_failures_per_minute: int = 10
     """Wrong tokens one client address may send in a minute before it is refused (429)."""
+    person_requests_per_minute: int = 600
+    """Requests one person's token may make in a minute (a burst up to this, then 429 with
+    Retry-After); the owner's token (api.token) is never limited."""
+    audit_queries: bool = False
+    """Write the query text into audit.jsonl (off: only who, what, scope and result count)."""
+    audit_max_bytes: int = 10_000_000
+    """audit.jsonl past this size becomes audit.1.jsonl (older files shift up)."""
+    audit_backups: int = 5
+    """Rotated audit files kept (audit.1.jsonl ... audit.N.jsonl)."""
 
 
 @dataclass(frozen=True)

@@ -54,4 +54,5 @@ class ChunkNotFound(NodeNotFound):
 
 
 class AccessDenied(KBError):
-    """A change (reindex, ingest, removal) outside what the person asking may write."""
+    """A person's role or grants do not allow what they asked (a reindex, ingest or removal
+    outside what they may write; answered 403)."""

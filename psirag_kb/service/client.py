@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 from psirag_kb.config import Config, api_token, server_url
 from psirag_kb.errors import KBError, NodeNotFound
@@ -241,6 +241,23 @@ class HTTPClient:
         """Remove an indexed file or folder on purpose (unavailable files included)."""
         return self._call("POST", "/api/forget", {"path": os.path.abspath(path)},
                           timeout=REINDEX_TIMEOUT_S)
+
+    def users(self, action: str, name: str = "", role: str | None = None,
+              read: list[str] | None = None) -> dict[str, Any]:
+        """A `users` command over the admin-only /api/users routes."""
+        named = f"/api/users/{quote(name, safe='')}"
+        if action == "list":
+            return self._call("GET", "/api/users")
+        if action == "add":
+            body: dict[str, Any] = {"name": name, "read": read or []}
+            if role is not None:
+                body["role"] = role
+            return self._call("POST", "/api/users", body)
+        if action == "revoke":
+            return self._call("DELETE", named)
+        if action == "rotate":
+            return self._call("POST", named + "/rotate", {})
+        return self._call("POST", f"{named}/{action}", {"read": read or []})
 
     def close(self) -> None:
         """Nothing to release."""
