@@ -43,11 +43,11 @@ def main() -> None:
     if args.query_cache:
         embedder = CachedEmbedder(embedder, args.query_cache)
     with KnowledgeBase(config, embedder=embedder) as kb:
-        hops = [predict_hops(kb, q["question"]) for q in questions]
+        hops = [predict_hops(kb.engine, q["question"]) for q in questions]
         rankers = {
             "hybrid": lambda q, _h: kb.rank(q, "hybrid", args.k),
             "multi_round": lambda q, h: multi_round(
-                kb, q, args.k, args.rounds or h, fanout=args.fanout).ranking,
+                kb.engine, q, args.k, args.rounds or h, fanout=args.fanout).ranking,
         }
         for name, rank in rankers.items():
             r2 = r5 = 0.0

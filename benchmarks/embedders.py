@@ -29,6 +29,7 @@ from psirag_kb.config import Config, load_config
 from psirag_kb.evaluation import evaluate
 from psirag_kb.ingest.embedding import CachedEmbedder, Embedder, make_embedder
 from psirag_kb.ingest.ingestion import read_records
+from psirag_kb.kb import KnowledgeBase
 
 OPTIONS = ("torch", "onnx", "onnx-int8", "static")
 
@@ -79,7 +80,7 @@ def recall(option: str, config: Config, embedder: Embedder,
     # The static model embeds in seconds and may be re-distilled into the same path: no cache.
     cached = embedder if option == "static" else CachedEmbedder(embedder, cache_dir)
     report = evaluate(config, args.corpus, args.questions, args.modes.split(","), k=5,
-                      data_dir=data_dir, embedder=cached)
+                      data_dir=data_dir, embedder=cached, open_kb=KnowledgeBase)
     row["eval_passages"] = report["passages"]
     row["eval_embed_s"] = report["timings"]["embed_s"]
     row["modes"] = report["modes"]

@@ -3,6 +3,15 @@
     python benchmarks/load.py --corpus /work/shared/data/2wiki_corpus/corpus.jsonl \
         --leaves 10000 --clients 20 --duration 60 --burst 500
     python benchmarks/load.py ... --clients 20 --duration 30 --burst 0    # no burst
+    python benchmarks/load.py ... --clients 20 --duration 30 --readers 20  # team server
+
+With `--readers R` (issue 25) the N leaves are written as files, one passage each, into 20 shard
+folders of the watched folder (corpus records belong to no folder, so no grant covers them), R
+people are made as `psirag-kb users add` makes them (reader i may read 15 of the 20 shard
+folders, a different 15 for each),
+and the same C clients run twice in one run, without a burst, first all with the owner's single
+token, then client n with reader n mod R's token (their grants applied inside every retriever),
+repeated `--rounds` times; it prints both figures side by side and their ratio.
 
 Builds a base knowledge base of N corpus leaves (embeddings from the evaluation cache when
 present), starts the real daemon as its own process (`psirag-kb daemon`, the bundled MiniLM),
@@ -57,9 +66,15 @@ from psirag_kb.config import Config  # noqa: E402
 from psirag_kb.ingest.embedding import CachedEmbedder, make_embedder  # noqa: E402
 from psirag_kb.kb import KnowledgeBase  # noqa: E402
 
+SHARDS = 20
+HIDDEN_SHARDS = 5
+"""Each reader may not read this many of the corpus shards."""
 
-def post(url: str, body: dict[str, Any], timeout: float = 120.0) -> tuple[int, Any]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+
+def post(url: str, body: dict[str, Any], timeout: float = 120.0,
+         headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.loads(response.read())
@@ -125,11 +140,12 @@ class KeptAlive:
         raise AssertionError("unreachable")
 
 
-def start_daemon(data: Path, docs: Path) -> tuple[subprocess.Popen, str]:
+def start_daemon(data: Path, docs: Path,
+                 config: Path | None = None) -> tuple[subprocess.Popen, str]:
     """`psirag-kb daemon` on the data directory; returns the process and its URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "psirag_kb", "--data-dir", str(data), "daemon",
-         "--watch", str(docs), "--port", "0"],
+        [sys.executable, "-m", "psirag_kb", *(["--config", str(config)] if config else []),
+         "--data-dir", str(data), "daemon", "--watch", str(docs), "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     line = proc.stdout.readline()
@@ -142,9 +158,11 @@ class Clients:
     """C threads querying back to back; every outcome recorded with its time."""
 
     def __init__(self, url: str, questions: list[str], clients: int,
-                 keep_alive: dict[str, str] | None = None) -> None:
+                 keep_alive: dict[str, str] | None = None,
+                 tokens: list[str] | None = None) -> None:
         self.url = url + "/api/query"
         self.keep_alive = keep_alive
+        self.tokens = tokens
         self.questions = questions
         self.results: list[tuple[float, float, int, str]] = []  # start, seconds, status, error
         self._mutex = threading.Lock()
@@ -153,8 +171,11 @@ class Clients:
 
     def _run(self, seed: int) -> None:
         rng = random.Random(seed)
-        send = (KeptAlive(self.url, self.keep_alive).post if self.keep_alive is not None
-                else lambda body: post(self.url, body))
+        own = ({"Authorization": f"Bearer {self.tokens[seed % len(self.tokens)]}"}
+               if self.tokens else None)
+        send = (KeptAlive(self.url, own or self.keep_alive).post
+                if self.keep_alive is not None
+                else lambda body: post(self.url, body, headers=own))
         while not self._stop.is_set():
             text = rng.choice(self.questions)
             started = time.perf_counter()
@@ -192,6 +213,53 @@ def summary(latencies: list[float]) -> dict[str, float]:
     }
 
 
+def make_readers(data: Path, shards: list[Path], readers: int) -> list[str]:
+    """R readers on the data directory (no daemon yet), reader i missing 5 shard folders from
+    i on; returns their tokens."""
+    from psirag_kb.people import People
+
+    people = People(data)
+    tokens = []
+    for n in range(readers):
+        hidden = {(n + j) % len(shards) for j in range(HIDDEN_SHARDS)}
+        grants = [str(path) for i, path in enumerate(shards) if i not in hidden]
+        tokens.append(people.add(f"reader{n:02d}", "reader", grants))
+    return tokens
+
+
+def compare_readers(args: argparse.Namespace, url: str, headers: dict[str, str],
+                    questions: list[str], tokens: list[str]) -> dict[str, Any]:
+    """The same clients with the single owner token, then with R readers' tokens, in turns."""
+    runs: dict[str, list[tuple[float, float, int, str]]] = {"single_token": [], "readers": []}
+    seconds = {"single_token": 0.0, "readers": 0.0}
+    for _ in range(args.rounds):
+        for name, given in (("single_token", None), ("readers", tokens)):
+            clients = Clients(url, questions, args.clients,
+                              headers if args.keep_alive else None, given)
+            began = time.perf_counter()
+            clients.start()
+            time.sleep(args.duration)
+            clients.stop()
+            seconds[name] += time.perf_counter() - began
+            runs[name].extend(clients.results)
+    figures = {}
+    for name, results in runs.items():
+        errors = [r for r in results if r[3]]
+        figures[name] = {
+            "requests": len(results),
+            "requests_per_s": round(len(results) / seconds[name], 2),
+            "errors": len(errors), "error_samples": sorted({e[3] for e in errors})[:3],
+            "latency": summary([r[1] for r in results]),
+        }
+    single, readers = figures["single_token"], figures["readers"]
+    return figures | {
+        "readers_vs_single_requests_per_s": round(
+            readers["requests_per_s"] / max(single["requests_per_s"], 1e-9), 3),
+        "readers_vs_single_p50": round(readers["latency"].get("p50_s", 0)
+                                       / max(single["latency"].get("p50_s", 1e-9), 1e-9), 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, required=True)
@@ -202,6 +270,11 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=500)
     parser.add_argument("--burst-at", type=float, default=5.0, help="seconds after the start")
     parser.add_argument("--workdir", type=Path, help="keep the data here (default: a temp dir)")
+    parser.add_argument("--readers", type=int, default=0,
+                        help="compare the single token with this many readers' tokens "
+                             "(no burst)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="with --readers: how many times each phase runs, in turns")
     parser.add_argument("--keep-alive", action="store_true",
                         help="each client keeps one HTTP/1.1 connection (default: one per "
                              "request, as urllib does)")
@@ -212,11 +285,20 @@ def main() -> None:
     docs.mkdir(parents=True, exist_ok=True)
     config = Config().with_data_dir(data)
     rows = records(args.corpus, args.leaves)
+    shards = [docs / f"shard-{n:02d}" for n in range(SHARDS)] if args.readers else []
+    for n, row in enumerate(rows if args.readers else []):
+        path = shards[n % SHARDS] / f"p{n:05d}.md"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(f"# {row['title']}\n\n{row['text']}\n", encoding="utf-8")
     corpus = work / "base.jsonl"
-    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    if not args.readers:
+        corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     with KnowledgeBase(config, CachedEmbedder(make_embedder(config.embedding),
                                               config.storage.cache_dir)) as kb:
-        kb.ingest_jsonl(corpus)
+        if args.readers:
+            kb.ingest([docs])
+        else:
+            kb.ingest_jsonl(corpus)
         leaves = kb.store.chunk_count()
     if args.questions:
         lines = args.questions.read_text(encoding="utf-8").splitlines()
@@ -224,8 +306,25 @@ def main() -> None:
     else:
         questions = [r["title"] for r in rows]
 
-    proc, url = start_daemon(data, docs)
+    settings = None
+    if args.readers:
+        tokens = make_readers(data, shards, args.readers)
+        settings = work / "config.toml"  # the benchmark measures grants, not the rate limit
+        settings.write_text("[api]\nperson_requests_per_minute = 1000000\n", encoding="utf-8")
+    proc, url = start_daemon(data, docs, settings)
     headers = authorize(data)
+    if args.readers:
+        try:
+            post(url + "/api/query", {"text": "warm up", "mode": "hybrid", "k": 1})
+            report = compare_readers(args, url, headers, questions, tokens)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+        print(json.dumps({"machine": f"{os.cpu_count()} cores", "leaves": leaves,
+                          "clients": args.clients, "reader_tokens": args.readers,
+                          "duration_s_per_phase": args.duration, "rounds": args.rounds,
+                          "load_average": os.getloadavg()} | report, indent=2))
+        return
     memory: list[tuple[float, float]] = []
     sampling = threading.Event()
 

@@ -452,7 +452,7 @@ def inprocess_queries(config: Config, embedder: Embedder, questions: list[str],
     try:
         if not callable(getattr(kb, "embed_query", None)):
             raise AttributeError("KnowledgeBase has no embed_query to stand in for")
-        kb.embed_query = vectors.__getitem__  # type: ignore[method-assign]
+        kb.engine.embed_query = vectors.__getitem__  # type: ignore[method-assign]
         for text in questions[:5]:
             kb.query(text, mode="hybrid", k=QUERY_K)
         seconds = []

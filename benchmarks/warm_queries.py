@@ -34,7 +34,7 @@ def main() -> None:
     for n in args.n:
         with KnowledgeBase(load_config(args.work / f"n{n}" / "config.toml")) as kb:
             vectors = dict(zip(questions, kb.embedder.embed(questions), strict=True))
-            kb.embed_query = lambda text, v=vectors: v[text]  # type: ignore[method-assign]
+            kb.engine.embed_query = lambda text, v=vectors: v[text]  # type: ignore[method-assign]
             out[n] = []
             for _ in range(args.rounds):
                 times = []

@@ -16,6 +16,8 @@ from typing import Any
 from psirag_kb.config import DEFAULT_MODEL, Config, load_config
 from psirag_kb.errors import KBError
 from psirag_kb.locations import place
+from psirag_kb.paths import inside
+from psirag_kb.people import ROLES
 from psirag_kb.search.retrieval import EVAL_MODES, MODES
 
 log = logging.getLogger("psirag_kb")
@@ -29,8 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", type=Path, help="data directory (overrides [storage])")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--server", metavar="URL",
-                        help="a remote daemon for query, status, tree, tui and mcp (overrides "
-                             "PSIRAG_KB_URL and [api] server); its token comes from "
+                        help="a remote daemon for query, status, tree, tui, mcp and users "
+                             "(overrides PSIRAG_KB_URL and [api] server); its token comes from "
                              "PSIRAG_KB_TOKEN, --token-file or [api] token / token_file")
     parser.add_argument("--token-file", metavar="FILE",
                         help="a file holding the daemon's API token (overrides [api] token_file)")
@@ -46,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--json", action="store_true", help="print the report as JSON")
     ingest.add_argument("--no-abstracts", action="store_true",
                         help="leave the tree's keyword abstracts to `maintain` or the daemon")
+
+    forget = commands.add_parser(
+        "forget", help="remove files or folders from the index on purpose (a folder that "
+                       "vanished keeps its files as unavailable until then)")
+    forget.add_argument("paths", nargs="+", type=Path, help="indexed files or folders")
+    forget.add_argument("--json", action="store_true", help="print the result as JSON")
 
     query = commands.add_parser("query", help="search the knowledge base")
     query.add_argument("text", help="the question or search terms")
@@ -103,6 +111,34 @@ def _parser() -> argparse.ArgumentParser:
     distill.add_argument("--source", default=DEFAULT_MODEL, metavar="MODEL",
                          help="local sentence-transformers folder (default: the bundled MiniLM)")
     distill.add_argument("--json", action="store_true", help="print one JSON object")
+
+    users = commands.add_parser(
+        "users", help="people of a team server: tokens, roles, folder grants (through the "
+                      "running daemon, else on the data directory)")
+    people = users.add_subparsers(dest="action", required=True)
+    add = people.add_parser("add", help="create a person and print their token once")
+    add.add_argument("name")
+    add.add_argument("--role", choices=ROLES, default="reader",
+                     help="reader (search and read), editor (also reindex inside their "
+                          "grants), admin (everything, including people); default reader")
+    add.add_argument("--read", action="append", default=[], metavar="PATH",
+                     help="a folder or file they may read (repeatable)")
+    add.add_argument("--json", action="store_true", help='print {"name", "token"}')
+    listed = people.add_parser("list", help="names, roles, grants, created, last used")
+    listed.add_argument("--json", action="store_true", help="print one JSON object")
+    for action, what in (("grant", "let NAME read PATH too"),
+                         ("ungrant", "take a grant of NAME away")):
+        change = people.add_parser(action, help=what)
+        change.add_argument("name")
+        change.add_argument("--read", action="append", required=True, metavar="PATH",
+                            help="a folder or file (repeatable)")
+        change.add_argument("--json", action="store_true", help="print one JSON object")
+    revoke = people.add_parser("revoke", help="remove a person; their token stops working")
+    revoke.add_argument("name")
+    revoke.add_argument("--json", action="store_true", help="print one JSON object")
+    rotate = people.add_parser("rotate", help="give a person a new token (the old one stops)")
+    rotate.add_argument("name")
+    rotate.add_argument("--json", action="store_true", help='print {"name", "token"}')
 
     daemon = commands.add_parser("daemon", help="watch folders and serve the HTTP API")
     daemon.add_argument("--watch", type=Path, action="append", default=[], metavar="DIR",
@@ -241,16 +277,45 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
         return 0
     print(
         f"added {total.added}, updated {total.updated}, unchanged {total.unchanged}, "
-        f"removed {total.removed}, skipped {total.skipped}, failed {total.failed}; "
+        f"removed {total.removed}, skipped {total.skipped}, failed {total.failed}"
+        + (f", unavailable {total.unavailable}" if total.unavailable else "")
+        + (f", restored {total.restored}" if total.restored else "") + "; "
         f"{total.chunks_embedded} chunks embedded, {total.chunks_kept} kept, {chunks} in total"
     )
     if abstracts is not None and abstracts["regenerated"]:
-        print(f"abstracts: {abstracts['regenerated']} tree nodes given keyword abstracts")
+        print(f"abstracts: {abstracts['regenerated']} tree nodes given abstracts and labels")
     if total.seconds:
         print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in total.seconds.items()))
     for path, state, reason in total.problems:
         print(f"  {state}: {path}: {reason}")
     return 0
+
+
+def cmd_forget(args: argparse.Namespace, config: Config) -> int:
+    _local_only(config, "forget")
+    from psirag_kb.service.client import running_daemon
+
+    paths = [os.path.abspath(os.path.expanduser(p)) for p in args.paths]
+    daemon = running_daemon(config)
+    if daemon is not None:
+        removed = sum(daemon.forget(path)["removed"] for path in paths)
+    else:
+        with _open(config) as kb:
+            removed = kb.forget(paths)
+    if args.json:
+        print(json.dumps({"removed": removed}))
+    else:
+        print(f"removed {removed} file(s) from the index")
+        watched = [p for p in paths if any(inside(p, f) for f in config.watch.folders)]
+        for path in watched:
+            print(f"  {path} is inside a watched folder: a rescan indexes what is on disk "
+                  "again; drop it from [watch] folders to keep it out")
+    return 0
+
+
+def _since(when: float | None) -> str:
+    """A time as local date and time."""
+    return "?" if when is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(when))
 
 
 def _print_results(result: dict[str, Any]) -> None:
@@ -263,6 +328,9 @@ def _print_results(result: dict[str, Any]) -> None:
         if len(text) > 300:
             text = text[:297] + "..."
         print(f"\n{item['rank']:>2}. [{item['score']:.3f}] {where}\n    {text}")
+        if item.get("unavailable"):
+            gone = item["unavailable"]
+            print(f"    (unavailable since {_since(gone.get('since'))}: {gone.get('reason')})")
 
 
 def _print_answer(result: dict[str, Any]) -> None:
@@ -296,6 +364,8 @@ def cmd_query(args: argparse.Namespace, config: Config) -> int:
     elif result["mode"] == "agent":
         _print_answer(result)
     else:
+        if result.get("note"):
+            print(f"Note: {result['note']}\n")
         if result.get("summary"):
             print(f"Summary: {result['summary']}\n")
         elif result.get("abstracts"):
@@ -325,8 +395,8 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     files = status["files"]
     print(f"data directory: {status['data_dir']}")
     print(
-        f"files: {files['indexed']} indexed, {files['skipped']} skipped, "
-        f"{files['failed']} failed"
+        f"files: {files['indexed']} indexed, {files.get('unavailable', 0)} unavailable, "
+        f"{files['skipped']} skipped, {files['failed']} failed"
     )
     print(f"chunks: {status['chunks']}   model: {status['model']} ({status['dim']}-d)")
     tree = status["tree"]
@@ -345,9 +415,13 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     print("stores: " + ", ".join(sizes))
     for problem in status["problems"]:
         print(f"  {problem['state']}: {problem['path']}: {problem['reason']}")
+    for gone in status.get("unavailable", []):
+        print(f"  unavailable since {_since(gone['since'])}: {gone['files']} file(s): "
+              f"{gone['reason']} (still searchable; `psirag-kb forget PATH` removes them)")
     if "daemon" in status:
         daemon = status["daemon"]
-        print(f"daemon: pid {daemon['pid']} at {daemon['url']}, {daemon['queue']} queued, "
+        queued = f"{daemon['queue']} queued, " if "queue" in daemon else ""
+        print(f"daemon: pid {daemon['pid']} at {daemon['url']}, {queued}"
               f"watching {', '.join(status.get('watch', [])) or 'nothing'}")
     return 0
 
@@ -373,6 +447,7 @@ def _abstracts_line(abstracts: dict[str, Any]) -> str:
 
 def cmd_eval(args: argparse.Namespace, config: Config) -> int:
     from psirag_kb.evaluation import evaluate
+    from psirag_kb.kb import KnowledgeBase
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in (*EVAL_MODES, "flat_whole")]
@@ -380,7 +455,8 @@ def cmd_eval(args: argparse.Namespace, config: Config) -> int:
         raise KBError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(EVAL_MODES)}")
     report = evaluate(config, args.corpus, args.questions, modes, k=args.k,
                       batches=args.batches, abstracts=args.abstracts,
-                      data_dir=args.data_dir.resolve() if args.data_dir else None)
+                      data_dir=args.data_dir.resolve() if args.data_dir else None,
+                      open_kb=KnowledgeBase)
     if args.json:
         print(json.dumps(report))
         return 0
@@ -402,10 +478,10 @@ def cmd_tree(args: argparse.Namespace, config: Config) -> int:
         return 0
     state = " (stale)" if node["dirty"] else ""
     print(f"node {node['id']} on layer {node['layer']}, {node['leaves']} leaves{state}")
-    if node["abstract"]:
-        print(f"  {node['abstract']}")
+    if node.get("label") or node["abstract"]:
+        print(f"  {node.get('label') or node['abstract']}")
     for child in node["children"]:
-        text = " ".join(child["abstract"].split()) or "(no abstract yet)"
+        text = " ".join((child.get("label") or child["abstract"]).split()) or "(no abstract yet)"
         if len(text) > 110:
             text = text[:107] + "..."
         label = f"chunk {child['id']}" if child["kind"] == "leaf" else f"node {child['id']}"
@@ -518,8 +594,70 @@ def cmd_daemon(args: argparse.Namespace, config: Config) -> int:
     return run_daemon(config, [p.resolve() for p in args.watch], verbose=args.verbose)
 
 
+def _users_call(config: Config) -> Any:
+    """`users` commands: the remote or running daemon's API (admin token), else people.json
+    in the data directory (a running daemon sees that within a second)."""
+    from psirag_kb.people import People, Users
+    from psirag_kb.service.client import remote_daemon, running_daemon
+
+    daemon = remote_daemon(config) or running_daemon(config)
+    if daemon is not None:
+        return daemon.users
+    users = Users(People(config.data_dir))
+
+    def local(action: str, name: str = "", role: str | None = None,
+              read: list[str] | None = None) -> dict[str, Any]:
+        if action == "list":
+            return users.list()
+        if action == "add":
+            return users.add(name, role or "reader", read or [])
+        if action in ("revoke", "rotate"):
+            return getattr(users, action)(name)
+        return getattr(users, action)(name, read or [])
+
+    return local
+
+
+def cmd_users(args: argparse.Namespace, config: Config) -> int:
+    call = _users_call(config)
+    read = [p if config.api.server else os.path.abspath(os.path.expanduser(p))
+            for p in getattr(args, "read", None) or []]
+    if args.action == "list":
+        result = call("list")
+    elif args.action == "add":
+        result = call("add", args.name, args.role, read)
+    else:
+        result = call(args.action, args.name, read=read)
+    if args.json:
+        print(json.dumps({"name": result["name"], "token": result["token"]}
+                         if "token" in result else result))
+        return 0
+    if "token" in result:
+        print(f"token of {result['name']} (shown this once; give it to them, they set "
+              f"PSIRAG_KB_TOKEN or [api] token_file):\n{result['token']}")
+    elif "users" in result:
+        for person in result["users"]:
+            print(f"{person['name']:<20} {person['role']:<7} created "
+                  f"{_when(person['created'])}, last used {_when(person['last_used'])}")
+            for grant in person["grants"]:
+                print(f"    reads {grant}")
+        if not result["users"]:
+            print("nobody yet: `psirag-kb users add NAME --read FOLDER`")
+    elif "revoked" in result:
+        print(f"{result['revoked']} removed; their token no longer works")
+    else:
+        print(f"{result['name']} ({result['role']}) reads: "
+              f"{', '.join(result['grants']) or 'nothing'}")
+    return 0
+
+
+def _when(stamp: float | None) -> str:
+    return "never" if not stamp else time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
+
+
 def cmd_tui(args: argparse.Namespace, config: Config) -> int:
-    from psirag_kb.service.client import HTTPClient, connect, remote_daemon, running_daemon
+    from psirag_kb.service.client import HTTPClient, remote_daemon, running_daemon
+    from psirag_kb.service.handover import HandoverClient, connect_session
 
     try:
         from tui.app import run
@@ -530,11 +668,13 @@ def cmd_tui(args: argparse.Namespace, config: Config) -> int:
     logging.basicConfig(filename=config.data_dir / "tui.log", force=True,
                         level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    client = connect(config)
+    client = connect_session(config, "tui")
     reconnect = None
     if isinstance(client, HTTPClient):
         reconnect = (lambda: remote_daemon(config)) if client.remote else \
             (lambda: running_daemon(config))
+    elif isinstance(client, HandoverClient):  # a daemon handed over to may go away later
+        reconnect = lambda: running_daemon(config, quiet=True)  # noqa: E731
     run(client, reconnect)
     return 0
 
@@ -542,7 +682,7 @@ def cmd_tui(args: argparse.Namespace, config: Config) -> int:
 def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
     from contextlib import redirect_stdout
 
-    from psirag_kb.service.client import connect
+    from psirag_kb.service.handover import connect_session
 
     try:
         from psirag_kb.service.mcp import build_server
@@ -550,7 +690,7 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
         raise KBError(f"the MCP server cannot start ({exc}); install it with "
                       "`pip install 'mcp>=2.3'`") from None
     with redirect_stdout(sys.stderr):  # stdout carries the protocol alone
-        client = connect(config)
+        client = connect_session(config, "mcp")
     with closing(client):
         build_server(client).run("stdio")  # the SDK diverts fd 1 to stderr while it serves
     return 0
@@ -559,9 +699,10 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
 COMMANDS = {
     "tui": cmd_tui,
     "mcp": cmd_mcp,
-    "ingest": cmd_ingest, "query": cmd_query, "status": cmd_status, "eval": cmd_eval,
+    "ingest": cmd_ingest, "forget": cmd_forget, "query": cmd_query, "status": cmd_status,
+    "eval": cmd_eval,
     "tree": cmd_tree, "maintain": cmd_maintain, "hops": cmd_hops, "daemon": cmd_daemon,
-    "distill": cmd_distill,
+    "distill": cmd_distill, "users": cmd_users,
 }
 
 

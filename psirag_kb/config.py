@@ -34,10 +34,20 @@ class IngestConfig:
     """Hard cap for a chunk when a single sentence is longer than the target."""
     max_file_bytes: int = 20_000_000
     """Files larger than this are skipped with a recorded reason."""
+    max_extracted_bytes: int = 200_000_000
+    """A document (.docx, .xlsx, .epub, .odt...; a PDF's page streams) unpacking to more than
+    this is skipped."""
+    max_compression_ratio: int = 100
+    """A document member (a PDF stream) unpacking past 10 MB at more than this many times its
+    packed size is skipped (a zip bomb)."""
     include_hidden: bool = False
     """Index hidden files and folders (names starting with a dot)."""
     follow_external_links: bool = False
     """Index symlinked files whose target lies outside the watched or ingested folder."""
+    vanished_folder_min_files: int = 20
+    """A folder inside a watched or ingested one that vanishes as a whole (missing, or empty as
+    an unmounted drive's mount point) while it held this many indexed files or more keeps them
+    as unavailable instead of removing them; a watched or named folder always does."""
     ocr: bool = True
     """Read PDF pages that have no text layer (scans) with tesseract OCR when it is installed."""
     chunk_context: bool = True
@@ -79,6 +89,10 @@ class TreeConfig:
     """Neighbours per leaf in hnsw pair mode."""
     abstract_kind: str = "keyword"
     """keyword or summative abstracts."""
+    offline_labels: str = "contrast"
+    """Offline abstracts and labels: "contrast" (a node's phrases as its abstract, and a short
+    display label of what sets it apart from its siblings) or "keywords" (the earlier phrase
+    picker, abstracts only: kept for comparison in benchmarks/label_routing.py)."""
     node_vectors: str = "centroid"
     """What guides tree search at abstract nodes: "abstract" (the embedding of the node's
     abstract, the centroid until it has one) or "centroid" (mean of the children). Abstracts are
@@ -191,6 +205,15 @@ class APIConfig:
     """Open connections beyond this are refused with 503."""
     auth_failures_per_minute: int = 10
     """Wrong tokens one client address may send in a minute before it is refused (429)."""
+    person_requests_per_minute: int = 600
+    """Requests one person's token may make in a minute (a burst up to this, then 429 with
+    Retry-After); the owner's token (api.token) is never limited."""
+    audit_queries: bool = False
+    """Write the query text into audit.jsonl (off: only who, what, scope and result count)."""
+    audit_max_bytes: int = 10_000_000
+    """audit.jsonl past this size becomes audit.1.jsonl (older files shift up)."""
+    audit_backups: int = 5
+    """Rotated audit files kept (audit.1.jsonl ... audit.N.jsonl)."""
 
 
 @dataclass(frozen=True)
@@ -228,6 +251,7 @@ _CHOICES = {
     ("embedding", "backend"): {"torch", "onnx", "onnx-int8"},
     ("tree", "pair_mode"): {"auto", "exact", "hnsw", "bucketing"},
     ("tree", "abstract_kind"): {"keyword", "summative"},
+    ("tree", "offline_labels"): {"contrast", "keywords"},
     ("tree", "node_vectors"): {"abstract", "centroid"},
     ("retrieval", "default_mode"): {"auto", "hybrid", "tree", "sparse", "dense"},
     ("retrieval", "fusion"): {"rrf", "rerank"},

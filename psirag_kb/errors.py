@@ -14,12 +14,15 @@ class ConfigError(KBError):
 class SkippedFile(KBError):
     """A file deliberately not indexed (unsupported, binary, empty, too large, undecodable)."""
 
-    def __init__(self, reason: str, *, incomplete: bool = False) -> None:
+    def __init__(self, reason: str, *, incomplete: bool = False, damaged: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.incomplete = incomplete
         """The file looks cut short (a zip without its end): if it was just written, its writer
         may not have finished, so it is retried instead of skipped."""
+        self.damaged = damaged
+        """A reader raised on the content (a damaged save, or a bug in the reader): a file
+        indexed before keeps its chunks and is marked failed, to be read again."""
 
 
 class FileReadError(KBError):
@@ -48,3 +51,8 @@ class NodeNotFound(KBError):
 
 class ChunkNotFound(NodeNotFound):
     """A chunk id that does not exist (never indexed, or its file changed since)."""
+
+
+class AccessDenied(KBError):
+    """A person's role or grants do not allow what they asked (a reindex, ingest or removal
+    outside what they may write; answered 403)."""

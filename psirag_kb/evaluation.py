@@ -9,7 +9,7 @@ import string
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,17 +85,19 @@ def evaluate(
     data_dir: Path | None = None,
     abstracts: bool = False,
     embedder: Embedder | None = None,
+    *,
+    open_kb: Callable[..., Any],
 ) -> dict[str, Any]:
-    """Build a fresh KB from the corpora, then score every question in every mode."""
-    from psirag_kb.kb import KnowledgeBase
-
+    """Build a fresh KB from the corpora with `open_kb(config, embedder=...)` (the
+    KnowledgeBase class: this module sits below the facade), then score every question in
+    every mode."""
     questions = load_questions(questions_file)
     if embedder is None:
         embedder = CachedEmbedder(make_embedder(config.embedding, config.storage.cache_dir),
                                   config.storage.cache_dir)
     with tempfile.TemporaryDirectory(prefix="psirag-eval-") as tmp:
         config = config.with_data_dir(data_dir or Path(tmp) / "kb")
-        with KnowledgeBase(config, embedder=embedder) as kb:
+        with open_kb(config, embedder=embedder) as kb:
             timings = kb.ingest_corpora(corpora, batches=batches)
             if abstracts:
                 started = time.perf_counter()

@@ -8,15 +8,17 @@ view) and take no lock a write holds.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from psirag_kb.abstracts.job import AbstractJob
+from psirag_kb.access import OWNER, Access
+from psirag_kb.answer.agent import answer_question
 from psirag_kb.config import Config
-from psirag_kb.errors import KBError
+from psirag_kb.errors import AccessDenied, KBError
 from psirag_kb.ingest.embedding import (
     Embedder,
     QueryEmbedder,
@@ -25,14 +27,14 @@ from psirag_kb.ingest.embedding import (
     yield_cores,
 )
 from psirag_kb.ingest.ingestion import Ingestion, IngestReport, Progress
-from psirag_kb.search.adjacent import MARGIN, MAX_DEPTH, merge_adjacent
-from psirag_kb.search.fusion import certain_hits, fuse
-from psirag_kb.search.phrases import no_match_note, phrase_scope, quoted
+from psirag_kb.paths import resolved
+from psirag_kb.search.engine import QueryEngine, Within, asked
 from psirag_kb.search.rerank import Reranker
-from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
-from psirag_kb.search.scope import Scope, normalise
-from psirag_kb.search.treeindex import CANDIDATES, TreeIndex
-from psirag_kb.search.treeview import node_view, path_view
+from psirag_kb.search.retrieval import Ranking
+from psirag_kb.search.rows import result_row
+from psirag_kb.search.scope import Scope
+from psirag_kb.search.summary import add_summary
+from psirag_kb.search.treeindex import TreeIndex
 from psirag_kb.storage.dense import DenseIndex
 from psirag_kb.storage.sparse import SparseIndex
 from psirag_kb.storage.store import Store
@@ -44,10 +46,8 @@ DRIFT_TOLERANCE = 0.02
 """A subtree is rebuilt when its cost exceeds a local rebuild's by more than this fraction."""
 DRIFT_MAX_LEAVES = 4000
 """Largest subtree rebuilt in one piece."""
-SUMMARY_LEAVES = 18
 
-Within = Sequence[str | Path] | Scope
-"""The folders and files a query is limited to (or the scope they were resolved to)."""
+__all__ = ["OWNER", "Access", "KnowledgeBase", "Within", "result_row"]
 
 
 class KnowledgeBase:
@@ -68,6 +68,19 @@ class KnowledgeBase:
         self.abstract_job = AbstractJob(config, self.embedder, self.stores)
         reranker = config.retrieval.reranker
         self.reranker = Reranker(reranker, config.embedding.device) if reranker else None
+        self.engine = QueryEngine(config, self.stores, self.query_embedder, self.reranker)
+        """Every read of the knowledge base: the facade composes it, never the other way."""
+
+    @property
+    def config(self) -> Config:
+        """The configuration (replacing it here replaces the query engine's too)."""
+        return self._config
+
+    @config.setter
+    def config(self, config: Config) -> None:
+        self._config = config
+        if "engine" in self.__dict__:
+            self.engine.config = config
 
     # -- the stores, for readers (and tests) ------------------------------------------------
 
@@ -116,9 +129,10 @@ class KnowledgeBase:
     # -- writes (each one a task for the writer thread) -------------------------------------
 
     def ingest(self, paths: Iterable[Path | str], progress: Progress | None = None,
-               keep_vanished: bool = False) -> IngestReport:
-        """Index files and folders; unchanged files are skipped, missing ones removed."""
-        return self.ingestion.ingest(paths, progress, keep_vanished)
+               keep_vanished: bool = False, *, access: Access = OWNER) -> IngestReport:
+        """Index files and folders; unchanged files are skipped, missing ones removed (only
+        inside what `access` may write: an editor's grants, anywhere for an admin)."""
+        return self.ingestion.ingest(_writable(paths, access), progress, keep_vanished)
 
     def ingest_jsonl(self, path: Path | str, progress: Progress | None = None) -> IngestReport:
         """Index a benchmark corpus: one leaf per {"id","title","text"} record."""
@@ -129,9 +143,25 @@ class KnowledgeBase:
         """Index benchmark corpora: at once, or shuffled in sequential incremental batches."""
         return self.ingestion.ingest_corpora(corpora, batches, seed)
 
-    def remove(self, paths: Iterable[Path | str]) -> int:
-        """Forget files (and everything below folders); returns how many were removed."""
-        return self.ingestion.remove(paths)
+    def remove(self, paths: Iterable[Path | str], *, access: Access = OWNER) -> int:
+        """Forget files (and everything below folders); returns how many were removed (only
+        inside what `access` may write)."""
+        return self.ingestion.remove(_writable(paths, access))
+
+    def forget(self, paths: Iterable[Path | str], *, access: Access = OWNER) -> int:
+        """Remove files and folders on purpose, unavailable ones included; an error when nothing
+        is indexed at or below a path. Returns how many files were removed."""
+        return self.ingestion.forget(_writable(paths, access))
+
+    def vanish(self, folders: Iterable[Path | str]) -> int:
+        """Mark the indexed files of folders that vanished unavailable: they stay searchable
+        until the folder returns or is forgotten. Returns how many were marked."""
+        return self.ingestion.vanish(folders)
+
+    def forget_unwatched(self, folders: Iterable[Path | str]) -> int:
+        """Record the watched folders; remove the unavailable files of folders watched the
+        last time and no longer. Returns how many files were removed."""
+        return self.ingestion.forget_unwatched(folders)
 
     def rename(self, old: Path | str, new: Path | str) -> bool:
         """A file moved: its record and leaves stay, its path changes."""
@@ -155,186 +185,61 @@ class KnowledgeBase:
         """Persist the hnswlib index and checkpoint DuckDB (cheap to redo; done on close)."""
         self.writer.call(self.stores.checkpoint_now, key="checkpoint")
 
-    # -- query ------------------------------------------------------------------------------
+    # -- query (composed from the query engine; `access` is the person asking) -------------
 
     def embed_query(self, text: str) -> np.ndarray:
         """The query's unit vector (float32)."""
-        return self.query_embedder.embed_one(text)
-
-    def scope_of(self, within: Within) -> Scope:
-        """The scope of a query limited to these folders and files: their normalised paths and
-        the ids of the chunks below them (one DuckDB lookup, made when a retriever first needs
-        them; a Scope is returned as it is)."""
-        if isinstance(within, Scope):
-            return within
-        if isinstance(within, (str, Path)):  # one path, not a sequence of characters
-            within = [within]
-        paths = normalise(within)
-        return Scope(paths, lambda: self.store.scope_ids(paths))
+        return self.engine.embed_query(text)
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         """Unit vectors of several queries in one batched call."""
-        return self.query_embedder.embed_many(texts)
+        return self.engine.embed_queries(texts)
+
+    def scope_of(self, within: Within, access: Access = OWNER) -> Scope:
+        """The scope of a query limited to these folders and files (and the person's grants):
+        their normalised paths and the ids of the chunks below them (see `QueryEngine`)."""
+        scope = self.engine.scope_of(within, access)
+        assert scope is not None  # paths were given
+        return scope
 
     def rank(self, text: str, mode: str, k: int, within: Within | None = None,
-             vector: np.ndarray | None = None) -> Ranking:
-        """Chunk ids for a query in one mode, best first (a stale index is left out); with
-        `within`, each retriever searches only the chunks of files under those paths."""
-        if mode not in EVAL_MODES:
-            raise KBError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        scope = None if within is None else self.scope_of(within)
-        paths = None if scope is None else scope.paths
-        retrieval = self.config.retrieval
-        per = max(k, retrieval.k_per_retriever)
-        sparse_ok, dense_ok = "bm25" not in self.stale, "dense" not in self.stale
-        # "quoted text" must occur: BM25 filters by the phrases, the others rank among the
-        # chunks holding them (auto and agent pass the text on to each round's rank)
-        phrases = quoted(text) if sparse_ok and mode not in ("auto", "agent") else []
-        if mode == "sparse" and sparse_ok:  # BM25 filters by the paths: no id lookup
-            return Ranking(*self.sparse.search(text, k, paths, phrases))
-        if phrases:
-            scope = phrase_scope(self.sparse.search, text, phrases, paths)
-        if scope is not None and len(scope) == 0:
-            return Ranking.empty()
-        if mode == "agent":  # retrieval of agent mode without an LLM
-            from psirag_kb.search.multiround import multi_round
-
-            return multi_round(self, text, k, within=scope, vector=vector).ranking
-        if mode == "auto":
-            from psirag_kb.search.multiround import auto_rank
-
-            return auto_rank(self, text, k, scope, vector)
-        query = self.embed_query(text) if vector is None else vector
-        if mode in ("dense", "sparse"):  # sparse lands here only while BM25 is rebuilt
-            if dense_ok:
-                return Ranking(*self._near(query, k, scope))
-            return self._tree_search(query, k, scope=scope)
-        signals = retrieval.certain_first
-        bm25 = (Ranking(*self.sparse.search(text, per, paths, phrases))
-                if sparse_ok and (mode != "tree" or signals) else None)
-        certain = None if bm25 is None else certain_hits(
-            text, bm25, signals, retrieval.certain_margin, self.sparse.phrase_hits, paths)
-        if mode == "tree":  # one list: BM25's certain hits first, BM25 is not fused
-            return fuse([self._tree_search(query, k, scope=scope)], retrieval.rrf_k, k, certain)
-        rankings = [] if bm25 is None else [bm25]
-        near = None  # one ANN search serves the dense ranking and the tree's candidates
-        if dense_ok and (mode != "hybrid" or retrieval.fuse_dense):
-            near = self._near(query, max(per, CANDIDATES), scope)
-            rankings.append(Ranking(near[0][:per], near[1][:per]))
-        if mode == "hybrid" or not rankings:
-            rankings.insert(0, self._tree_search(query, per, near, scope))
-        if retrieval.fusion == "rerank" and self.reranker is not None:
-            candidates = rrf(rankings, retrieval.rrf_k).ids
-            hits = self.store.hits(candidates.tolist())
-            candidates = np.array([i for i in candidates.tolist() if i in hits], dtype=np.int64)
-            # the cross-encoder reads each candidate's text: it judges exact words itself
-            return self.reranker.rerank(text, candidates, [hits[i].text for i in candidates], k)
-        return fuse(rankings, retrieval.rrf_k, k, certain)
-
-    def _near(self, query: np.ndarray, k: int,
-              scope: Scope | None) -> tuple[np.ndarray, np.ndarray]:
-        """The dense index's top-k (ids, cosines), within the scope when there is one."""
-        if scope is None:
-            return self.dense.search(query, k)
-        return self.stores.neighbours_within(query, k, scope)
-
-    def _tree_search(self, query: np.ndarray, k: int,
-                     near: tuple[np.ndarray, np.ndarray] | None = None,
-                     scope: Scope | None = None) -> Ranking:
-        """Tree retrieval (empty before anything is indexed); `near` are the ANN index's
-        candidates when the caller already has them, and the leaves come from the scope."""
-        retrieval = self.config.retrieval
-        if retrieval.tree_search == "collapsed":
-            return self.tree_index.search_collapsed(
-                query, retrieval.parent_weight, k, self.config.tree.node_vectors == "abstract",
-                near, scope,
-            )
-        return self.tree_index.search(query, retrieval.tree_k, k, scope)
+             vector: np.ndarray | None = None, *, access: Access = OWNER) -> Ranking:
+        """Chunk ids for a query in one mode, best first (see `QueryEngine.rank`)."""
+        return self.engine.rank(text, mode, k, within, vector, access)
 
     def sources(self, ids: np.ndarray) -> list[str]:
         """The source (path or corpus id) of each chunk id, in order."""
-        hits = self.store.hits(ids.tolist())
-        return [hits[i].source for i in ids.tolist() if i in hits]
+        return self.engine.sources(ids)
 
     def query(
         self, text: str, mode: str | None = None, k: int | None = None, summarize: bool = False,
-        within: Within | None = None,
+        within: Within | None = None, *, access: Access = OWNER,
     ) -> dict[str, Any]:
-        """Ranked results as the JSON shape the CLI and API return.
-
-        With `summarize`, 18 leaves (or k) come from the tree alone, in corpus order. With
-        `within` (folders or files), only chunks of files under them, and "in" lists them.
-        Otherwise, with [retrieval] merge_adjacent, chunks that touch in one file are one result
-        (see `merge_adjacent`), and every result lists its chunks in `chunk_ids`.
-        """
-        text = text.strip()
-        if not text:
-            raise KBError("the query is empty")
-        mode = "summarize" if summarize else (mode or self.config.retrieval.default_mode)
-        scope = None if within is None else self.scope_of(within)
-        if mode == "agent":
-            return self.answer(text, k, within=scope)
-        merge = self.config.retrieval.merge_adjacent and not summarize
+        """Ranked results as the JSON shape the CLI and API return, from what `access` may
+        read: agent mode answers (`answer`), a summary adds abstracts and the LLM's text, and
+        every other mode is the engine's (see `QueryEngine.query`)."""
+        if mode == "agent" and not summarize:
+            if not text.strip():
+                raise KBError("the query is empty")
+            return self.answer(text.strip(), k, within=within, access=access)
+        result = self.engine.query(text, mode, k, summarize, within, access)
         if summarize:
-            ranking = self._tree_search(self.embed_query(text), k or SUMMARY_LEAVES,
-                                        scope=scope)
-            hits = self.store.hits(ranking.ids.tolist())
-            position = {i: (hits[i].path, hits[i].ordinal) for i in hits}
-            order = sorted(range(len(ranking.ids)),
-                           key=lambda j: position.get(int(ranking.ids[j]), ("", 0)))
-            results = self._rows(Ranking(ranking.ids[order], ranking.scores[order]), hits)
-        elif merge:
-            results = self._merged(text, mode, k or self.config.retrieval.k, scope)
-        else:
-            ranking = self.rank(text, mode, k or self.config.retrieval.k, scope)
-            results = [row | {"chunk_ids": [row["chunk_id"]]}
-                       for row in self._rows(ranking, self.store.hits(ranking.ids.tolist()))]
-        result: dict[str, Any] = {"query": text, "mode": mode, "results": results}
-        if scope is not None:
-            result["in"] = list(scope.paths)
-        if not results and (phrases := quoted(text)):
-            result["note"] = no_match_note(phrases)
-        if self.stale:
-            result["degraded"] = sorted(self.stale)
-        if summarize:
-            from psirag_kb.search.summary import add_summary
-
-            return add_summary(self, result)
+            return add_summary(self.engine, result, access=access)
         return result
 
-    @staticmethod
-    def _rows(ranking: Ranking, hits: dict[int, Any]) -> list[dict[str, Any]]:
-        """Result rows of a ranking, best first, for the chunks that still exist."""
-        rows: list[dict[str, Any]] = []
-        for chunk_id, score in zip(ranking.ids.tolist(), ranking.scores.tolist(), strict=True):
-            if chunk_id in hits:
-                rows.append(result_row(hits[chunk_id], chunk_id, score, len(rows) + 1))
-        return rows
-
-    def _merged(self, text: str, mode: str, k: int, scope: Scope | None) -> list[dict[str, Any]]:
-        """k results of touching hits merged (see `merge_adjacent`): ranks MARGIN x k chunks,
-        and twice as many again (up to MAX_DEPTH x k) while merging leaves fewer than k places."""
-        vector = None if mode == "sparse" else self.embed_query(text)
-        depth = k * MARGIN
-        while True:
-            ranking = self.rank(text, mode, depth, scope, vector=vector)
-            hits = self.store.hits(ranking.ids.tolist())
-            results = merge_adjacent(self._rows(ranking, hits), hits, k)
-            if len(results) >= k or len(ranking.ids) < depth or depth >= k * MAX_DEPTH:
-                return results
-            depth *= 2
+    def tree_note(self) -> str | None:
+        """What a tree-mode or summarize query says while the tree is missing or rebuilding."""
+        return self.engine.tree_note()
 
     def answer(self, text: str, k: int | None = None,
                on_step: Callable[[dict[str, Any]], None] | None = None,
-               within: Within | None = None) -> dict[str, Any]:
-        """Agent mode: an LLM answer with citations and steps, or multi-round retrieval; with
-        `within`, every retrieval round searches only those folders and files."""
-        from psirag_kb.answer.agent import answer_question
-
-        scope = None if within is None else self.scope_of(within)
-        result = answer_question(self, text, k, on_step, scope).as_dict()
-        if scope is not None:
-            result["in"] = list(scope.paths)
+               within: Within | None = None, *, access: Access = OWNER) -> dict[str, Any]:
+        """Agent mode: an LLM answer with citations and steps, or multi-round retrieval; every
+        retrieval round searches only what `access` may read (and `within`, when given)."""
+        scope = self.engine.scope_of(within, access)
+        result = answer_question(self.engine, text, k, on_step, scope).as_dict()
+        if within is not None:
+            result["in"] = list(asked(within))
         return result
 
     # -- status -----------------------------------------------------------------------------
@@ -372,35 +277,20 @@ class KnowledgeBase:
         self.checkpoint()
         return {"drift": drift, "abstracts": abstracts}
 
-    def node(self, node_id: int | None = None) -> dict[str, Any]:
-        """One abstract node (the root by default): its abstract and its children."""
-        return node_view(self.tree_index.view, node_id, self.store.hits)
+    def node(self, node_id: int | None = None, *, access: Access = OWNER) -> dict[str, Any]:
+        """One abstract node (the root by default): its abstract and its children (only nodes
+        whose every leaf `access` may read)."""
+        return self.engine.node(node_id, access)
 
-    def path_of(self, chunk_id: int) -> list[dict[str, Any]]:
+    def path_of(self, chunk_id: int, *, access: Access = OWNER) -> list[dict[str, Any]]:
         """The abstract nodes above a chunk's leaf, root first: id, layer, abstract, dirty."""
-        return path_view(self.tree_index.view, chunk_id)
+        return self.engine.path_of(chunk_id, access)
 
-    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]:
-        """One chunk's source, lines, location and full text, with up to `neighbours` chunks
-        either side of it in its file (`offset` -1 is the one just before)."""
-        from psirag_kb.errors import ChunkNotFound
-
-        if neighbours < 0:
-            raise KBError(f"neighbours must be 0 or more, not {neighbours}")
-        rows = self.store.around(chunk_id, neighbours) if 0 < chunk_id < 2**63 else []
-        hit = next((row for row in rows if row.id == chunk_id), None)
-        if hit is None:
-            raise ChunkNotFound(f"no chunk {chunk_id}: it was never indexed or its file has "
-                                "changed since; search again for current ids")
-        lines = {row.id: [row.line_first, row.line_last] if row.line_first is not None else None
-                 for row in rows}
-        return {
-            "chunk_id": hit.id, "source": hit.source, "path": hit.path,
-            "lines": lines[hit.id], "location": hit.location, "text": hit.text,
-            "neighbours": [{"chunk_id": row.id, "lines": lines[row.id], "location": row.location,
-                            "text": row.text, "offset": row.ordinal - hit.ordinal}
-                           for row in rows if row.id != hit.id],
-        }
+    def chunk(self, chunk_id: int, neighbours: int = 0, *,
+              access: Access = OWNER) -> dict[str, Any]:
+        """One chunk with up to `neighbours` chunks either side of it in its file; one that
+        `access` may not read is not found, as one that does not exist."""
+        return self.engine.chunk(chunk_id, neighbours, access)
 
     def tree_status(self) -> dict[str, Any]:
         """Shape of the tree, and whether it waits for a rebuild."""
@@ -410,8 +300,12 @@ class KnowledgeBase:
             if state["state"] != "ok" else {})
         return self.tree_index.status() | shown
 
-    def status(self) -> dict[str, Any]:
-        """Counts, model and store sizes."""
+    def status(self, *, access: Access = OWNER) -> dict[str, Any]:
+        """Counts, model and store sizes; for a person with grants, only what they may read
+        (their files, chunks, problems and visible tree nodes; no paths or sizes of the rest)."""
+        if not access.everything:
+            return self.engine.status_within(access) | {"model": self.embedder.name,
+                                                        "dim": self.dim}
         counts = self.store.state_counts()
         problems = [
             {"path": r.path, "state": r.state, "reason": r.reason}
@@ -430,15 +324,21 @@ class KnowledgeBase:
             "writer": {"queued": self.writer.queued, "running": _label(self.writer.running)},
             "stores": self.stores.sizes(),
             "problems": problems,
+            "unavailable": self.store.unavailable(),
         }
 
 
-def result_row(hit: Any, chunk_id: int, score: float, rank: int) -> dict[str, Any]:
-    """One result as the CLI, API and MCP server show it."""
-    lines = [hit.line_first, hit.line_last] if hit.line_first is not None else None
-    return {"rank": rank, "score": float(score), "source": hit.source, "lines": lines,
-            "location": hit.location, "text": hit.text, "chunk_id": int(chunk_id),
-            "path": hit.path}
+
+def _writable(paths: Iterable[Path | str], access: Access) -> Iterable[Path | str]:
+    """The paths, once each is known to lie where `access` may write (AccessDenied if not)."""
+    if access.role == "admin" and access.everything:
+        return paths
+    paths = list(paths)
+    for path in paths:
+        if not access.may_write(str(resolved(path))):
+            raise AccessDenied(f"{access.name} may not reindex {path}: ask an admin for a grant "
+                               "as an editor of its folder")
+    return paths
 
 
 def _label(key: Any) -> str | None:

@@ -52,6 +52,15 @@ class PsiragApp(App[None]):
 
     def on_mount(self) -> None:
         self.sub_title = self.connection.where
+        self.set_interval(self.status_interval, self.follow_where)
+
+    def follow_where(self) -> None:
+        """Show where the knowledge base is now (an in-process one handed over to a daemon)."""
+        where = self.connection.where
+        if self.problem or self._reconnecting is not None or self.sub_title == where:
+            return
+        self.sub_title = where
+        self.notify(f"now using {where}", title="knowledge base")
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

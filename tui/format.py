@@ -93,12 +93,13 @@ def chunk_text(result: dict[str, Any], words: list[str]) -> Text:
 
 
 def tree_path(path: list[dict[str, Any]], width: int = 90) -> Text:
-    """Each ancestor's abstract, root first, indented by depth."""
+    """Each ancestor's label (its abstract until it has one), root first, indented by depth."""
     out = Text("Path up the tree (root first)\n", style="bold")
     if not path:
         out.append("  this chunk is the whole tree\n", style="dim")
     for depth, node in enumerate(path):
-        abstract = " ".join(str(node.get("abstract") or "").split()) or "(no abstract yet)"
+        abstract = " ".join(str(node.get("label") or node.get("abstract") or "").split()
+                            ) or "(no abstract yet)"
         if len(abstract) > width:
             abstract = abstract[:width - 1] + "…"
         out.append("  " * depth + f"└ L{node.get('layer', '?')} #{node.get('id')} ", style="bold")
@@ -122,7 +123,8 @@ def overview_text(root: dict[str, Any]) -> Text:
     text.append(f"What the knowledge base holds ({root['leaves']} passages)", style="bold")
     text.append(" - F3 browses the topic tree, or type a query and press enter.\n")
     for child in sorted(children, key=lambda c: -c.get("leaves", 0)) or [root]:
-        phrases = [p for p in child.get("abstract", "").split(", ") if p][:OVERVIEW_PHRASES]
+        shown = child.get("label") or child.get("abstract", "")
+        phrases = [p for p in shown.split(", ") if p][:OVERVIEW_PHRASES]
         text.append(f"\n• {child.get('leaves', 0):>6} ", style="dim")
         text.append(", ".join(phrases) if phrases else "(abstract being written)")
         if child.get("dirty") and phrases:
@@ -265,7 +267,8 @@ def status_markup(status: dict[str, Any], where_: str, now: float | None = None)
     if watch is not None:
         out.append("[b]Watched folders[/b] " + (escape(", ".join(map(str, watch))) or "none"))
     files = status.get("files", {})
-    out.append("[b]Files[/b] " + ", ".join(f"{v} {k}" for k, v in files.items())
+    out.append("[b]Files[/b] " + ", ".join(f"{v} {k}" for k, v in files.items()
+                                           if v or k != "unavailable")
                + f"; {status.get('chunks', 0)} chunks")
     for name, index in (status.get("indexes") or {}).items():
         if index.get("state") == "stale":  # queries go on without it until it is rebuilt
@@ -276,6 +279,10 @@ def status_markup(status: dict[str, Any], where_: str, now: float | None = None)
         out.append(f"  [{style}]{escape(str(problem.get('state')))}[/] "
                    f"{escape(short_path(str(problem.get('path')), 36))}: "
                    f"{escape(_brief(problem.get('reason', ''), 60))}")
+    for gone in status.get("unavailable", []):  # a vanished folder: kept and searchable
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(gone.get("since") or 0)))
+        out.append(f"  [yellow]unavailable since {since}[/] {gone.get('files', 0)} file(s): "
+                   f"{escape(_brief(gone.get('reason', ''), 60))}")
     tree = status.get("tree", {})
     abstracts = status.get("abstracts", {})
     out.append(f"[b]Tree[/b] depth {tree.get('depth', 0)}, {tree.get('leaves', 0)} leaves, "

@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from psirag_kb.abstracts.labels import Work, label_batch, offline_abstracts
 from psirag_kb.abstracts.writers import KeywordAbstractor, LLMAbstractor
 from psirag_kb.errors import LLMError, LLMUnavailable
 
@@ -265,41 +266,50 @@ class AbstractJob:
         if work is None:
             self.progress.advance(skipped=len(nodes))
             return 0, 0
-        chosen, groups, shapes, keep_dirty = work
-        self.progress.advance(skipped=len(nodes) - len(chosen))
+        self.progress.advance(skipped=len(nodes) - len(work.nodes))
+        contrast = self.config.tree.offline_labels == "contrast"
+        labels = label_batch(work) if contrast else {}
         if use_llm and self.llm_abstractor is not None:
-            return self._with_llm(chosen, groups, shapes, keep_dirty)
+            return self._with_llm(work, labels)
+        if contrast:
+            return self._offline(work, labels, lambda part: offline_abstracts(work, part)), 0
+        abstracts = layer > 1  # children of layer 1 are passages, above it abstracts
+        counts = self.keywords.phrases_of(work.groups, abstracts)
+        idf = self.keywords.idf_of(work.groups, counts=counts)  # rarity over the batch, as one call
+        return self._offline(work, labels, lambda part: self.keywords.abstract_many(
+            work.groups[part], None, idf, abstracts, lexical=True, counts=counts[part])), 0
+
+    def _offline(self, work: Work, labels: dict[int, dict[int, str]],
+                 write: Callable[[slice], list[str]]) -> int:
+        """Write offline abstracts KEYWORD_NODES nodes at a time, committing at least every
+        COMMIT_EVERY_S seconds; an interruption keeps what was written."""
         made = 0
         pending: list[tuple[int, str | None]] = []
         since = time.monotonic()
-        abstracts = layer > 1  # children of layer 1 are passages, above it abstracts
-        counts = self.keywords.phrases_of(groups, abstracts)
-        idf = self.keywords.idf_of(groups, counts=counts)  # rarity over the batch, as one call
         try:
-            for start in range(0, len(chosen), KEYWORD_NODES):
+            for start in range(0, len(work.nodes), KEYWORD_NODES):
                 self._check_stop()
                 part = slice(start, start + KEYWORD_NODES)
-                texts = self.keywords.abstract_many(groups[part], None, idf, abstracts,
-                                                    lexical=True, counts=counts[part])
-                pending += zip(chosen[part], texts, strict=True)
+                pending += zip(work.nodes[part], write(part), strict=True)
                 if time.monotonic() - since >= COMMIT_EVERY_S:
                     ready, pending, since = pending, [], time.monotonic()
-                    made += self._commit(ready, shapes, keep_dirty)
+                    made += self._commit(ready, work, labels)
         except BaseException:  # an interruption keeps the offline work done so far
             if pending:
                 with contextlib.suppress(Exception):
-                    self._commit(pending, shapes, keep_dirty)
+                    self._commit(pending, work, labels)
             raise
         if pending:
-            made += self._commit(pending, shapes, keep_dirty)
-        return made, 0
+            made += self._commit(pending, work, labels)
+        return made
 
-    def _with_llm(self, nodes: list[int], groups: list[list[str]],
-                  shapes: dict[int, tuple[int, ...]], keep_dirty: set[int]) -> tuple[int, int]:
-        """Ask the LLM node by node, committing each abstract as soon as it is written."""
+    def _with_llm(self, work: Work, labels: dict[int, dict[int, str]]) -> tuple[int, int]:
+        """Ask the LLM node by node, committing each abstract (and the offline labels that
+        go with it) as soon as it is written."""
         assert self.llm_abstractor is not None
         made = errors = 0
-        for number, (node, group) in enumerate(zip(nodes, groups, strict=True)):
+        nodes = work.nodes
+        for number, (node, group) in enumerate(zip(nodes, work.groups, strict=True)):
             self._check_stop()
             self._check_yield()
             try:
@@ -313,12 +323,12 @@ class AbstractJob:
                     break
                 self._report()
                 continue
-            made += self._commit([(node, text)], shapes, keep_dirty)
+            made += self._commit([(node, text)], work, labels)
         self._report()
         return made, errors
 
-    def _commit(self, texts: list[tuple[int, str | None]], shapes: dict[int, tuple[int, ...]],
-                keep_dirty: set[int]) -> int:
+    def _commit(self, texts: list[tuple[int, str | None]], work: Work,
+                labels: dict[int, dict[int, str]]) -> int:
         """Embed fresh abstracts (when tree search is guided by them), store them in one
         transaction and count the progress."""
         guided = self.config.tree.node_vectors == "abstract"
@@ -326,35 +336,46 @@ class AbstractJob:
         embedded = dict(zip(fresh, self.embedder.embed(fresh), strict=True)) if fresh else {}
         nodes = [n for n, _ in texts]
         made = self.stores.writer.call(
-            lambda: self._write(nodes, [t for _, t in texts], embedded, shapes, keep_dirty))
+            lambda: self._write(nodes, [t for _, t in texts], embedded, work, labels))
         self.progress.advance(done=made, skipped=len(texts) - made)
         self._report()
         return made
 
-    def _read(self, nodes: list[int], layer: int, use_llm: bool) -> tuple | None:
+    def _read(self, nodes: list[int], layer: int, use_llm: bool) -> Work | None:
         """The children's texts (or abstracts) of the nodes still dirty (on the writer)."""
         live = self.stores.tree_index.live
+        view = self.stores.tree_index.view
         nodes = [n for n in nodes if n in live.children and n in live.dirty]
         shapes = {n: tuple(live.children[n]) for n in nodes}
+        contexts: list[list[str]] = []
+        kids: list[list[int]] = []
+        sizes: list[list[int]] = []
         if layer == 1:
-            leaf_ids = [-k for n in nodes for k in live.children[n]]
-            hits = self.stores.store.hits(leaf_ids)
-            groups = [[hits[-k].text for k in live.children[n] if -k in hits] for n in nodes]
+            found = self.stores.store.texts(-k for n in nodes for k in live.children[n])
+            rows = [[found[-k] for k in live.children[n] if -k in found] for n in nodes]
+            groups = [[text for text, _ in row] for row in rows]
+            contexts = [[context for _, context in row] for row in rows]
         else:
-            groups = [[live.abstracts.get(k, "") for k in live.children[n]] for n in nodes]
-            groups = [[t for t in group if t] for group in groups]
+            kids = [[k for k in live.children[n] if live.abstracts.get(k)] for n in nodes]
+            groups = [[live.abstracts[k] for k in row] for row in kids]
+            sizes = [[view.nodes[k].leaves if k in view.nodes else 1 for k in row]
+                     for row in kids]
         keep_dirty = {n for n in nodes if self.llm is not None and not use_llm}
         if keep_dirty:  # the LLM is down: offline keywords only where nothing exists yet
             selected = [i for i, n in enumerate(nodes) if n not in live.abstracts]
             nodes = [nodes[i] for i in selected]
             groups = [groups[i] for i in selected]
+            contexts, kids, sizes = ([row[i] for i in selected] if row else row
+                                     for row in (contexts, kids, sizes))
         if not nodes:
             return None
-        return nodes, groups, shapes, keep_dirty
+        return Work(nodes, groups, shapes, keep_dirty, layer, contexts, kids, sizes, live.root)
 
     def _write(self, nodes: list[int], texts: list[str | None], embedded: dict[str, Any],
-               shapes: dict[int, tuple[int, ...]], keep_dirty: set[int]) -> int:
-        """Store the abstracts of nodes whose children did not change meanwhile (on the writer)."""
+               work: Work, labels: dict[int, dict[int, str]]) -> int:
+        """Store the abstracts of nodes whose children did not change meanwhile, and the labels
+        that go with them (the children's, the root's own), on the writer."""
+        shapes, keep_dirty = work.shapes, work.keep_dirty
         stores = self.stores
         made = 0
         with stores.tree_edit():
@@ -365,6 +386,9 @@ class AbstractJob:
                 if tuple(live.children[node]) != shapes[node]:
                     continue  # changed meanwhile: still dirty, next run
                 live.set_abstract(node, text, embedded.get(text))
+                for labelled, label in labels.get(node, {}).items():
+                    if labelled in live.children:
+                        live.set_label(labelled, label)
                 if node in keep_dirty:
                     live.dirty.add(node)
                 made += 1

@@ -70,13 +70,14 @@ def llm_for(config: LLMConfig) -> tuple[Any | None, str]:
     return _client(config), ""
 
 
-def answer_question(kb: Any, question: str, k: int | None = None,
+def answer_question(engine: Any, question: str, k: int | None = None,
                     on_step: OnStep | None = None, within: Any | None = None) -> Answer:
-    """Agent mode for a knowledge base with the LLM its config names (or none); with `within`
-    (paths, or the Scope they resolve to), every retrieval searches only there."""
-    llm, reason = llm_for(kb.config.llm)
-    agent = RetrieveAndAnswer(kb, llm, kb.config.llm.agent_model, reason=reason, within=within,
-                              structured=kb.config.llm.structured)
+    """Agent mode over the query engine with the LLM its config names (or none); with `within`
+    (paths, or the Scope they resolve to: a person's grants and what they asked for), every
+    retrieval searches only there, so the LLM only ever sees passages the person may read."""
+    llm, reason = llm_for(engine.config.llm)
+    agent = RetrieveAndAnswer(engine, llm, engine.config.llm.agent_model, reason=reason,
+                              within=within, structured=engine.config.llm.structured)
     return agent.run(question, k, on_step)
 
 
@@ -163,9 +164,9 @@ class _Conversation:
 class RetrieveAndAnswer:
     """Algorithm 3: hybrid retrieval, then answer or ask for a reorganised query, up to a cap."""
 
-    def __init__(self, kb: Any, llm: Any | None, model: str, hops_model: Any | None = None,
+    def __init__(self, engine: Any, llm: Any | None, model: str, hops_model: Any | None = None,
                  reason: str = "", within: Any | None = None, structured: bool = True) -> None:
-        self.kb, self.llm, self.model = kb, llm, model
+        self.engine, self.llm, self.model = engine, llm, model
         self.hops_model = hops_model
         self.reason = reason or "no LLM is configured ([llm] enabled = false)"
         self.within = within
@@ -175,20 +176,20 @@ class RetrieveAndAnswer:
 
     def hops(self, question: str) -> int:
         """Predicted hops (1..4): its minus one is the number of extra retrievals allowed."""
-        if self.hops_model is not None and getattr(self.hops_model, "dim", None) == self.kb.dim:
-            return int(self.hops_model.predict(question, self.kb.embed_query(question)))
-        return predict_hops(self.kb, question)
+        if self.hops_model is not None and getattr(self.hops_model, "dim", None) == self.engine.dim:
+            return int(self.hops_model.predict(question, self.engine.embed_query(question)))
+        return predict_hops(self.engine, question)
 
     def _retrieve(self, text: str, k: int) -> list[dict[str, Any]]:
-        """Hybrid top-k through the facade (within the scope, when there is one)."""
+        """Hybrid top-k from the query engine (within the scope, when there is one)."""
         scoped = {} if self.within is None else {"within": self.within}
-        return self.kb.query(text, mode="hybrid", k=k, **scoped)["results"]
+        return self.engine.query(text, mode="hybrid", k=k, **scoped)["results"]
 
     def run(self, question: str, k: int | None = None, on_step: OnStep | None = None,
             hops: int | None = None) -> Answer:
         """Answer a question; without a reachable LLM, retrieve over several rounds instead."""
         question = " ".join(question.split())
-        k = k or self.kb.config.retrieval.k
+        k = k or self.engine.config.retrieval.k
         hops = max(1, min(4, hops if hops is not None else self.hops(question)))
         if self.llm is None:
             return self.fallback(question, k, hops, self.reason, on_step)
@@ -321,7 +322,7 @@ class RetrieveAndAnswer:
                  on_step: OnStep | None = None, steps: list[dict[str, Any]] | None = None
                  ) -> Answer:
         """Multi-round retrieval without an LLM: status no_llm, the passages as citations."""
-        rounds = multi_round(self.kb, question, k, rounds=hops, within=self.within)
+        rounds = multi_round(self.engine, question, k, rounds=hops, within=self.within)
         steps = list(steps or [])
         for step in rounds.steps:
             steps.append(step)

@@ -11,7 +11,7 @@ from typing import Any
 
 from psirag_kb.config import DEFAULT_MODEL
 from psirag_kb.errors import ConfigError, KBError
-from psirag_kb.ingest.embedding import quiet_offline, resolve_model_path
+from psirag_kb.ingest.models import quiet_offline, resolve_model_path
 
 log = logging.getLogger(__name__)
 

@@ -33,6 +33,7 @@ from psirag_kb.ingest.formats import (
     read_structured,
     span_locations,
 )
+from psirag_kb.ingest.formats.bounds import UnpackLimits
 from psirag_kb.ingest.htmltext import html_outline, html_visible_text
 from psirag_kb.ingest.markdowntext import markdown_outline, markdown_text
 from psirag_kb.ingest.rest import rest_headings, rest_text
@@ -145,9 +146,12 @@ def is_supported(path: Path) -> bool:
     return kind_of(path) is not None
 
 
-def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True) -> Document:
+def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True,
+                  limits: UnpackLimits | None = None) -> Document:
     """Read and extract a supported file, raising SkippedFile or FileReadError when it cannot be.
 
+    `limits` bound how far a zip-based document or a PDF's page streams may unpack
+    (UnpackLimits() by default).
     With `ocr`, PDF pages without a text layer are read by tesseract when it is installed. A
     file that looks cut short and was modified in the last RECENT_WRITE_S seconds raises
     FileReadError (retried) rather than SkippedFile: its writer may not have finished.
@@ -158,9 +162,8 @@ def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True) 
         suffix = path.suffix.lower()
         what = f"unsupported file type {suffix}" if suffix else "unsupported file type (no suffix)"
         raise SkippedFile(what)
-    data = _read_bytes(path, max_bytes)
     try:
-        document = _extract(path, data, kind, ocr)
+        document = _extract(path, kind, ocr, limits, max_bytes)
     except SkippedFile as exc:
         if exc.incomplete:
             _retry_if_recent(path, exc)
@@ -171,10 +174,12 @@ def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True) 
     return document
 
 
-def _extract(path: Path, data: bytes, kind: str, ocr: bool) -> Document:
-    """Turn a file's bytes into a Document by its kind."""
+def _extract(path: Path, kind: str, ocr: bool, limits: UnpackLimits | None,
+             max_bytes: int) -> Document:
+    """Read a file's bytes and turn them into a Document by its kind."""
+    data = _read_bytes(path, max_bytes)
     if kind in _STRUCTURED:
-        extracted = read_structured(path, data, kind)
+        extracted = read_structured(path, data, kind, limits)
         skipped = code_ranges(len(extracted.text),
                               [(s.start, s.location) for s in extracted.segments])
         return Document(path, extracted.text, kind, segments=extracted.segments,
@@ -183,11 +188,13 @@ def _extract(path: Path, data: bytes, kind: str, ocr: bool) -> Document:
     if kind == "pdf":
         from psirag_kb.ingest.pdf import ocr_note, read_pdf
 
-        pdf = read_pdf(data, ocr=ocr)
+        pdf = read_pdf(data, ocr=ocr, limits=limits)
         segments = [Segment(start, {"page": n}) for n, start in enumerate(pdf.pages, start=1)]
         return Document(path, pdf.text, kind, pages=pdf.pages, segments=segments,
                         note=ocr_note(pdf, ocr), title=pdf.title)
-    text = _normalise_newlines(_decode(data))
+    text = _decode(data)
+    del data  # the bytes go once decoded: a text file is held twice at most (text, parser)
+    text = _normalise_newlines(text)
     title, headings = _outline(text, kind)
     return Document(path, _visible_text(text, kind), kind, title=title, headings=headings)
 

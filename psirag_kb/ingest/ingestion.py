@@ -18,10 +18,19 @@ import numpy as np
 
 from psirag_kb.errors import FileReadError, KBError, SkippedFile
 from psirag_kb.ingest.chunking import chunk_text, content_hash
+from psirag_kb.ingest.context import file_title, fit
 from psirag_kb.ingest.documents import is_supported, link_inside, link_outside, read_document
+from psirag_kb.ingest.formats.bounds import UnpackLimits
 from psirag_kb.ingest.pdf import awaits_ocr, tesseract_ready
-from psirag_kb.paths import inside
-from psirag_kb.storage.store import ChunkRow, FileChange, FileRecord, indexed_text
+from psirag_kb.paths import inside, resolved
+from psirag_kb.storage.store import (
+    UNAVAILABLE,
+    ChunkRow,
+    FileChange,
+    FileRecord,
+    indexed_text,
+    restored_note,
+)
 
 if TYPE_CHECKING:
     from psirag_kb.config import Config
@@ -51,6 +60,10 @@ class IngestReport:
     failed: int = 0
     chunks_embedded: int = 0
     chunks_kept: int = 0
+    unavailable: int = 0
+    """Indexed files marked unavailable because their folder vanished (their chunks stay)."""
+    restored: int = 0
+    """Unavailable files found again unchanged: indexed again, nothing read or embedded."""
     problems: list[tuple[str, str, str]] = field(default_factory=list)
     """(path, state, reason) of skipped and failed files, and of indexed files with a note
     (PDF pages that need OCR)."""
@@ -102,6 +115,51 @@ def path_hash(path: Path) -> str:
     """Content hash of a file on disk, read in blocks (the same value as `file_hash`)."""
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def one_per_file(found: Iterable[tuple[Path, Path]]) -> tuple[dict[Path, Path], list[Path]]:
+    """(file -> folder it was found in, the other spellings of those files) from (file,
+    folder) pairs in the order named: one entry per directory entry, two spellings being the
+    same when their folders resolve to the same one (`D/sub` named beside `D`, a file named
+    beside its folder, a link to a folder beside the folder). The first spelling wins."""
+    folders: dict[Path, Path] = {}
+    first: dict[str, str] = {}  # resolved folder + name -> the first spelling; strings, as
+    others: list[Path] = []     # with Path objects 100,000 files took 2.5 s, with these 0.4 s
+    real: dict[str, str] = {}
+    for path, folder in found:
+        spelling = str(path)
+        head, _, name = spelling.rpartition(os.sep)
+        parent = real.get(head)
+        if parent is None:
+            parent = real[head] = str(resolved(head or os.sep)).rstrip(os.sep)
+        if first.setdefault(f"{parent}{os.sep}{name}", spelling) == spelling:
+            folders.setdefault(path, folder)
+        else:
+            others.append(path)
+    return folders, list(dict.fromkeys(others))
+
+
+def name_header(old: Path | str, new: Path | str) -> str | None:
+    """The header a file's old name gave its chunks with no title and no heading, when the
+    new name gives them another (None when the name stays the same)."""
+    before, after = fit([file_title(old)]), fit([file_title(new)])
+    return before if before != after else None
+
+
+def _empty(folder: Path) -> bool:
+    """Whether a folder is missing or holds no entry at all (an unmounted drive's mount point)."""
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return True
+
+
+def _gone_reason(folder: Path) -> str:
+    """Why a vanished folder's files are unavailable."""
+    if folder.is_dir():
+        return f"folder {folder} is empty (a drive or share not mounted?)"
+    return f"folder {folder} is missing (moved, or a drive or share not mounted?)"
 
 
 def read_records(path: Path, data: bytes) -> list[ChunkRow]:
@@ -192,26 +250,27 @@ class Ingestion:
                 keep_vanished: bool) -> IngestReport:
         """`ingest` on the writer thread."""
         report = IngestReport()
-        files: list[Path] = []
+        named: list[tuple[Path, Path]] = []  # (file, folder it was found in or its parent)
         removals: list[str] = []
-        folders: dict[Path, Path] = {}  # file -> folder it was found in (a named file's parent)
+        vanished: dict[str, str] = {}  # path of a file whose folder vanished -> why
         for path in paths:
             if path.is_dir():
                 found = list(self._walk(path))
-                files.extend(found)
-                folders.update(dict.fromkeys(found, path))
+                named.extend((p, path) for p in found)
                 present = {str(p) for p in found}
                 known = self.store.files(str(path))
-                removals.extend(
-                    r.path for r in known if r.origin == "file" and r.path not in present
-                )
+                gone = [r for r in known if r.origin == "file" and r.path not in present]
+                removals.extend(self._vanished_below(path, gone, vanished))
             elif path.is_file():
-                files.append(path)
-                folders[path] = path.parent
-            elif self.is_indexed(path):
-                removals.append(str(path))
+                named.append((path, path.parent))
+            elif known := self.store.files(str(path)):
+                removals.extend(self._missing(path, known, keep_vanished, vanished, report))
             elif not keep_vanished:  # the watcher's paths may vanish before they are read
                 raise KBError(f"{path} does not exist")
+        folders, doubles = one_per_file(named)  # file -> folder, once per file
+        files = list(folders)
+        removals.extend(self.store.records(str(p) for p in doubles))
+        removals = [r for r in dict.fromkeys(removals) if Path(r) not in folders]
         for path in [p for p in files if not _storable(p)]:
             files.remove(path)
             report.failed += 1
@@ -222,6 +281,7 @@ class Ingestion:
         build = self.stores.last_build
         with self.stores.bulk():
             removals = self._renames(files, removals, report)
+            self._mark_unavailable(vanished, report)
             changed = [c for c in linked.values() if c is not None]
             if removals or changed:
                 self._apply(changed, removals, report)
@@ -238,6 +298,79 @@ class Ingestion:
         if self.stores.last_build is not build:
             report.tree_build = self.stores.last_build
         return report
+
+    def _missing(self, path: Path, known: list[FileRecord], keep_vanished: bool,
+                 vanished: dict[str, str], report: IngestReport) -> list[str]:
+        """A named path that does not exist: a file is removed; a folder's files are kept as
+        unavailable (unless the watcher saw a small folder go: then they are removed)."""
+        if known[0].path == str(path):
+            return [str(path)]
+        indexed = [r.path for r in known if r.state == "indexed"]
+        kept = sum(r.state in ("indexed", UNAVAILABLE) for r in known)
+        if keep_vanished and kept < self.config.ingest.vanished_folder_min_files:
+            return [r.path for r in known]
+        reason = _gone_reason(path)
+        vanished.update(dict.fromkeys(indexed, reason))
+        if not keep_vanished:
+            report.problems.append((str(path), UNAVAILABLE, (
+                f"{reason}: its {len(known)} indexed file(s) stay searchable as unavailable "
+                f"until it returns; `psirag-kb forget {path}` removes them")))
+        return []
+
+    def _vanished_below(self, folder: Path, gone: list[FileRecord],
+                        vanished: dict[str, str]) -> list[str]:
+        """Split the known files missing from a walked folder: those whose folder vanished as a
+        whole (the walked folder itself empty, or a folder below it missing or empty that held
+        [ingest] vanished_folder_min_files or more) go to `vanished`; the rest are returned, to
+        be removed. Costs one check per folder of the missing files."""
+        empty: dict[Path, bool] = {}
+        groups: dict[Path, list[FileRecord]] = defaultdict(list)
+        removals: list[str] = []
+        for record in gone:
+            ancestor = folder
+            for part in (None, *Path(record.path).relative_to(folder).parts[:-1]):
+                ancestor = ancestor if part is None else ancestor / part
+                if ancestor not in empty:
+                    empty[ancestor] = _empty(ancestor)
+                if empty[ancestor]:
+                    groups[ancestor].append(record)
+                    break
+            else:
+                removals.append(record.path)  # its folder is there: the file was deleted
+        least = self.config.ingest.vanished_folder_min_files
+        for top, records in groups.items():
+            indexed = [r.path for r in records if r.state == "indexed"]
+            kept = sum(r.state in ("indexed", UNAVAILABLE) for r in records)
+            if top != folder and kept < least:
+                removals.extend(r.path for r in records)
+            else:
+                vanished.update(dict.fromkeys(indexed, _gone_reason(top)))
+        return removals
+
+    def _mark_unavailable(self, vanished: dict[str, str], report: IngestReport) -> None:
+        """Mark files whose folder vanished unavailable, one update per reason."""
+        by_reason: dict[str, list[str]] = defaultdict(list)
+        for path, reason in vanished.items():
+            by_reason[reason].append(path)
+        for reason, paths in by_reason.items():
+            marked = self.store.mark_unavailable(paths, reason)
+            report.unavailable += marked
+            if marked:
+                log.info("%d file(s) unavailable: %s", marked, reason)
+
+    def vanish(self, folders: Iterable[Path | str]) -> int:
+        """Mark the indexed files of watched folders that vanished unavailable (their chunks
+        stay searchable); returns how many were marked."""
+        keys = [Path(os.path.abspath(f)) for f in folders]
+
+        def run() -> int:
+            report = IngestReport()
+            for folder in keys:
+                paths = [r.path for r in self.store.files(str(folder)) if r.state == "indexed"]
+                self._mark_unavailable(dict.fromkeys(paths, _gone_reason(folder)), report)
+            return report.unavailable
+
+        return self.writer.call(run, key=("vanish", tuple(map(str, keys))))
 
     def _external_links(self, files: list[Path], folders: dict[Path, Path],
                         report: IngestReport) -> dict[Path, FileChange | None]:
@@ -284,7 +417,8 @@ class Ingestion:
             except OSError:
                 continue
             old = by_hash.pop(digest, None)
-            if old is not None and self.stores.rename(old, str(path)):
+            if old is not None and self.stores.rename(old, str(path), self._name_header(
+                    old, path)):
                 left.discard(old)
                 report.renamed += 1
         return [p for p in removals if p in left]
@@ -293,10 +427,22 @@ class Ingestion:
         """Whether a file, or anything below a folder, is known to the knowledge base."""
         return bool(self.store.files(os.path.abspath(path)))
 
+    def _name_header(self, old: Path | str, new: Path | str) -> str | None:
+        """`name_header` when chunks have headers."""
+        return name_header(old, new) if self.config.ingest.chunk_context else None
+
     def rename(self, old: Path | str, new: Path | str) -> bool:
-        """A file moved: its record and leaves stay, its path changes."""
+        """A file moved: its record and leaves stay, its path changes; chunks whose header
+        was the old file name are embedded again with the new one."""
         old, new = os.path.abspath(old), os.path.abspath(new)
-        return self.writer.call(lambda: self.stores.rename(old, new), key=("rename", old, new))
+        header = self._name_header(old, new)
+        moved = self.writer.call(lambda: self.stores.rename(old, new, header),
+                                 key=("rename", old, new))
+        record = self.store.file(new) if moved and header else None
+        if (record is not None and record.state == "indexed" and not record.hash
+                and os.path.isfile(new)):
+            self.ingest([new], keep_vanished=True)  # read again: the headers name it
+        return moved
 
     def _prepare(
         self, path: Path, record: FileRecord | None, report: IngestReport,
@@ -314,16 +460,27 @@ class Ingestion:
                     f"{self.config.ingest.max_file_bytes})"
                 )
             digest = path_hash(path)
+            if record and record.hash == digest and record.state == UNAVAILABLE:
+                report.restored += 1  # its folder is back: the chunks it kept are its own
+                return FileChange(key, "file", digest, before.st_size, before.st_mtime,
+                                  "indexed", restored_note(record.reason), keep_chunks=True)
             if (record and record.hash == digest and record.state != "failed"
                     and not self._ocr_now(record)):
                 report.unchanged += 1
                 return None
             document = read_document(path, max_bytes=self.config.ingest.max_file_bytes,
-                                     ocr=self.config.ingest.ocr)
+                                     ocr=self.config.ingest.ocr, limits=UnpackLimits(
+                                         self.config.ingest.max_extracted_bytes,
+                                         self.config.ingest.max_compression_ratio))
             after = path.stat()
             if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
                 raise FileReadError(f"{path} changed while being read; will retry")
         except SkippedFile as exc:
+            if exc.damaged and record is not None and record.chunks:  # a reader raised on it
+                reason = f"{exc.reason}; its previous version stays indexed"
+                report.failed += 1
+                report.problems.append((key, "failed", reason))
+                return FileChange(key, "file", "", 0, 0.0, "failed", reason, keep_chunks=True)
             report.skipped += 1
             report.problems.append((key, "skipped", exc.reason))
             size = before.st_size if "before" in locals() else 0
@@ -334,6 +491,8 @@ class Ingestion:
             report.removed += record is not None
             return FileChange(key, "file", "", 0, 0.0, "removed") if record else None
         except (FileReadError, OSError) as exc:
+            if keep_vanished and not os.path.lexists(path):
+                return None  # deleted while being read: the watcher's delete event decides
             report.failed += 1
             reason = str(exc) if isinstance(exc, FileReadError) else f"cannot read: {exc}"
             report.problems.append((key, "failed", reason))
@@ -411,10 +570,12 @@ class Ingestion:
                 change = self._prepare(path, records.get(str(path)), report, keep_vanished)
             except Exception as exc:  # noqa: BLE001 - one bad file never stops the run
                 log.exception("unexpected error reading %s", path)
+                reason = f"unexpected error: {type(exc).__name__}: {exc}; will retry"
                 report.failed += 1
-                report.problems.append((str(path), "failed", f"unexpected error: {exc}"))
-                change = FileChange(str(path), "file", "", 0, 0.0, "failed",
-                                    f"unexpected error: {exc}")
+                report.problems.append((str(path), "failed", reason))
+                # a reader's bug must not cost the file's index: its previous chunks are kept
+                change = FileChange(str(path), "file", "", 0, 0.0, "failed", reason,
+                                    keep_chunks=True)
             if change is not None:
                 changes.append(change)
         report.timed("read", time.perf_counter() - started)
@@ -484,6 +645,34 @@ class Ingestion:
                 self.stores.apply([change])
         return {"embed_s": round(self.embed_seconds, 2),
                 "tree_build_s": round(self.stores.tree_seconds, 2)}
+
+    def forget(self, paths: Iterable[Path | str]) -> int:
+        """Remove files and folders on purpose, available or not; an error when nothing is
+        known under a path."""
+        keys = [os.path.abspath(os.path.expanduser(raw)) for raw in paths]
+        unknown = [key for key in keys if not self.store.files(key)]
+        if unknown:
+            raise KBError(f"nothing is indexed at or below {', '.join(unknown)}")
+        return self.remove(keys)
+
+    def forget_unwatched(self, folders: Iterable[Path | str]) -> int:
+        """Record the watched folders; remove the unavailable files of folders watched the
+        last time and not now (they could only come back through the watcher)."""
+        now = [os.path.abspath(f) for f in folders]
+
+        def run() -> int:
+            before = json.loads(self.store.meta().get("watched_folders", "[]"))
+            dropped = [f for f in before if not any(inside(Path(f), Path(n)) for n in now)]
+            targets = [r.path for f in dropped for r in self.store.files(f)
+                       if r.state == UNAVAILABLE]
+            if targets:
+                self.stores.apply([], targets)
+                log.warning("forgot %d unavailable file(s) of folder(s) no longer watched: %s",
+                            len(targets), ", ".join(dropped))
+            self.store.set_meta_value("watched_folders", json.dumps(now))
+            return len(targets)
+
+        return self.writer.call(run, key="forget-unwatched")
 
     def remove(self, paths: Iterable[Path | str]) -> int:
         """Forget files (and everything below folders); returns how many were removed."""

@@ -19,7 +19,7 @@ import numpy as np
 
 from psirag_kb.config import EmbeddingConfig
 from psirag_kb.errors import ConfigError
-from psirag_kb.ingest.embedding import TokenCounter, normalise, quiet_offline, resolve_model_path
+from psirag_kb.ingest.models import TokenCounter, normalise, quiet_offline, resolve_model_path
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from psirag_kb.errors import SkippedFile
+from psirag_kb.ingest.formats.bounds import UnpackLimits
+from psirag_kb.ingest.pdf_streams import StreamBudget
 
 logger = logging.getLogger(__name__)
 
@@ -60,10 +62,11 @@ def awaits_ocr(reason: str) -> bool:
     return AWAITS_OCR in reason
 
 
-def read_pdf(data: bytes, *, ocr: bool = True) -> PdfText:
+def read_pdf(data: bytes, *, ocr: bool = True, limits: UnpackLimits | None = None) -> PdfText:
     """Extract each page's text (OCR for image-only pages when `ocr` and tesseract allow it).
 
-    Raises SkippedFile for an unparsable or encrypted PDF, and for one with no text at all.
+    Raises SkippedFile for an unparsable or encrypted PDF, for one with no text at all, and
+    for one whose page streams unpack past `limits` (UnpackLimits() by default).
     """
     from pypdf import PdfReader
 
@@ -75,7 +78,10 @@ def read_pdf(data: bytes, *, ocr: bool = True) -> PdfText:
     except SkippedFile:
         raise
     except Exception as exc:  # pypdf raises many kinds of errors on malformed input
-        raise SkippedFile(f"PDF could not be parsed: {exc}") from exc
+        raise SkippedFile(f"PDF could not be parsed: {exc}", damaged=True) from exc
+    budget = StreamBudget(limits or UnpackLimits())
+    for number, page in enumerate(pages, start=1):  # before pypdf decodes (and keeps) any
+        budget.check_page(page, number)
     result = PdfText("", [], len(pages), ocr=tesseract_ready(ocr), title=_title(reader))
     parts: list[str] = []
     offset = 0

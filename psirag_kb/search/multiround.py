@@ -1,4 +1,8 @@
-"""Multi-round retrieval without an LLM: expand the query with what the last round found."""
+"""Multi-round retrieval without an LLM: expand the query with what the last round found.
+
+Built on the query engine (`engine.py`): every function takes it as `engine`, and every round
+searches the scope it is given (a person's grants and the paths they asked for).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import numpy as np
 
 from psirag_kb.errors import KBError
 from psirag_kb.search.retrieval import Ranking
+from psirag_kb.search.rows import result_row
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +67,13 @@ def _hop_model() -> Any:
     return HopDiscriminator.load()
 
 
-def predict_hops(kb: Any, question: str, vector: np.ndarray | None = None) -> int:
+def predict_hops(engine: Any, question: str, vector: np.ndarray | None = None) -> int:
     """The hop discriminator's 1..4 for a question, or DEFAULT_HOPS when it cannot judge it."""
     try:
         model = _hop_model()
-        if model.dim != kb.dim:
+        if model.dim != engine.dim:
             return DEFAULT_HOPS
-        return int(model.predict(question, kb.embed_query(question) if vector is None
+        return int(model.predict(question, engine.embed_query(question) if vector is None
                                  else vector))
     except KBError as exc:
         log.warning("hop discriminator unavailable (%s); using %d rounds", exc, DEFAULT_HOPS)
@@ -137,7 +142,7 @@ def max_score(lists: list[np.ndarray], k: int) -> Ranking:
 
 
 def multi_round(
-    kb: Any,
+    engine: Any,
     question: str,
     k: int,
     rounds: int | None = None,
@@ -155,24 +160,24 @@ def multi_round(
     seeds only. With `within` (paths, or the Scope they resolve to), every round searches
     only there.
     """
-    scope = None if within is None else kb.scope_of(within)
-    vector = kb.embed_query(question) if vector is None else vector
-    hops = max(1, rounds if rounds is not None else predict_hops(kb, question, vector))
+    scope = None if within is None else engine.scope_of(within)
+    vector = engine.embed_query(question) if vector is None else vector
+    hops = max(1, rounds if rounds is not None else predict_hops(engine, question, vector))
     depth = max(depth, k)
-    first = kb.rank(question, mode, depth, scope, vector=vector).ids
+    first = engine.rank(question, mode, depth, scope, vector=vector).ids
     lists, queries = [first], [(1, question)]
     frontier, seen = first, set(first.tolist())
     for number in range(2, hops + 1):
         seeds = frontier[:fanout].tolist()
-        hits = kb.store.hits(seeds)
+        hits = engine.store.hits(seeds)
         texts = [expand(question, hits[i].text) for i in seeds if i in hits]
         texts = [t for t in dict.fromkeys(texts) if t != question]
         if not texts:
             break
-        vectors = kb.embed_queries(texts)
+        vectors = engine.embed_queries(texts)
         found: list[int] = []
         for text, expanded in zip(texts, vectors, strict=True):
-            ids = kb.rank(text, mode, depth, scope, vector=expanded).ids
+            ids = engine.rank(text, mode, depth, scope, vector=expanded).ids
             lists.append(ids)
             queries.append((number, text))
             found.extend(i for i in ids.tolist() if i not in seen)
@@ -181,27 +186,25 @@ def multi_round(
             break
         frontier = np.array(list(dict.fromkeys(found)), dtype=np.int64)
     ranking = max_score(lists, k)
-    return _hydrated(kb, ranking, lists, queries, hops)
+    return _hydrated(engine, ranking, lists, queries, hops)
 
 
-def auto_rank(kb: Any, question: str, k: int, scope: Any = None,
+def auto_rank(engine: Any, question: str, k: int, scope: Any = None,
               vector: np.ndarray | None = None) -> Ranking:
     """Mode auto: a question the hop discriminator judges one-hop gets one round of flat
     dense + BM25; one needing more gets that many rounds of multi-round retrieval."""
-    vector = kb.embed_query(question) if vector is None else vector
-    hops = predict_hops(kb, question, vector)
+    vector = engine.embed_query(question) if vector is None else vector
+    hops = predict_hops(engine, question, vector)
     if hops <= 1:
-        return kb.rank(question, SINGLE_HOP_MODE, k, scope, vector=vector)
-    return multi_round(kb, question, k, rounds=hops, within=scope, mode=MULTI_HOP_MODE,
+        return engine.rank(question, SINGLE_HOP_MODE, k, scope, vector=vector)
+    return multi_round(engine, question, k, rounds=hops, within=scope, mode=MULTI_HOP_MODE,
                        vector=vector).ranking
 
 
-def _hydrated(kb: Any, ranking: Ranking, lists: list[np.ndarray],
+def _hydrated(engine: Any, ranking: Ranking, lists: list[np.ndarray],
               queries: list[tuple[int, str]], hops: int) -> MultiRound:
     """The fused results as result rows and each query's step, from one row lookup."""
-    from psirag_kb.kb import result_row
-
-    hits = kb.store.hits(set(np.concatenate([ranking.ids, *lists]).tolist()))
+    hits = engine.store.hits(set(np.concatenate([ranking.ids, *lists]).tolist()))
     pairs = zip(ranking.ids.tolist(), ranking.scores.tolist(), strict=True)
     results = [result_row(hits[i], i, score, 0) for i, score in pairs if i in hits]
     for number, row in enumerate(results, start=1):

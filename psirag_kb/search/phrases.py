@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from psirag_kb.access import OWNER, Access
 from psirag_kb.search.scope import Scope
 from psirag_kb.storage.sparse import phrase_words
 
@@ -27,11 +28,11 @@ Search = Callable[..., tuple[np.ndarray, np.ndarray]]
 
 
 def phrase_scope(search: Search, text: str, phrases: list[str],
-                 paths: tuple[str, ...] | None) -> Scope:
+                 paths: tuple[str, ...] | None, access: Access = OWNER) -> Scope:
     """The chunks (within `paths` when given) that hold every phrase, at most
-    PHRASE_CANDIDATES of them, the best for the query's words by BM25."""
+    PHRASE_CANDIDATES of them, the best for the query's words by BM25, for this person."""
     ids, _ = search(text, PHRASE_CANDIDATES, paths, phrases)
-    return Scope(paths or (), ids)
+    return Scope(paths or (), ids, access)
 
 
 def no_match_note(phrases: list[str]) -> str:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from psirag_kb.access import OWNER, Access
+
 
 def normalise(within: Iterable[str | Path]) -> tuple[str, ...]:
     """Absolute paths (`~` expanded, trailing slashes dropped), each once, in the order given."""
@@ -23,11 +25,15 @@ class Scope:
     """
 
     def __init__(self, paths: tuple[str, ...],
-                 ids: np.ndarray | Callable[[], np.ndarray]) -> None:
+                 ids: np.ndarray | Callable[[], np.ndarray], access: Access = OWNER) -> None:
         self.paths = paths
+        self.access = access
+        """The person the scope was made for: its paths lie within their grants."""
         self._ids = None if callable(ids) else _sorted(ids)
         self._lookup = ids if callable(ids) else None
         self._members: set[int] | None = None
+        self.whole: bool | None = None
+        """Whether the scope holds every chunk, once the query engine has counted."""
         self.vectors: tuple[np.ndarray, np.ndarray] | None = None
         """(ids, vectors) of the scope's chunks once an exact search has read them."""
 

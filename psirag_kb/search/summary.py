@@ -6,6 +6,7 @@ import logging
 import re
 from typing import Any
 
+from psirag_kb.access import OWNER, Access
 from psirag_kb.answer import agent_prompts as prompts
 from psirag_kb.answer.agent import citation, llm_for
 from psirag_kb.errors import KBError, LLMError
@@ -19,12 +20,14 @@ NUM_PREDICT = 400
 _CITED = re.compile(r"\[(\d{1,3})\]")
 
 
-def covering_abstracts(kb: Any, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The abstract of each passage's parent node, once per node, in passage order."""
+def covering_abstracts(engine: Any, results: list[dict[str, Any]],
+                       access: Access = OWNER) -> list[dict[str, Any]]:
+    """The abstract of each passage's parent node, once per node, in passage order (for a
+    person who may not read every leaf below a parent, that parent's abstract is left out)."""
     nodes: dict[int, dict[str, Any]] = {}
     for result in results:
         try:
-            path = kb.path_of(int(result["chunk_id"]))
+            path = engine.path_of(int(result["chunk_id"]), access)
         except KBError:
             continue
         if path:
@@ -36,17 +39,19 @@ def covering_abstracts(kb: Any, results: list[dict[str, Any]]) -> list[dict[str,
     return list(nodes.values())
 
 
-def add_summary(kb: Any, result: dict[str, Any], llm: Any | None = None) -> dict[str, Any]:
+def add_summary(engine: Any, result: dict[str, Any], llm: Any | None = None,
+                access: Access = OWNER) -> dict[str, Any]:
     """Add "abstracts", and a written "summary" with "citations" when an LLM answers.
 
-    `result` is a summarize query's result: passages from the tree alone in corpus order.
+    `result` is a summarize query's result for the person `access` stands for: passages from
+    the tree alone in corpus order, all of which they may read (the LLM sees only those).
     """
     passages = result["results"]
-    result["abstracts"] = covering_abstracts(kb, passages)
+    result["abstracts"] = covering_abstracts(engine, passages, access)
     result.update(summary=None, citations=[], message="")
     reason = ""
     if llm is None:
-        llm, reason = llm_for(kb.config.llm)
+        llm, reason = llm_for(engine.config.llm)
     if llm is None:
         result.update(status="no_llm", message=reason)
         return result
@@ -54,7 +59,7 @@ def add_summary(kb: Any, result: dict[str, Any], llm: Any | None = None) -> dict
         result.update(status="empty", message="nothing is indexed that matches the request")
         return result
     numbered = list(enumerate(passages, start=1))
-    model = kb.config.llm.agent_model
+    model = engine.config.llm.agent_model
     try:
         reply = llm.chat(model, prompts.summary_messages(result["query"], numbered),
                          num_ctx=NUM_CTX, num_predict=NUM_PREDICT)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -29,6 +29,8 @@ class NodeInfo:
     abstract: str
     dirty: bool
     leaves: int
+    label: str = ""
+    """The display label ("" until one is written: show the abstract then)."""
 
 
 @dataclass(frozen=True)
@@ -141,26 +143,69 @@ def _info(live: LiveTree, node: int, done: dict[int, NodeInfo]) -> NodeInfo:
     return NodeInfo(
         parent=live.parent.get(node), layer=layer, children=kids, vector=vector,
         guided=vector if guided is None else guided, abstract=live.abstracts.get(node, ""),
-        dirty=node in live.dirty,
+        dirty=node in live.dirty, label=live.labels.get(node, ""),
         leaves=len(kids) if layer == 1 else sum(done[kid].leaves for kid in kids),
     )
 
 
+class Visible(Protocol):
+    """Per-node checks of what one person may see (see `search/visibility.py`)."""
+
+    def node(self, key: int) -> bool: ...
+    def tops(self) -> list[int]: ...
+
+
 def node_view(
-    view: TreeView, node_id: int | None, hits: Callable[[Iterable[int]], dict[int, Hit]]
+    view: TreeView, node_id: int | None, hits: Callable[[Iterable[int]], dict[int, Hit]],
+    visible: Visible | None = None,
 ) -> dict[str, Any]:
-    """One abstract node (the root by default): its abstract and its children."""
+    """One abstract node (the root by default): its abstract and its children; with `visible`,
+    only what the person may see (a node they may not see is not found, and the root is a
+    virtual one listing the highest nodes they may see when they may not see the real one)."""
     if view.root is None:
         raise KBError("the tree is empty: ingest some documents first")
     node = view.root if node_id is None else int(node_id)
+    if visible is not None and node_id is None and not visible.node(node):
+        return _virtual_root(view, visible.tops(), hits)
     lone = node_id is None and node < 0  # one chunk and no abstract node yet: show it as a child
-    if not lone and (node <= 0 or node not in view.nodes):
-        if node < 0 and view.has_leaf(-node):
+    if (not lone and (node <= 0 or node not in view.nodes)) or (
+            visible is not None and not visible.node(node)):
+        if node < 0 and view.has_leaf(-node) and (visible is None or visible.node(node)):
             raise NodeNotFound(f"{node_id} is a leaf, not an abstract node")
         raise NodeNotFound(
             f"no tree node {node_id}; `psirag-kb tree` shows the root and its children"
         )
     kids = [node] if lone else list(view.nodes[node].children)
+    children = _children(view, kids, hits)
+    if lone:
+        return {"id": 0, "layer": 1, "abstract": "", "label": "", "dirty": False, "parent": None,
+                "leaves": 1, "children": children}
+    info = view.nodes[node]
+    return {
+        "id": node,
+        "layer": info.layer,
+        "abstract": info.abstract,
+        "label": info.label or info.abstract,
+        "dirty": info.dirty,
+        "parent": None if visible is not None and info.parent is not None
+        and not visible.node(info.parent) else info.parent,
+        "leaves": info.leaves,
+        "children": children,
+    }
+
+
+def _virtual_root(view: TreeView, kids: list[int],
+                  hits: Callable[[Iterable[int]], dict[int, Hit]]) -> dict[str, Any]:
+    """A root without an abstract over the highest nodes one person may see (id 0)."""
+    children = _children(view, kids, hits)
+    layer = max((view.nodes[k].layer for k in kids if k > 0), default=0) + 1
+    return {"id": 0, "layer": layer, "abstract": "", "label": "", "dirty": False, "parent": None,
+            "leaves": sum(c["leaves"] for c in children), "children": children}
+
+
+def _children(view: TreeView, kids: list[int],
+              hits: Callable[[Iterable[int]], dict[int, Hit]]) -> list[dict[str, Any]]:
+    """The entries of a node's children: abstract nodes, and leaves with their text."""
     leaf_ids = [-k for k in kids if k < 0]
     found = hits(leaf_ids) if leaf_ids else {}
     children = []
@@ -179,32 +224,24 @@ def node_view(
             info = view.nodes[kid]
             children.append({
                 "id": kid, "kind": "node", "leaves": info.leaves,
-                "abstract": info.abstract, "dirty": info.dirty,
+                "abstract": info.abstract, "label": info.label or info.abstract,
+                "dirty": info.dirty,
             })
-    if lone:
-        return {"id": 0, "layer": 1, "abstract": "", "dirty": False, "parent": None,
-                "leaves": 1, "children": children}
-    info = view.nodes[node]
-    return {
-        "id": node,
-        "layer": info.layer,
-        "abstract": info.abstract,
-        "dirty": info.dirty,
-        "parent": info.parent,
-        "leaves": info.leaves,
-        "children": children,
-    }
+    return children
 
 
-def path_view(view: TreeView, chunk_id: int) -> list[dict[str, Any]]:
-    """The abstract nodes above a chunk's leaf, root first: id, layer, abstract, dirty."""
-    if chunk_id <= 0 or not view.has_leaf(chunk_id):
+def path_view(view: TreeView, chunk_id: int,
+              visible: Visible | None = None) -> list[dict[str, Any]]:
+    """The abstract nodes above a chunk's leaf, root first: id, layer, abstract, dirty; with
+    `visible`, only the nodes the person may see (a leaf they may not read is not found)."""
+    if chunk_id <= 0 or not view.has_leaf(chunk_id) or (
+            visible is not None and not visible.node(-chunk_id)):
         raise NodeNotFound(f"chunk {chunk_id} is not in the tree; run the query again")
     out = []
     node = int(view.parents_of(np.array([chunk_id]))[0]) or None
-    while node is not None:
+    while node is not None and (visible is None or visible.node(node)):
         info = view.nodes[node]
         out.append({"id": node, "layer": info.layer, "abstract": info.abstract,
-                    "dirty": info.dirty})
+                    "label": info.label or info.abstract, "dirty": info.dirty})
         node = info.parent
     return out[::-1]

@@ -2,8 +2,10 @@
 
 Starlette on uvicorn, serving from a background thread with its own event loop. The knowledge
 base's calls are synchronous and run on a bounded pool of threads; one guard in front of both
-mounts checks Host, Origin and the bearer token (and limits wrong tokens per address, never the
-right one).
+mounts checks Host, Origin and the bearer token (and limits wrong tokens per address, never a
+right one), and maps the token to an Access: the data directory's api.token is the owner, a
+person's token (`psirag-kb users add`) is that person, limited in requests per minute. Every
+route passes that Access down; only admins reach /api/users.
 """
 
 from __future__ import annotations
@@ -27,8 +29,18 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from psirag_kb.errors import KBError, NodeNotFound
-from psirag_kb.service.auth import FailureLimiter, HostPolicy, is_loopback, token_matches
+from psirag_kb.access import OWNER, Access
+from psirag_kb.errors import AccessDenied, KBError, NodeNotFound
+from psirag_kb.people import People, UnknownPerson, Users
+from psirag_kb.service.audit import AuditLog
+from psirag_kb.service.auth import (
+    FailureLimiter,
+    HostPolicy,
+    PersonLimiter,
+    bearer,
+    is_loopback,
+    token_matches,
+)
 from psirag_kb.service.http import MAX_HEAD_BYTES, JSONProtocol
 
 __all__ = ["APIServer", "HTTPError", "is_loopback", "validate"]
@@ -38,6 +50,8 @@ log = logging.getLogger(__name__)
 QUERY_FIELDS = {"text": str, "mode": str, "k": int, "summarize": bool, "in": list}
 REINDEX_FIELDS = {"path": str}
 ANSWER_FIELDS = {"text": str, "k": int}
+USER_FIELDS = {"name": str, "role": str, "read": list}
+GRANT_FIELDS = {"read": list}
 MAX_K = 1000
 MAX_SCOPES = 100
 MAX_HEADERS = 100
@@ -50,29 +64,35 @@ WORKER_THREADS = 16
 MAX_CONNECTIONS = 256
 ROUTES: dict[str, set[str]] = {
     "/api/health": {"GET"}, "/api/status": {"GET"}, "/api/query": {"POST"},
-    "/api/tree": {"GET"}, "/api/reindex": {"POST"}, "/api/answer": {"POST"},
+    "/api/tree": {"GET"}, "/api/reindex": {"POST"},
+    "/api/forget": {"POST"}, "/api/answer": {"POST"},
+    "/api/users": {"GET", "POST"},
 }
 METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}
 NODE_ROUTE = re.compile(r"^/api/tree/([^/]+)$")
 PATH_ROUTE = re.compile(r"^/api/path/([^/]+)$")
 CHUNK_ROUTE = re.compile(r"^/api/chunk/([^/]+)$")
+USER_ROUTE = re.compile(r"^/api/users/([^/]+)(?:/(grant|ungrant|rotate))?$")
 OPEN_PATHS = ("/api/health",)
 
 
 class App(Protocol):
-    """What the API serves (the daemon)."""
+    """What the API serves (the daemon); every read and reindex takes the caller's Access."""
 
     def health(self) -> dict[str, Any]: ...
-    def status(self) -> dict[str, Any]: ...
+    def status(self, *, access: Access = OWNER) -> dict[str, Any]: ...
     def query(self, text: str, mode: str | None = None, k: int | None = None,
-              summarize: bool = False,
-              within: Sequence[str] | None = None) -> dict[str, Any]: ...
-    def node(self, node_id: int | None = None) -> dict[str, Any]: ...
-    def path(self, chunk_id: int) -> dict[str, Any]: ...
-    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]: ...
-    def reindex(self, path: str) -> dict[str, Any]: ...
+              summarize: bool = False, within: Sequence[str] | None = None, *,
+              access: Access = OWNER) -> dict[str, Any]: ...
+    def node(self, node_id: int | None = None, *, access: Access = OWNER) -> dict[str, Any]: ...
+    def path(self, chunk_id: int, *, access: Access = OWNER) -> dict[str, Any]: ...
+    def chunk(self, chunk_id: int, neighbours: int = 0, *,
+              access: Access = OWNER) -> dict[str, Any]: ...
+    def reindex(self, path: str, *, access: Access = OWNER) -> dict[str, Any]: ...
+    def forget(self, path: str, *, access: Access = OWNER) -> dict[str, Any]: ...
     def answer(self, text: str, k: int | None = None,
-               on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]: ...
+               on_step: Callable[[dict[str, Any]], None] | None = None, *,
+               access: Access = OWNER) -> dict[str, Any]: ...
 
 
 class HTTPError(Exception):
@@ -151,11 +171,15 @@ class Guard:
     """ASGI middleware: header limits, Host and Origin checks, the bearer token."""
 
     def __init__(self, inner: ASGIApp, token: str, policy: HostPolicy,
-                 limiter: FailureLimiter) -> None:
+                 limiter: FailureLimiter, people: People | None = None,
+                 persons: PersonLimiter | None = None, audit: AuditLog | None = None) -> None:
         self.inner = inner
         self.token = token
         self.policy = policy
         self.limiter = limiter
+        self.people = people
+        self.persons = persons
+        self.audit = audit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -190,8 +214,23 @@ class Guard:
         if path in (p.encode() for p in OPEN_PATHS) and given is None:
             scope.setdefault("state", {})["authorized"] = False
             return None
-        if token_matches(given or "", self.token):  # the right token never meets the limiter
-            scope.setdefault("state", {})["authorized"] = True
+        state = scope.setdefault("state", {})
+        if token_matches(given or "", self.token):  # a right token never meets the limiter
+            state["authorized"], state["access"] = True, OWNER
+            return None
+        token = bearer(given)
+        person = self.people.access_for(token) if self.people is not None and token else None
+        if person is not None:
+            wait = self.persons.wait(person.name) if self.persons is not None else 0.0
+            if wait > 0:
+                if self.audit is not None:
+                    self.audit.record(person.name, f"{scope['method']} {path.decode('latin-1')}",
+                                      status=429)
+                return _json(429, {"error": f"more than {self.persons.per_minute} requests a "
+                                            f"minute from {person.name}; retry in "
+                                            f"{int(wait) + 1} s"},
+                             headers={"Retry-After": str(int(wait) + 1)})
+            state["authorized"], state["access"] = True, person
             return None
         client = (scope.get("client") or ("?", 0))[0]
         wait = self.limiter.retry_after(client)
@@ -208,11 +247,14 @@ class Endpoints:
     """The /api routes over the daemon, dispatched on the undecoded path."""
 
     def __init__(self, app: App, max_body_bytes: int, mcp: ASGIApp | None,
-                 threads: int) -> None:
+                 threads: int, people: People | None = None,
+                 audit: AuditLog | None = None) -> None:
         self.app = app
+        self.audit = audit
         self.max_body_bytes = max_body_bytes
         self.mcp = mcp
         self.threads = anyio.CapacityLimiter(threads)
+        self.users = Users(people) if people is not None else None
 
     async def call(self, function: Callable[..., Any], *args: Any) -> Any:
         """Run a knowledge-base call on the worker threads."""
@@ -229,8 +271,10 @@ class Endpoints:
             response = await self.dispatch(request, path)
         except HTTPError as exc:
             response = _json(exc.status, {"error": str(exc)}, close=exc.close)
-        except NodeNotFound as exc:
+        except (NodeNotFound, UnknownPerson) as exc:
             response = _json(404, {"error": str(exc)})
+        except AccessDenied as exc:
+            response = _json(403, {"error": str(exc)})
         except KBError as exc:
             response = _json(400, {"error": str(exc)})
         except Exception as exc:  # noqa: BLE001 - a failing request never stops the server
@@ -274,61 +318,101 @@ class Endpoints:
         method = request.method
         if method not in METHODS:
             raise HTTPError(501, f"method {method} is not supported")
-        node, chunk_path, chunk = (NODE_ROUTE.match(path), PATH_ROUTE.match(path),
-                                   CHUNK_ROUTE.match(path))
-        allowed = ROUTES.get(path) or ({"GET"} if node or chunk_path or chunk else None)
+        node, chunk_path, chunk, user = (NODE_ROUTE.match(path), PATH_ROUTE.match(path),
+                                         CHUNK_ROUTE.match(path), USER_ROUTE.match(path))
+        allowed = ROUTES.get(path) or ({"GET"} if node or chunk_path or chunk else None) or (
+            ({"DELETE"} if user.group(2) is None else {"POST"}) if user else None)
         if allowed is None:
             raise HTTPError(404, f"no such endpoint {path}")
         if method not in allowed:
             raise HTTPError(405, f"{method} is not allowed on {path}; use "
                                  f"{', '.join(sorted(allowed))}")
-        if node:
-            return _json(200, await self.call(self.app.node, _number(node, "tree node", True)))
-        if chunk_path:
-            return _json(200, await self.call(self.app.path, _number(chunk_path, "chunk")))
-        if chunk:
-            neighbours = _neighbours(request.query_params.get("neighbours"))
-            return _json(200, await self.call(self.app.chunk, _number(chunk, "chunk"),
-                                              neighbours))
         if path == "/api/health":
             health = self.app.health()
             if not request.scope.get("state", {}).get("authorized", True):
                 health = {"ok": health.get("ok", True)}
             return _json(200, health)
+        access = _access(request)
+        if node:
+            number = _number(node, "tree node", True)
+            return _json(200, await self.call(lambda: self.app.node(number, access=access)))
+        if chunk_path:
+            number = _number(chunk_path, "chunk")
+            return _json(200, await self.call(lambda: self.app.path(number, access=access)))
+        if chunk:
+            number, neighbours = (_number(chunk, "chunk"),
+                                  _neighbours(request.query_params.get("neighbours")))
+            return _json(200, await self.call(
+                lambda: self.app.chunk(number, neighbours, access=access)))
         if path == "/api/status":
-            return _json(200, await self.call(self.app.status))
+            return _json(200, await self.call(lambda: self.app.status(access=access)))
         if path == "/api/tree":
-            return _json(200, await self.call(self.app.node, None))
+            return _json(200, await self.call(lambda: self.app.node(None, access=access)))
         if path == "/api/query":
-            return await self.query(await self.body(request))
+            return await self.query(await self.body(request), access)
         if path == "/api/answer":
-            return await self.answer(await self.body(request))
+            return await self.answer(await self.body(request), access)
+        if path == "/api/users" or user:
+            return await self.people(request, method, user, access)
         body = validate(await self.body(request), REINDEX_FIELDS, ("path",))
-        return _json(200, await self.call(self.app.reindex, body["path"]))
+        if path == "/api/forget":
+            return _json(200, await self.call(lambda: self.app.forget(body["path"], access=access)))
+        return _json(200, await self.call(lambda: self.app.reindex(body["path"], access=access)))
 
-    async def query(self, raw: Any) -> Response:
+    async def people(self, request: Request, method: str, user: re.Match[str] | None,
+                     access: Access) -> Response:
+        """The admin-only /api/users routes: list, add, grant, ungrant, rotate, revoke."""
+        if access.role != "admin":
+            raise HTTPError(403, f"{access.name} is a {access.role}; only an admin manages "
+                                 "people")
+        if self.users is None:
+            raise HTTPError(404, "this server keeps no people")
+        users = self.users
+        if user is None and method == "GET":
+            return _json(200, await self.call(users.list))
+        if user is None:
+            body = validate(await self.body(request), USER_FIELDS, ("name",))
+            read = _paths(body.get("read") or [])
+            self._audit(access, "users add", body["name"])
+            return _json(200, await self.call(
+                lambda: users.add(body["name"], body.get("role") or "reader", read)))
+        name, action = user.group(1), user.group(2)
+        self._audit(access, f"users {action or 'revoke'}", name)
+        if action is None:
+            return _json(200, await self.call(users.revoke, name))
+        if action == "rotate":
+            return _json(200, await self.call(users.rotate, name))
+        read = _paths(validate(await self.body(request), GRANT_FIELDS, ("read",))["read"])
+        if not read:
+            raise HTTPError(400, "field 'read' must list at least one path")
+        change = users.grant if action == "grant" else users.ungrant
+        return _json(200, await self.call(change, name, read))
+
+    def _audit(self, access: Access, action: str, name: str) -> None:
+        if self.audit is not None:
+            self.audit.record(access.name, action, name)
+
+    async def query(self, raw: Any, access: Access) -> Response:
         """POST /api/query."""
         body = validate(raw, QUERY_FIELDS, ("text",))
         k = _k(body.get("k"))
         within = scopes(body.get("in"))
         args = (body["text"], body.get("mode"), k, bool(body.get("summarize") or False))
-        if within is not None:
-            result = await self.call(lambda: self.app.query(*args, within=within))
-        else:
-            result = await self.call(self.app.query, *args)
+        result = await self.call(lambda: self.app.query(*args, within=within, access=access))
         return _json(200, result)
 
-    async def answer(self, raw: Any) -> Response:
+    async def answer(self, raw: Any, access: Access) -> Response:
         """POST /api/answer: NDJSON, one {"step"} line per agent step, then the answer."""
         body = validate(raw, ANSWER_FIELDS, ("text",))
         k = _k(body.get("k"))
         if not body["text"].strip():
             raise HTTPError(400, "the query is empty")
-        return StreamingResponse(self.answer_lines(body["text"], k),
+        return StreamingResponse(self.answer_lines(body["text"], k, access),
                                  media_type="application/x-ndjson",
                                  headers={"Cache-Control": "no-cache"})
 
-    async def answer_lines(self, text: str, k: int | None) -> AsyncIterator[bytes]:
+    async def answer_lines(self, text: str, k: int | None,
+                           access: Access) -> AsyncIterator[bytes]:
         """The agent's steps as they complete, then its answer or error."""
         loop = asyncio.get_running_loop()
         lines: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
@@ -338,7 +422,8 @@ class Endpoints:
 
         def run() -> None:
             try:
-                emit({"answer": self.app.answer(text, k, lambda s: emit({"step": s}))})
+                emit({"answer": self.app.answer(text, k, lambda s: emit({"step": s}),
+                                                access=access)})
             except KBError as exc:
                 emit({"error": str(exc)})
             except Exception as exc:  # noqa: BLE001 - a failing request never stops the server
@@ -351,6 +436,23 @@ class Endpoints:
         while (line := await lines.get()) is not None:
             yield json.dumps(line).encode("utf-8") + b"\n"
         await worker
+
+
+def _access(request: Request) -> Access:
+    """Who the guard found the request's token to be (never defaults to the owner)."""
+    access = request.scope.get("state", {}).get("access")
+    if not isinstance(access, Access):
+        raise HTTPError(401, "missing or wrong bearer token")
+    return access
+
+
+def _paths(value: list[Any]) -> list[str]:
+    """A list of grant paths from a JSON body."""
+    if len(value) > MAX_SCOPES or not all(isinstance(v, str) for v in value):
+        raise HTTPError(400, f"field 'read' must list up to {MAX_SCOPES} path strings")
+    for item in value:
+        _check_text("read", item)
+    return value
 
 
 def _number(match: re.Match[str], what: str, signed: bool = False) -> int:
@@ -376,7 +478,8 @@ def _neighbours(raw: str | None) -> int:
 
 def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
               max_body_bytes: int, mcp_server: Any = None,
-              threads: int = WORKER_THREADS) -> ASGIApp:
+              threads: int = WORKER_THREADS, people: People | None = None,
+              persons: PersonLimiter | None = None, audit: AuditLog | None = None) -> ASGIApp:
     """The whole ASGI application: guard, then /mcp or the /api routes."""
     mcp_app = None
     if mcp_server is not None:
@@ -388,7 +491,7 @@ def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
             max_request_body_size=max_body_bytes,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
-    endpoints = Endpoints(app, max_body_bytes, mcp_app, threads)
+    endpoints = Endpoints(app, max_body_bytes, mcp_app, threads, people, audit)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -400,7 +503,7 @@ def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
 
     starlette = Starlette(lifespan=lifespan)
     starlette.router.default = endpoints  # every method and path reaches `dispatch`
-    return Guard(starlette, token, policy, limiter)
+    return Guard(starlette, token, policy, limiter, people, persons, audit)
 
 
 class APIServer:
@@ -409,7 +512,8 @@ class APIServer:
     def __init__(self, app: App, host: str, port: int, token: str,
                  max_body_bytes: int = 1_000_000, *, allowed_hosts: Iterable[str] = (),
                  mcp_server: Any = None, max_connections: int = MAX_CONNECTIONS,
-                 failures_per_minute: int = 10) -> None:
+                 failures_per_minute: int = 10, people: People | None = None,
+                 person_requests_per_minute: int = 600, audit: AuditLog | None = None) -> None:
         if not token:
             raise KBError("the API needs a token (the daemon generates one in its data "
                           "directory)")
@@ -422,8 +526,9 @@ class APIServer:
         protocol = type("Protocol", (JSONProtocol,), {"head_timeout_s": TIMEOUT_S,
                                                       "max_connections": max_connections})
         policy = HostPolicy(host, allowed_hosts, port=self.server_address[1])
-        asgi = build_app(app, token, policy, self.limiter,
-                         max_body_bytes, mcp_server)
+        self.persons = PersonLimiter(person_requests_per_minute)
+        asgi = build_app(app, token, policy, self.limiter, max_body_bytes, mcp_server,
+                         people=people, persons=self.persons, audit=audit)
         config = uvicorn.Config(
             asgi, http=protocol, loop="asyncio", lifespan="on", log_config=None,
             access_log=False, timeout_keep_alive=KEEP_ALIVE_S, server_header=False,

@@ -251,3 +251,37 @@ def token_matches(given: str, token: str) -> bool:
     """Constant-time comparison of an Authorization header with the token."""
     return hmac.compare_digest(given.encode("utf-8", "surrogateescape"),
                                f"Bearer {token}".encode())
+
+
+class PersonLimiter:
+    """Requests per person per minute (a token bucket each); 0 means no limit."""
+
+    def __init__(self, per_minute: int, people: int = 10_000) -> None:
+        self.per_minute = per_minute
+        self.people = people
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def wait(self, person: str) -> float:
+        """Take one request from the person's bucket: 0 when it may go, else seconds to wait."""
+        if self.per_minute <= 0:
+            return 0.0
+        rate = self.per_minute / 60.0
+        now = time.monotonic()
+        with self._lock:
+            tokens, then = self._buckets.get(person, (float(self.per_minute), now))
+            tokens = min(float(self.per_minute), tokens + (now - then) * rate)
+            if tokens < 1.0:
+                self._buckets[person] = (tokens, now)
+                return (1.0 - tokens) / rate
+            if person not in self._buckets and len(self._buckets) >= self.people:
+                self._buckets.clear()
+            self._buckets[person] = (tokens - 1.0, now)
+            return 0.0
+
+
+def bearer(header: str | None) -> str:
+    """The token of an `Authorization: Bearer <token>` header ("" when there is none)."""
+    if not header or not header.startswith("Bearer "):
+        return ""
+    return header[len("Bearer "):].strip()

@@ -13,12 +13,21 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 from psirag_kb.config import Config, api_token, server_url
 from psirag_kb.errors import KBError, NodeNotFound
 from psirag_kb.service.auth import is_loopback
-from psirag_kb.storage.datadir import COMMAND, DAEMON, LOCK_FILE, DataDirLock, holder
+from psirag_kb.storage.datadir import (
+    COMMAND,
+    DAEMON,
+    LOCK_FILE,
+    SESSION,
+    DataDirLock,
+    holder,
+    pid_alive,
+    takeover_requested,
+)
 
 __all__ = ["DAEMON_FILE", "LOCK_FILE", "HTTPClient", "LocalClient", "connect", "open_local",
            "running_daemon"]
@@ -48,20 +57,8 @@ class KBClient(Protocol):
     def node(self, node_id: int | None = None) -> dict[str, Any]: ...
     def path(self, chunk_id: int) -> list[dict[str, Any]]: ...
     def reindex(self, path: str | Path) -> dict[str, Any]: ...
+    def forget(self, path: str | Path) -> dict[str, Any]: ...
     def close(self) -> None: ...
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def daemon_info(data_dir: Path) -> dict[str, Any] | None:
@@ -240,6 +237,28 @@ class HTTPClient:
         return self._call("POST", "/api/reindex", {"path": os.path.abspath(path)},
                           timeout=REINDEX_TIMEOUT_S)
 
+    def forget(self, path: str | Path) -> dict[str, Any]:
+        """Remove an indexed file or folder on purpose (unavailable files included)."""
+        return self._call("POST", "/api/forget", {"path": os.path.abspath(path)},
+                          timeout=REINDEX_TIMEOUT_S)
+
+    def users(self, action: str, name: str = "", role: str | None = None,
+              read: list[str] | None = None) -> dict[str, Any]:
+        """A `users` command over the admin-only /api/users routes."""
+        named = f"/api/users/{quote(name, safe='')}"
+        if action == "list":
+            return self._call("GET", "/api/users")
+        if action == "add":
+            body: dict[str, Any] = {"name": name, "read": read or []}
+            if role is not None:
+                body["role"] = role
+            return self._call("POST", "/api/users", body)
+        if action == "revoke":
+            return self._call("DELETE", named)
+        if action == "rotate":
+            return self._call("POST", named + "/rotate", {})
+        return self._call("POST", f"{named}/{action}", {"read": read or []})
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -300,6 +319,10 @@ class LocalClient:
         """Bring one path up to date now."""
         return self.kb.ingest([path]).as_dict()
 
+    def forget(self, path: str | Path) -> dict[str, Any]:
+        """Remove an indexed file or folder on purpose (unavailable files included)."""
+        return {"removed": self.kb.forget([path])}
+
     def close(self) -> None:
         """Close the stores and free the data directory."""
         try:
@@ -315,11 +338,12 @@ class LocalClient:
         self.close()
 
 
-def running_daemon(config: Config, wait_s: float = DAEMON_START_WAIT_S) -> HTTPClient | None:
+def running_daemon(config: Config, wait_s: float = DAEMON_START_WAIT_S,
+                   quiet: bool = False) -> HTTPClient | None:
     """A client for the daemon that owns the data directory, if one runs.
 
     A daemon that holds the data directory but does not answer yet (it is starting) is waited
-    for, up to `wait_s`.
+    for, up to `wait_s` (saying so on stderr unless `quiet`).
     """
     deadline = time.monotonic() + wait_s
     told = False
@@ -348,27 +372,37 @@ def running_daemon(config: Config, wait_s: float = DAEMON_START_WAIT_S) -> HTTPC
                 f"{f' ({error})' if error else ''}; wait for it to start, or stop it with "
                 f"`kill {pid}`"
             ) from None
-        if not told:
+        if not told and not quiet:
             print(f"waiting for the daemon that is starting on {config.data_dir}",
                   file=sys.stderr)
             told = True
         time.sleep(0.2)
 
 
-def open_local(config: Config, embedder: Any = None) -> LocalClient | None:
+def open_local(config: Config, embedder: Any = None,
+               session: str | None = None) -> LocalClient | None:
     """The knowledge base in-process, holding the data directory; None when a daemon owns it.
 
-    A command holding the data directory is waited for.
+    A command holding the data directory is waited for, as is a session (`mcp`, `tui`) that
+    is handing it over to a daemon; any other session is named in a KBError, since it holds the
+    directory until it ends. `session` names the caller when it is such a session itself.
     """
     from psirag_kb.kb import KnowledgeBase
 
     lock = DataDirLock(config.data_dir)
+    role, name = (SESSION, session) if session else (COMMAND, "")
     told = False
-    while (found := lock.try_acquire(COMMAND)) is not None:
+    while (found := lock.try_acquire(role, name)) is not None:
         if found.role == DAEMON:
             return None
+        if found.role == SESSION and takeover_requested(config.data_dir) is None:
+            raise KBError(
+                f"{found.describe()} has the knowledge base in {config.data_dir} open "
+                "in-process; start the daemon (`psirag-kb daemon`), which takes it over from "
+                f"that session within seconds so both can share it, or end it (`kill "
+                f"{found.pid}`)")
         if not told:
-            print(f"waiting for psirag-kb (pid {found.pid}) to finish with {config.data_dir}",
+            print(f"waiting for {found.describe()} to finish with {config.data_dir}",
                   file=sys.stderr)
             told = True
         time.sleep(0.1)
@@ -399,9 +433,11 @@ def remote_daemon(config: Config) -> HTTPClient | None:
     return client
 
 
-def connect(config: Config, embedder: Any = None) -> KBClient:
+def connect(config: Config, embedder: Any = None, session: str | None = None,
+            wrap: Callable[[LocalClient], KBClient] | None = None) -> KBClient:
     """A remote daemon when one is named; else the running daemon's API when one owns the
-    data directory; else the KB in-process."""
+    data directory; else the KB in-process, given to `wrap` when there is one (a long-lived
+    session's HandoverClient: see `handover.connect_session`)."""
     remote = remote_daemon(config)
     if remote is not None:
         return remote
@@ -409,6 +445,6 @@ def connect(config: Config, embedder: Any = None) -> KBClient:
         client = running_daemon(config)
         if client is not None:
             return client
-        local = open_local(config, embedder)
+        local = open_local(config, embedder, session)
         if local is not None:
-            return local
+            return local if wrap is None else wrap(local)

@@ -13,10 +13,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from psirag_kb.access import OWNER, Access
 from psirag_kb.config import Config
-from psirag_kb.errors import KBError
-from psirag_kb.paths import inside
+from psirag_kb.errors import AccessDenied, KBError
+from psirag_kb.paths import inside, spelled_under
+from psirag_kb.people import People
 from psirag_kb.service.api import APIServer
+from psirag_kb.service.audit import AuditLog
 from psirag_kb.service.auth import configured_token, ensure_token_file
 from psirag_kb.service.client import DAEMON_FILE
 from psirag_kb.service.refresher import AbstractRefresher
@@ -60,6 +63,8 @@ class Daemon:
         self.watcher: FolderWatcher | None = None
         self.jobs: Jobs | None = None
         self.refresher: AbstractRefresher | None = None
+        self.people: People | None = None
+        self.audit: AuditLog | None = None
         self.started = 0.0
         self._lock = DataDirLock(self.data_dir)
         self._stop = threading.Event()
@@ -78,10 +83,16 @@ class Daemon:
             token = (configured_token(api.token, api.token_file, "the config")
                      or ensure_token_file(self.data_dir))
             self.kb = KnowledgeBase(self.config, self.embedder)
+            self.people = People(self.data_dir)
+            self.audit = AuditLog(self.data_dir, api.audit_max_bytes, api.audit_backups,
+                                  api.audit_queries)
             self.api = APIServer(self, api.host, api.port, token, api.max_body_bytes,
                                  allowed_hosts=api.allowed_hosts, mcp_server=_mcp_server(self),
                                  max_connections=api.max_connections,
-                                 failures_per_minute=api.auth_failures_per_minute)
+                                 failures_per_minute=api.auth_failures_per_minute,
+                                 people=self.people,
+                                 person_requests_per_minute=api.person_requests_per_minute,
+                                 audit=self.audit)
             self.watcher = FolderWatcher(self.kb, self.folders, self.config.watch.quiet_period_s,
                                          self.data_dir)
             self.jobs = self._jobs()
@@ -96,6 +107,8 @@ class Daemon:
         self.kb.stores.start_tree_rebuild()  # a missing tree is rebuilt while queries go on
         self.api.start()
         self._write_info()
+        # folders dropped from [watch] folders lose the files they left unavailable
+        self.kb.forget_unwatched(self.folders)
         self.watcher.start()
         self.watcher.scan()  # start-up reconciliation: what changed while we were down
         self.jobs.start()
@@ -117,6 +130,7 @@ class Daemon:
         jobs.add("rescan", self._rescan, watch.rescan_interval_s)
         jobs.add("maintain", self.kb.maintain, watch.maintain_interval_s)
         jobs.add("store", self._store_maintenance, watch.store_interval_s)
+        jobs.add("people", self._people_seen, 60.0)
         return jobs
 
     def request_stop(self) -> None:
@@ -145,6 +159,10 @@ class Daemon:
         if self.jobs is not None:
             self.jobs.shutdown(wait=True)
         self._close_kb()
+        if self.people is not None:
+            self._people_seen(0.0)
+        if self.audit is not None:
+            self.audit.close()
         (self.data_dir / DAEMON_FILE).unlink(missing_ok=True)
         self._lock.release()
         log.info("daemon stopped")
@@ -184,6 +202,15 @@ class Daemon:
         assert self.watcher is not None
         return self.watcher.queue_size > 0 or self.kb.writer.queued > 0
 
+    def _people_seen(self, every_s: float = 60.0) -> dict[str, Any]:
+        """Write down when people last used their tokens (for `users list`)."""
+        try:
+            written = self.people is not None and self.people.write_seen(every_s)
+        except (OSError, KBError):
+            log.warning("could not record when people last used their tokens", exc_info=True)
+            written = False
+        return {"written": written}
+
     def _store_maintenance(self) -> dict[str, Any]:
         """Persist the derived indexes and checkpoint DuckDB's write-ahead log."""
         self.kb.checkpoint()
@@ -195,9 +222,12 @@ class Daemon:
         """Liveness: pid and data directory, without touching the stores."""
         return {"ok": True, "pid": os.getpid(), "data_dir": str(self.data_dir)}
 
-    def daemon_status(self) -> dict[str, Any]:
-        """The "daemon" object of status."""
+    def daemon_status(self, access: Access = OWNER) -> dict[str, Any]:
+        """The "daemon" object of status (for a person with grants: no counts, no errors, since
+        those cover files beyond their grants)."""
         assert self.api is not None and self.watcher is not None and self.jobs is not None
+        if not access.everything:
+            return {"pid": os.getpid(), "url": self.api.url, "started": self.started}
         return {
             "pid": os.getpid(), "url": self.api.url, "started": self.started,
             "queue": self.watcher.queue_size + self.kb.writer.queued,
@@ -206,50 +236,97 @@ class Daemon:
             "abstracts": None if self.refresher is None else self.refresher.status(),
         }
 
-    def status(self) -> dict[str, Any]:
-        """The KB's status plus the daemon's state and watched folders."""
-        return self._kb().status() | {
-            "daemon": self.daemon_status(), "watch": [str(f) for f in self.folders],
+    def status(self, *, access: Access = OWNER) -> dict[str, Any]:
+        """The KB's status plus the daemon's state and watched folders (as far as `access`
+        may read them)."""
+        status = self._kb().status(access=access) | {
+            "daemon": self.daemon_status(access),
+            "watch": [str(f) for f in self.folders if access.may_read(str(f))],
         }
+        self._audited(access, "status")
+        return status
 
     def query(self, text: str, mode: str | None = None, k: int | None = None,
-              summarize: bool = False, within: Sequence[str] | None = None) -> dict[str, Any]:
-        """Ranked results (only under the paths in `within`, when given)."""
-        if within is None:
-            return self._kb().query(text, mode=mode, k=k, summarize=summarize)
-        return self._kb().query(text, mode=mode, k=k, summarize=summarize, within=within)
+              summarize: bool = False, within: Sequence[str] | None = None, *,
+              access: Access = OWNER) -> dict[str, Any]:
+        """Ranked results (only under the paths in `within`, when given), from what `access`
+        may read."""
+        extra = {"access": access} | ({} if within is None else {"within": within})
+        result = self._kb().query(text, mode=mode, k=k, summarize=summarize, **extra)
+        self._audited(access, "query", None if within is None else list(within),
+                      len(result.get("results") or result.get("citations") or []), text)
+        return result
 
-    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]:
+    def chunk(self, chunk_id: int, neighbours: int = 0, *,
+              access: Access = OWNER) -> dict[str, Any]:
         """One chunk's full text and location, with its neighbours in the file when asked."""
-        return self._kb().chunk(chunk_id, neighbours)
+        found = self._kb().chunk(chunk_id, neighbours, access=access)
+        self._audited(access, "fetch", chunk_id, 1 + len(found.get("before", []))
+                      + len(found.get("after", [])))
+        return found
 
     def answer(self, text: str, k: int | None = None,
-               on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+               on_step: Callable[[dict[str, Any]], None] | None = None, *,
+               access: Access = OWNER) -> dict[str, Any]:
         """Agent mode, each step passed to `on_step` as it completes."""
-        return self._kb().answer(text, k, on_step)
+        result = self._kb().answer(text, k, on_step, access=access)
+        self._audited(access, "answer", None, len(result.get("citations") or []), text)
+        return result
 
-    def node(self, node_id: int | None = None) -> dict[str, Any]:
-        """One tree node (the root by default)."""
-        return self._kb().node(node_id)
+    def node(self, node_id: int | None = None, *, access: Access = OWNER) -> dict[str, Any]:
+        """One tree node (the root by default), as far as `access` may read it."""
+        found = self._kb().node(node_id, access=access)
+        self._audited(access, "browse", node_id, len(found.get("children", [])))
+        return found
 
-    def path(self, chunk_id: int) -> dict[str, Any]:
+    def path(self, chunk_id: int, *, access: Access = OWNER) -> dict[str, Any]:
         """The abstract nodes above a chunk, root first, as {"chunk_id", "path"}."""
-        return {"chunk_id": chunk_id, "path": self._kb().path_of(chunk_id)}
+        above = self._kb().path_of(chunk_id, access=access)
+        self._audited(access, "path", chunk_id, len(above))
+        return {"chunk_id": chunk_id, "path": above}
 
-    def reindex(self, raw: str) -> dict[str, Any]:
+    def reindex(self, raw: str, *, access: Access = OWNER) -> dict[str, Any]:
         """Bring a path inside a watched folder, or an indexed path, up to date now, with the
-        offline abstracts of the tree nodes it changed."""
-        path = self.allowed_path(raw)
+        offline abstracts of the tree nodes it changed; an editor only inside their grants."""
+        try:
+            _may_write(access, raw)
+            path = self.allowed_path(raw)
+            _may_write(access, str(path))
+        except AccessDenied:
+            if self.audit is not None:
+                self.audit.record(access.name, "reindex", raw, status=403)
+            raise
+        self._audited(access, "reindex", str(path))
         kb = self._kb()
         if path.exists():
             try:
-                report = kb.ingest([path]).as_dict()
+                report = kb.ingest([path], access=access).as_dict()
             except KBError:
                 if path.exists():
                     raise  # otherwise it vanished meanwhile: bring that up to date instead
             else:
                 return report | {"abstracts": kb.regenerate_abstracts(offline=True)}
-        return {"removed": kb.remove([path])}
+        try:  # a deleted file is removed; a missing folder's files are kept as unavailable
+            return kb.ingest([path], access=access).as_dict()
+        except KBError:
+            if path.exists():
+                raise
+            return {"removed": 0}  # it was never indexed, or was removed meanwhile
+
+    def forget(self, raw: str, *, access: Access = OWNER) -> dict[str, Any]:
+        """Remove an indexed file or folder on purpose, unavailable files included (an editor
+        only inside their grants)."""
+        if not raw or "\x00" in raw or not os.path.isabs(raw) or ".." in Path(raw).parts:
+            raise KBError(f"{raw!r} must be an absolute path without '..'")
+        path = Path(os.path.abspath(raw))
+        try:
+            _may_write(access, str(path))
+        except AccessDenied:
+            if self.audit is not None:
+                self.audit.record(access.name, "forget", raw, status=403)
+            raise
+        self._audited(access, "forget", str(path))
+        return {"removed": self._kb().forget([path], access=access)}
 
     def allowed_path(self, raw: str) -> Path:
         """The absolute path of a reindex request, refusing traversal and foreign paths."""
@@ -260,8 +337,12 @@ class Daemon:
         path = Path(os.path.abspath(raw))
         if inside(path, self.data_dir):
             raise KBError(f"{path} is inside the data directory, which is never indexed")
+        for folder in self.folders:  # the watcher's spelling: one row per file
+            spelled = spelled_under(path, folder)
+            if spelled is not None:
+                return spelled
         if any(inside(path, folder) for folder in self.folders):
-            return path
+            return path  # a link to a file in a watched folder
         if self._kb().is_indexed(path) and not path.is_dir():
             return path  # a file indexed before, never a folder around it (such as "/")
         raise KBError(f"{path} is neither inside a watched folder nor indexed; add its folder "
@@ -272,12 +353,25 @@ class Daemon:
             raise KBError("the daemon is shutting down")
         return self.kb
 
+    def _audited(self, access: Access, action: str, scope: Any = None,
+                 results: int | None = None, query: str | None = None) -> None:
+        if self.audit is not None:
+            self.audit.record(access.name, action, scope, results, query)
+
+
+def _may_write(access: Access, raw: str) -> None:
+    """Refuse a reindex the person's role or grants do not allow."""
+    spelled = os.path.normpath(raw) if os.path.isabs(raw) else raw
+    if not access.may_write(spelled):
+        what = "never reindexes" if access.role == "reader" else f"may not reindex {raw}"
+        raise AccessDenied(f"{access.name} ({access.role}) {what}")
+
 
 def _mcp_server(daemon: Daemon) -> Any:
     """The MCP server the daemon serves at /mcp, over the daemon itself."""
-    from psirag_kb.service.mcp import build_server
+    from psirag_kb.service.mcp import build_server, http_access
 
-    return build_server(daemon)
+    return build_server(daemon, http_access)
 
 
 def run_daemon(config: Config, watch: Sequence[Path] = (), embedder: Any = None,

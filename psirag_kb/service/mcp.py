@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, NotRequired, Protocol
@@ -108,6 +109,8 @@ class Passage(TypedDict):
     location: Location | None
     score: float
     snippet: str
+    unavailable: NotRequired[str]
+    """Set when the passage's folder vanished (an unmounted drive): since when, and why."""
 
 
 class SearchResult(TypedDict):
@@ -251,12 +254,22 @@ def within(path: str | list[str] | None, remote: bool = False) -> list[str] | No
     return out or None
 
 
+def passage(item: dict[str, Any]) -> Passage:
+    """The compact form of one result row."""
+    out: Passage = {"id": str(item["chunk_id"]), "source": item["source"],
+                    "location": location(item), "score": round(float(item["score"]), 4),
+                    "snippet": snippet(item["text"])}
+    gone = item.get("unavailable")
+    if gone:
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(gone.get("since") or 0)))
+        out["unavailable"] = f"since {since}: {gone.get('reason', '')}"
+    return out
+
+
 def search_result(result: dict[str, Any]) -> SearchResult:
     """The compact form of a query result."""
-    out: SearchResult = {"query": result["query"], "mode": result["mode"], "results": [
-        {"id": str(item["chunk_id"]), "source": item["source"], "location": location(item),
-         "score": round(float(item["score"]), 4), "snippet": snippet(item["text"])}
-        for item in result["results"]]}
+    out: SearchResult = {"query": result["query"], "mode": result["mode"],
+                         "results": [passage(item) for item in result["results"]]}
     if result.get("in"):
         out["within"] = list(result["in"])
     if result.get("degraded"):
@@ -369,8 +382,31 @@ def _progress(ctx: Context | None) -> Callable[[dict[str, Any]], None]:
     return on_step
 
 
-def build_server(backend: Backend) -> MCPServer:
-    """An MCP server whose tools call `backend` (a KBClient or the daemon object)."""
+def http_access(ctx: Context | None) -> dict[str, Any]:
+    """The `access` keyword of an MCP call over the daemon's HTTP: the Access the guard found
+    for the request's bearer token (a call without one is refused, never the owner's)."""
+    request = None
+    if ctx is not None:
+        try:
+            request = ctx.request_context.request
+        except ValueError:
+            request = None
+    scope = getattr(request, "scope", None) or {}
+    access = scope.get("state", {}).get("access")
+    if access is None:
+        raise ToolError("this MCP call carries no accepted bearer token")
+    return {"access": access}
+
+
+def build_server(backend: Backend,
+                 access_of: Callable[[Context | None], dict[str, Any]] | None = None
+                 ) -> MCPServer:
+    """An MCP server whose tools call `backend` (a KBClient or the daemon object); with
+    `access_of` (the daemon's /mcp: `http_access`) each call passes the caller's Access on."""
+
+    def person(ctx: Context | None) -> dict[str, Any]:
+        return {} if access_of is None else access_of(ctx)
+
     # WARNING: the SDK configures the root logger when nothing has (cli.py and daemon.py have)
     server = MCPServer("psirag-kb", instructions=INSTRUCTIONS, log_level="WARNING")
 
@@ -386,6 +422,7 @@ def build_server(backend: Backend) -> MCPServer:
             json_schema_extra={"enum": list(MODES)})] = "hybrid",
         path: Annotated[str | list[str] | None, Field(
             description="only search inside these absolute folder or file paths")] = None,
+        ctx: Context | None = None,
     ) -> SearchResult:
         """Ranked passages for a query."""
         if mode not in MODES:
@@ -394,6 +431,7 @@ def build_server(backend: Backend) -> MCPServer:
             raise ToolError(f"k must be between 1 and {MAX_K}, not {k}")
         paths = within(path, remote=bool(getattr(backend, "remote", False)))
         extra = {"within": paths} if paths else {}  # backends without the filter still search
+        extra |= person(ctx)
         with _reported():
             return search_result(backend.query(query, mode=mode, k=k, **extra))
 
@@ -404,6 +442,7 @@ def build_server(backend: Backend) -> MCPServer:
         neighbours: Annotated[int, Field(
             description=f"passages to add before and after it, 0-{MAX_NEIGHBOURS}",
             json_schema_extra={"minimum": 0, "maximum": MAX_NEIGHBOURS})] = 0,
+        ctx: Context | None = None,
     ) -> Fetched:
         """One passage in full, with its neighbours."""
         if not id.strip().isdigit():
@@ -412,7 +451,7 @@ def build_server(backend: Backend) -> MCPServer:
             raise ToolError(f"neighbours must be between 0 and {MAX_NEIGHBOURS}, not "
                             f"{neighbours}")
         with _reported():
-            return fetched(backend.chunk(int(id), neighbours))
+            return fetched(backend.chunk(int(id), neighbours, **person(ctx)))
 
     @server.tool(description=ANSWER, annotations=READ_ONLY)
     def answer(
@@ -423,22 +462,24 @@ def build_server(backend: Backend) -> MCPServer:
         if not question.strip():
             raise ToolError("the question is empty")
         with _reported():
-            return answer_result(backend.answer(question, on_step=_progress(ctx)))
+            return answer_result(backend.answer(question, on_step=_progress(ctx),
+                                                **person(ctx)))
 
     @server.tool(description=BROWSE, annotations=READ_ONLY)
     def browse(
         node: Annotated[int | None, Field(
             description="an abstract node's id (from a child's `node`); omit for the root")]
         = None,
+        ctx: Context | None = None,
     ) -> NodeResult:
         """A tree node's abstract and children."""
         with _reported():
-            return node_result(backend.node(node))
+            return node_result(backend.node(node, **person(ctx)))
 
     @server.tool(description=STATUS, annotations=READ_ONLY)
-    def status() -> StatusResult:
+    def status(ctx: Context | None = None) -> StatusResult:
         """Counts, problems and freshness."""
         with _reported():
-            return status_result(backend.status())
+            return status_result(backend.status(**person(ctx)))
 
     return server

@@ -25,6 +25,9 @@ BATCH_PATHS = 64
 """Files handed to one ingest call, so queries and shutdown get a turn between batches."""
 ROOT_CHECK_S = 1.0
 """Seconds between checks that the watched folders still exist."""
+REFRESH_GAP_S = 1.0
+"""Least seconds between two fresh watches of a folder, and how long the old watch keeps
+reporting after it (longer than watchdog's 0.5 s wait to pair the halves of a move)."""
 EVENT_TYPES = frozenset({"created", "modified", "deleted", "moved"})
 
 
@@ -94,8 +97,18 @@ class FolderWatcher:
         self._stop = threading.Event()
         self._observer = Observer()
         self._watches: dict[Path, Any] = {}
+        self._fresh: dict[Path, bool] = {}
+        """Which of a folder's two spellings (without or with a trailing separator) its current
+        watch uses: a refresh schedules the other one, a distinct watch, then drops the first."""
+        self._arrived: set[Path] = set()
+        """Folders created or moved in since their watched folder was last watched afresh."""
+        self._refreshed: dict[Path, float] = {}
+        self._retiring: list[tuple[float, Path, Any]] = []
+        """(when to drop it, its folder, watch) of watches replaced by a fresh one."""
         self._identity: dict[Path, tuple[int, int] | None] = {}
         self._lost: set[Path] = set()
+        self._absent: set[Path] = set()
+        """Watched folders found missing, whose files were marked unavailable."""
         self._thread = threading.Thread(target=self._run, name="psirag-watcher", daemon=True)
         self._busy = False
 
@@ -124,20 +137,72 @@ class FolderWatcher:
             return
         try:
             self._identity[folder] = _identity(folder)
-            self._watches[folder] = self._observer.schedule(
-                _Handler(self), str(folder), recursive=True
-            )
+            self._retire(folder)
+            raw = str(folder) + (os.sep if self._fresh.get(folder, False) else "")
+            self._watches[folder] = self._observer.schedule(_Handler(self), raw, recursive=True)
             log.info("watching %s", folder)
         except OSError as exc:
             log.warning("cannot watch %s: %s", folder, exc)
 
     def _unschedule(self, folder: Path) -> None:
-        watch = self._watches.pop(folder, None)
+        self._drop(self._watches.pop(folder, None))
+
+    def _drop(self, watch: Any) -> None:
         if watch is not None:
             try:
                 self._observer.unschedule(watch)
             except (KeyError, OSError):  # the emitter already stopped with its folder
                 pass
+
+    def _refresh(self, folder: Path) -> None:
+        """Watch a folder afresh, every folder below it included.
+
+        watchdog can leave a folder unwatched for good when it is created inside a folder that
+        is renamed before watchdog handles the creation (about one such folder in five in
+        tests/reliability/test_watcher_storm.py): its later changes would never be seen. So
+        after folders arrive, a second watch is scheduled (the folder spelled with a trailing
+        separator, which watchdog keys apart); the first one keeps reporting for REFRESH_GAP_S
+        so that no event in flight is lost, and events seen twice meanwhile coalesce.
+        """
+        old = self._watches.get(folder)
+        if old is None:
+            return
+        self._retire(folder)  # an older watch spelled as the new one would be the same watch
+        fresh = not self._fresh.get(folder, False)
+        raw = str(folder) + (os.sep if fresh else "")
+        try:
+            self._watches[folder] = self._observer.schedule(_Handler(self), raw, recursive=True)
+        except OSError as exc:
+            log.warning("cannot watch %s afresh: %s", folder, exc)
+            return
+        self._fresh[folder] = fresh
+        self._retiring.append((time.monotonic() + REFRESH_GAP_S, folder, old))
+
+    def _retire(self, folder: Path | None = None) -> None:
+        """Drop the old watches that are due (all of a folder's, when one is given)."""
+        now, kept = time.monotonic(), []
+        for due, owner, watch in self._retiring:
+            if owner == folder or due <= now:
+                self._drop(watch)
+            else:
+                kept.append((due, owner, watch))
+        self._retiring = kept
+
+    def _settle_watches(self) -> list[Path]:
+        """Drop retired watches; watch afresh the folders where folders arrived (at most once
+        per REFRESH_GAP_S each). Returns the arrived folders, to be scanned after that."""
+        self._retire()
+        now = time.monotonic()
+        rescan: list[Path] = []
+        for folder in self.folders:
+            mine = [p for p in self._arrived if p == folder or folder in p.parents]
+            if not mine or now - self._refreshed.get(folder, -REFRESH_GAP_S) < REFRESH_GAP_S:
+                continue
+            self._refresh(folder)
+            self._refreshed[folder] = now
+            self._arrived.difference_update(mine)
+            rescan.extend(mine)
+        return rescan
 
     # -- queue ------------------------------------------------------------------------------
 
@@ -224,6 +289,10 @@ class FolderWatcher:
             if time.monotonic() - last_check >= ROOT_CHECK_S:
                 last_check = time.monotonic()
                 self._check_roots()
+            if self._arrived or self._retiring:
+                arrived = self._settle_watches()
+                if arrived:
+                    self.scan(arrived)
             moves, scans, ready, next_due = self._take()
             if moves or scans or ready:
                 try:
@@ -238,20 +307,27 @@ class FolderWatcher:
             self._wake.clear()
 
     def _check_roots(self) -> None:
-        """Notice watched folders that vanished or came back."""
+        """Notice watched folders that vanished (their files become unavailable, not removed)
+        or came back (rescanned: unchanged files are indexed again without being embedded)."""
         for folder in self.folders:
             present = folder.is_dir()
             replaced = folder in self._lost or _identity(folder) != self._identity.get(folder)
             if present and folder in self._watches and replaced:
-                log.warning("watched folder %s was replaced", folder)
+                log.warning("watched folder %s was replaced (remounted?): rescanning", folder)
                 self._unschedule(folder)
             self._lost.discard(folder)
             if folder in self._watches and not present:
                 log.warning("watched folder %s disappeared", folder)
                 self._unschedule(folder)
-                self._touch(folder)
+            if not present and folder not in self._absent:
+                self._absent.add(folder)
+                marked = self._guard("vanish", folder, self.kb.vanish, [folder])
+                if marked:
+                    log.warning("watched folder %s is missing: %d file(s) kept as unavailable",
+                                folder, marked)
             elif folder not in self._watches and present:
                 log.info("watched folder %s is back: rescanning", folder)
+                self._absent.discard(folder)
                 self._schedule(folder)
                 self.scan([folder])
 
@@ -275,6 +351,9 @@ class FolderWatcher:
     def _process(self, moves: list[tuple[Path, Path, bool]], scans: list[Path],
                  ready: list[Path]) -> None:
         """Apply moves, then folder scans, removals and file updates."""
+        self._arrived.update(p for p in [*(d for _, d, is_dir in moves if is_dir), *ready]
+                             if p.is_dir() and not _linked_folder(p))
+        scans.extend(self._settle_watches())
         files: list[Path] = []
         for src, dest, is_dir in moves:
             self._guard("move", src, self._move, src, dest, is_dir, files, scans)
@@ -293,11 +372,14 @@ class FolderWatcher:
         for folder in self.folders:  # a file gone with its watched folder: the folder moved
             if not folder.is_dir() and any(folder in path.parents for path in missing):
                 self._lost.add(folder)  # so it is rescanned when it comes back
+        missing = [p for p in missing if p not in self.folders]  # see _check_roots
         if missing and files and self._ingest_with_removals(missing, files):
             files = missing = []
         if missing:
             self._remove(missing)
-        present = [s for s in dict.fromkeys(scans) if s.is_dir()]
+        present = [s for s in dict.fromkeys(scans) if s.is_dir() and not _linked_folder(s)]
+        # a folder and one inside it are one scan: a walk that lists a file twice indexes it twice
+        present = [s for s in present if not any(p in s.parents for p in present)]
         if present:
             report = self._guard("scan", ", ".join(map(str, present)), self.kb.ingest,
                                  present, self.check_stop, True)
@@ -307,20 +389,20 @@ class FolderWatcher:
         self.processed += len(ready) + len(moves) + len(present)
 
     def _remove(self, missing: list[Path]) -> None:
-        """Forget vanished paths in one commit; if that fails, one path at a time."""
+        """Bring vanished paths up to date in one commit (a deleted file is removed, a large
+        folder gone as a whole is kept as unavailable); if that fails, one path at a time."""
         try:
-            removed = self.kb.remove(missing)
+            report = self.kb.ingest(missing, self.check_stop, keep_vanished=True)
         except Stopping:
             raise
         except Exception:  # noqa: BLE001 - isolate the bad path below
             log.debug("removing %d paths at once failed; one by one", len(missing), exc_info=True)
             for path in missing:
-                removed = self._guard("remove", path, self.kb.remove, [path])
-                if removed:
-                    log.info("removed %s (%d files)", path, removed)
+                report = self._guard("remove", path, self.kb.ingest, [path], self.check_stop,
+                                     True)
+                self._log_report(f"{path} gone", report)
             return
-        if removed:
-            log.info("removed %d files under %d vanished path(s)", removed, len(missing))
+        self._log_report(f"{len(missing)} path(s) gone", report)
 
     def _ingest_with_removals(self, missing: list[Path], files: list[Path]) -> bool:
         """One ingest of vanished and new files, so a move seen as delete + create keeps leaves.
@@ -363,8 +445,10 @@ class FolderWatcher:
             if state == "failed":
                 self.errors.append({"path": path, "action": "ingest", "error": reason,
                                     "time": time.time()})
-        log.info("%s: added %d, updated %d, unchanged %d, removed %d, renamed %d", what,
-                 report.added, report.updated, report.unchanged, report.removed, report.renamed)
+        log.info("%s: added %d, updated %d, unchanged %d, removed %d, renamed %d, "
+                 "unavailable %d, restored %d", what, report.added, report.updated,
+                 report.unchanged, report.removed, report.renamed,
+                 getattr(report, "unavailable", 0), getattr(report, "restored", 0))
 
     def _move(self, src: Path, dest: Path, is_dir: bool, files: list[Path],
               scans: list[Path]) -> None:

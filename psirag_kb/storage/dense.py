@@ -95,6 +95,9 @@ class DenseIndex:
         self._generation_file = self.folder / "dense.generation"
         self._generation = -1
         self.memory_generation = -1
+        self.identity: str | None = None
+        """The identity of the database the index was built from (None before it was
+        recorded); saved with the generation."""
         self._lock = SharedLock()
         self.index = self._empty(1024)
         self._live = 0
@@ -110,10 +113,12 @@ class DenseIndex:
         return index
 
     def _load(self) -> None:
-        """Load the saved index when its generation file ("generation live_count") is readable."""
+        """Load the saved index when its generation file ("generation live_count identity")
+        is readable."""
         try:
-            generation, live = (int(v) for v in self._generation_file.read_text().split())
-        except (OSError, ValueError):
+            parts = self._generation_file.read_text().split()
+            generation, live = int(parts[0]), int(parts[1])
+        except (OSError, ValueError, IndexError):
             return
         try:
             index = hnswlib.Index(space="cosine", dim=self.dim)
@@ -124,6 +129,7 @@ class DenseIndex:
             return
         self.index, self._live, self._generation = index, live, generation
         self.memory_generation = generation
+        self.identity = parts[2] if len(parts) > 2 else None
 
     @property
     def generation(self) -> int:
@@ -143,7 +149,7 @@ class DenseIndex:
             live = self._live
         tmp.replace(self._file)
         gen_tmp = self._generation_file.with_suffix(".tmp")
-        gen_tmp.write_text(f"{generation} {live}")
+        gen_tmp.write_text(f"{generation} {live} {self.identity or ''}".rstrip())
         gen_tmp.replace(self._generation_file)
         self._generation = generation
 

@@ -88,6 +88,9 @@ class SparseIndex:
         self.folder = Path(folder)
         self._generation_file = self.folder / "GENERATION"
         self._open()
+        self.identity: str | None = None
+        """The identity of the database the index was built from (None before it was
+        recorded); written with the generation."""
         self._generation = self._read_generation()
 
     def _open(self, retry: bool = True) -> None:
@@ -117,10 +120,14 @@ class SparseIndex:
             self._open(retry=False)
 
     def _read_generation(self) -> int:
+        """The generation in the GENERATION file ("generation identity"), and its identity."""
         try:
-            return int(self._generation_file.read_text().strip())
-        except (OSError, ValueError):
+            parts = self._generation_file.read_text().split()
+            generation = int(parts[0])
+        except (OSError, ValueError, IndexError):
             return -1
+        self.identity = parts[1] if len(parts) > 1 else None
+        return generation
 
     @property
     def generation(self) -> int:
@@ -129,7 +136,7 @@ class SparseIndex:
 
     def _set_generation(self, generation: int) -> None:
         tmp = self._generation_file.with_suffix(".tmp")
-        tmp.write_text(str(generation))
+        tmp.write_text(f"{generation} {self.identity}" if self.identity else str(generation))
         tmp.replace(self._generation_file)
         self._generation = generation
 
@@ -169,9 +176,13 @@ class SparseIndex:
         self._publish()
         self._set_generation(generation)
 
-    def rebuild(self, generation: int, batches: Iterable[list[Document]]) -> None:
-        """Drop everything and index all chunks again (searches see the old index until done)."""
+    def rebuild(self, generation: int, batches: Iterable[list[Document]],
+                identity: str | None = None) -> None:
+        """Drop everything and index all chunks again (searches see the old index until done);
+        with `identity`, record that database's identity."""
         self._set_generation(-1)
+        if identity is not None:
+            self.identity = identity
         self.writer.delete_all_documents()
         self.writer.commit()
         for batch in batches:
@@ -227,6 +238,11 @@ class SparseIndex:
         ids = np.array([searcher.doc(addr)["id"][0] for _, addr in hits], dtype=np.int64)
         scores = np.array([score for score, _ in hits], dtype=np.float32)
         return ids, scores
+
+    def adopt(self, identity: str) -> None:
+        """Record the identity of the database an index that predates identities matches."""
+        self.identity = identity
+        self._set_generation(self._generation)
 
     def count(self) -> int:
         """Number of documents."""

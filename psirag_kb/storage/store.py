@@ -7,6 +7,7 @@ import logging
 import shlex
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,9 +22,10 @@ from psirag_kb.tree.live import LeafLookup, LiveTree
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """2: chunks.location (JSON text: page, slide, sheet and rows, ...), NULL for older chunks.
-3: chunks.context (the header embedded and indexed with the text), '' for older chunks."""
+3: chunks.context (the header embedded and indexed with the text), '' for older chunks.
+4: one row per files.path (a unique index; duplicate rows are merged) and meta.identity."""
 
 INDEXED_TEXT = ("CASE WHEN coalesce(c.context, '') = '' THEN c.text "
                 "ELSE c.context || chr(10) || c.text END")
@@ -33,9 +35,22 @@ VECTOR_BATCH = 50_000
 """Chunk vectors read per query when all of them are needed (a tree build)."""
 
 INDEXES = (("chunks_id", "chunks", "id"), ("chunks_file", "chunks", "file_id"),
-           ("files_id", "files", "id"), ("files_path", "files", "path"),
-           ("leaves_chunk", "leaves", "chunk_id"), ("nodes_id", "nodes", "id"))
+           ("files_id", "files", "id"), ("leaves_chunk", "leaves", "chunk_id"),
+           ("nodes_id", "nodes", "id"))
 """(name, table, column) of each index: id lookups went from 10 to 1.5 ms at 1M chunks."""
+PATH_INDEX = "files_path_unique"
+"""The unique index on files.path (schema 4; version 3 had a plain one named files_path)."""
+DUPLICATE_FILES = """SELECT id FROM (
+    SELECT id, row_number() OVER (
+        PARTITION BY path ORDER BY (state = 'indexed') DESC, updated DESC NULLS LAST, id DESC
+    ) AS rank FROM files) WHERE rank > 1"""
+"""Ids of the file rows that repeat a path, all but the best one per path (indexed first, then
+the most recently written)."""
+
+UNAVAILABLE = "unavailable"
+"""The state of an indexed file whose folder vanished: its chunks stay searchable."""
+NOTE_SEP = "\nnote: "
+"""Between an unavailable file's reason and the note it had while indexed (kept for its return)."""
 
 MEMORY_LIMIT = "1GB"
 LEAN_MEMORY_LIMIT = "256MB"
@@ -130,6 +145,16 @@ class Delta:
     """(chunk id, text, new path) of chunks whose file was renamed: only their path changed."""
 
 
+def restored_note(reason: str) -> str:
+    """The note an unavailable file had while indexed ('' for none)."""
+    return reason.partition(NOTE_SEP)[2]
+
+
+def unavailable_reason(reason: str) -> str:
+    """Why a file is unavailable, without the note kept for its return."""
+    return reason.partition(NOTE_SEP)[0]
+
+
 @dataclass(frozen=True)
 class Hit:
     """A chunk with everything a result needs."""
@@ -144,6 +169,16 @@ class Hit:
     text: str
     location: dict[str, Any] | None = None
     """Where the chunk is in its document ({"slide": 3}), None for text files and old chunks."""
+    unavailable: dict[str, Any] | None = None
+    """{"since": time, "reason": why} when the chunk's file is unavailable (its folder
+    vanished), else None."""
+
+
+def _unavailable(state: str, reason: str | None, since: float | None) -> dict[str, Any] | None:
+    """A hit's `unavailable` value from its file's row."""
+    if state != UNAVAILABLE:
+        return None
+    return {"since": since, "reason": unavailable_reason(reason or "")}
 
 
 def _location(value: str | None) -> dict[str, Any] | None:
@@ -168,6 +203,12 @@ class Store:
         """Open or create the database; `dim` is asked only when the database is new."""
         self.path = Path(path)
         self.owner: threading.Thread = threading.current_thread()
+        self.commits = 0
+        """Transactions committed by this process (an int readers compare without a query)."""
+        self.created = False
+        """Whether this process created the database (a new identity)."""
+        self.merge_pending = False
+        """Whether duplicate file rows of a version-3 database wait for `merge_duplicates`."""
         try:
             self.db = duckdb.connect(str(self.path))
         except duckdb.IOException as exc:
@@ -219,6 +260,7 @@ class Store:
             self._upgrade(version)
             return
         self.dim = dim = int(dim_of_model())
+        self.created = True
         db.execute("BEGIN")
         db.execute(
             """CREATE TABLE files (
@@ -236,7 +278,7 @@ class Store:
             f"""CREATE TABLE nodes (
                 id BIGINT, parent BIGINT, layer INTEGER, ord INTEGER,
                 vector FLOAT[{dim}], abstract VARCHAR, dirty BOOLEAN,
-                abstract_vector FLOAT[{dim}])"""
+                abstract_vector FLOAT[{dim}], label VARCHAR)"""
         )
         db.execute("CREATE TABLE leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)")
         rows = [
@@ -247,15 +289,20 @@ class Store:
             ("next_file_id", "1"),
             ("next_chunk_id", "1"),
             ("next_node_id", "1"),
+            ("identity", uuid.uuid4().hex),
         ]
         db.executemany("INSERT INTO meta VALUES (?, ?)", rows)
         self._index()
         db.execute("COMMIT")
 
     def _index(self) -> None:
-        """The indexes lookups by id, file and path need (a scan costs O(n) at a million)."""
+        """The indexes lookups by id, file and path need (a scan costs O(n) at a million);
+        the one on files.path is unique, once duplicate rows are merged."""
         for name, table, column in INDEXES:
             self.db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({column})")
+        if not self.merge_pending:
+            self.db.execute(f"CREATE UNIQUE INDEX IF NOT EXISTS {PATH_INDEX} ON files (path)")
+            self.db.execute("DROP INDEX IF EXISTS files_path")
 
     def _upgrade(self, version: int) -> None:
         """Add what older databases lack (idempotent), then record the current schema version.
@@ -268,8 +315,14 @@ class Store:
 
         Version 3 adds chunks.context, '' for every chunk there is: nothing is read or embedded
         again, and a file's chunks get their headers when it next changes (or is re-indexed).
+
+        Version 4 makes files.path unique. Older versions could store one file twice (folders
+        named or watched inside each other); those rows are merged by `merge_duplicates`, which
+        the stores call once the tree is loaded, so the removed chunks leave it as any removal
+        does. Until then the version stays 3. It also gives the database its identity.
         """
-        if version < SCHEMA_VERSION:
+        self.merge_pending = version < 4
+        if version < 3:
             self.db.execute("BEGIN")
             for name, table, _ in INDEXES:  # DuckDB alters no table an index depends on
                 if table == "chunks":
@@ -284,19 +337,35 @@ class Store:
                 "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS context VARCHAR DEFAULT ''"
             )
             self.db.execute("DELETE FROM meta WHERE key = 'schema_version'")
-            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+            self.db.execute("INSERT INTO meta VALUES ('schema_version', '3')")
             self.db.execute("COMMIT")
-            log.info("%s: schema upgraded from version %d to %d", self.path, version,
-                     SCHEMA_VERSION)
+            log.info("%s: schema upgraded from version %d to 3", self.path, version)
         self._index()
+        if not self.db.execute("SELECT 1 FROM meta WHERE key = 'identity'").fetchone():
+            self.db.execute("INSERT INTO meta VALUES ('identity', ?)", [uuid.uuid4().hex])
         self.db.execute(
             f"ALTER TABLE nodes ADD COLUMN IF NOT EXISTS abstract_vector FLOAT[{self.dim}]"
         )
+        self._add_label_column()
+        self._index()
         self.db.execute(
             "CREATE TABLE IF NOT EXISTS leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)"
         )
         if not self.db.execute("SELECT 1 FROM meta WHERE key = 'next_node_id'").fetchone():
             self.db.execute("INSERT INTO meta VALUES ('next_node_id', '1')")
+
+    def _add_label_column(self) -> None:
+        """Give nodes its display-label column when it lacks one (additive and idempotent: a
+        database of any version gains it on opening; labels come with the next abstracts)."""
+        found = self.db.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = 'nodes' "
+            "AND column_name = 'label'").fetchone()
+        if found:
+            return
+        self.db.execute("BEGIN")
+        self.db.execute("DROP INDEX IF EXISTS nodes_id")  # DuckDB alters no indexed table
+        self.db.execute("ALTER TABLE nodes ADD COLUMN label VARCHAR")
+        self.db.execute("COMMIT")
 
     @contextmanager
     def lean(self) -> Iterator[None]:
@@ -339,6 +408,12 @@ class Store:
         """Counter bumped by every committed write; derived indexes record it."""
         return int(self._meta("generation"))
 
+    @property
+    def identity(self) -> str:
+        """A random name given to the database when it was created (or upgraded to schema
+        4); derived indexes record it, so a recreated database is never mistaken for theirs."""
+        return self._meta("identity")
+
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """Run a block in one transaction, rolled back on any error (owner thread only)."""
@@ -352,6 +427,7 @@ class Store:
             self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
+        self.commits += 1
 
     # -- files ------------------------------------------------------------------------------
 
@@ -393,6 +469,27 @@ class Store:
         ).fetchall()
 
     # -- writes -----------------------------------------------------------------------------
+
+    def mark_unavailable(self, paths: Sequence[str], reason: str) -> int:
+        """Mark these indexed files unavailable (their chunks stay), each with the reason, the
+        time and the note it had, in one transaction; returns how many changed (owner thread
+        only)."""
+        paths = list(paths)
+        if not paths:
+            return 0
+        sql = ("UPDATE files SET state = ?, updated = ?, reason = CASE WHEN coalesce(reason, '') "
+               "= '' THEN ? ELSE ? || ? || reason END WHERE state = 'indexed' AND path IN "
+               "(SELECT unnest(?::VARCHAR[]))")
+        with self.transaction() as db:
+            row = db.execute(sql, [UNAVAILABLE, time.time(), reason, reason, NOTE_SEP,
+                                   paths]).fetchone()
+        return int(row[0]) if row else 0
+
+    def set_meta_value(self, key: str, value: str) -> None:
+        """Write one meta row, adding it when missing (owner thread only)."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM meta WHERE key = ?", [key])
+            db.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
 
     def apply(
         self, changes: list[FileChange], removals: Iterable[str] = (),
@@ -570,11 +667,14 @@ class Store:
         """Number of chunks (leaves)."""
         return int(self._read().execute("SELECT count(*) FROM chunks").fetchone()[0])
 
-    def rename(self, old: str, new: str) -> Delta | None:
+    def rename(self, old: str, new: str, name_header: str | None = None) -> Delta | None:
         """Give a file (and its chunks' source) a new path; its leaves stay where they are.
 
-        Returns the change for the derived indexes (its chunks move to a new BM25 scope), or
-        None when `old` is unknown or `new` is taken.
+        `name_header` is the header the old name gave chunks with no title and no heading
+        (when the new name gives another): if any chunk has it, the file's hash is cleared, so
+        that it is read again and those chunks get the new name (until then, and after a crash,
+        the file counts as changed). Returns the change for the derived indexes (its chunks
+        move to a new BM25 scope), or None when `old` is unknown or `new` is taken.
         """
         record = self.file(old)
         if record is None or self.file(new) is not None:
@@ -584,6 +684,11 @@ class Store:
             moved: list[tuple[int, str, str]] = []
             if record.origin == "file":
                 db.execute("UPDATE chunks SET source = ? WHERE file_id = ?", [new, record.id])
+                if name_header:
+                    db.execute(
+                        "UPDATE files SET hash = '' WHERE id = ? AND EXISTS (SELECT 1 FROM "
+                        "chunks WHERE file_id = ? AND context = ?)",
+                        [record.id, record.id, name_header])
                 moved = [(i, text, new) for i, text in db.execute(
                     f"SELECT c.id, {INDEXED_TEXT} FROM chunks c WHERE c.file_id = ? "
                     "ORDER BY c.ordinal", [record.id]
@@ -593,6 +698,44 @@ class Store:
         empty = np.zeros(0, dtype=np.int64)
         return Delta(generation, empty, np.zeros((0, self.dim), np.float32), [], empty,
                      moved=moved)
+
+    def merge_duplicates(self, tree_update: TreeUpdate | None = None) -> Delta | None:
+        """Keep one row per path of a database older than schema 4 (the indexed one written
+        last), remove the other rows and their chunks and leaves, make files.path unique and
+        record schema 4; returns the change for the derived indexes (None if nothing was
+        removed). Owner thread only."""
+        if not self.merge_pending:
+            return None
+        empty = np.zeros(0, dtype=np.int64)
+        with self.transaction() as db:
+            drop = [row[0] for row in db.execute(DUPLICATE_FILES).fetchall()]
+            removed = empty
+            if drop:
+                removed = np.asarray(db.execute(
+                    "SELECT id FROM chunks WHERE file_id IN (SELECT unnest(?::BIGINT[])) "
+                    "ORDER BY id", [drop]).fetchnumpy()["id"], dtype=np.int64)
+                db.execute("DELETE FROM chunks WHERE file_id IN (SELECT unnest(?::BIGINT[]))",
+                           [drop])
+                db.execute("DELETE FROM files WHERE id IN (SELECT unnest(?::BIGINT[]))", [drop])
+                if tree_update is not None and len(removed):
+                    live = tree_update(empty, np.zeros((0, self.dim), np.float32), removed)
+                    if live is not None:
+                        self.write_tree(live)
+                generation = self.generation + 1
+                self._set_meta("generation", str(generation))
+        self.merge_pending = False
+        try:
+            with self.transaction():  # a separate step: the index sees committed rows only
+                self._index()
+                self._set_meta("schema_version", str(SCHEMA_VERSION))
+        except BaseException:
+            self.merge_pending = True
+            raise
+        log.info("%s: schema upgraded to version %d; %d duplicate file rows (%d chunks) "
+                 "merged", self.path, SCHEMA_VERSION, len(drop), len(removed))
+        if not drop:
+            return None
+        return Delta(generation, empty, np.zeros((0, self.dim), np.float32), [], removed)
 
     def chunk_ids(self) -> np.ndarray:
         """Ids of every chunk, ascending."""
@@ -687,31 +830,62 @@ class Store:
         ).fetchall()
         if not rows:
             return {}
-        files = dict(((fid, (path, origin)) for fid, path, origin in db.execute(
-            "SELECT id, path, origin FROM files WHERE id = ANY(?::BIGINT[])",
-            [sorted({row[1] for row in rows})],
-        ).fetchall()))
-        return {row[0]: Hit(row[0], *files[row[1]], *row[2:7], _location(row[7])) for row in rows
-                if row[1] in files}
+        files = {fid: (path, origin, _unavailable(state, reason, since))
+                 for fid, path, origin, state, reason, since in db.execute(
+                     "SELECT id, path, origin, state, reason, updated FROM files "
+                     "WHERE id = ANY(?::BIGINT[])", [sorted({row[1] for row in rows})],
+                 ).fetchall()}
+        return {row[0]: Hit(row[0], *files[row[1]][:2], *row[2:7], _location(row[7]),
+                            files[row[1]][2]) for row in rows if row[1] in files}
 
-    def state_counts(self) -> dict[str, int]:
-        """Number of files per state."""
+    def texts(self, ids: Iterable[int]) -> dict[int, tuple[str, str]]:
+        """(text, header) of chunk ids, by id (one index lookup; unknown ids are left out)."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        rows = self._read().execute(
+            "SELECT id, text, coalesce(context, '') FROM chunks WHERE id = ANY(?::BIGINT[])",
+            [ids]).fetchall()
+        return {row[0]: (row[1], row[2]) for row in rows}
+
+    def state_counts(self, within: Sequence[str] | None = None) -> dict[str, int]:
+        """Number of files per state (only files that are, or lie below, one of the absolute
+        paths `within` when given); "unavailable" only when there are some."""
         counts = {"indexed": 0, "skipped": 0, "failed": 0}
+        where, params = _below(within)
         for state, count in self._read().execute(
-            "SELECT state, count(*) FROM files GROUP BY state"
+            f"SELECT state, count(*) FROM files WHERE {where} GROUP BY state", params
         ).fetchall():
             counts[state] = int(count)
         return counts
 
-    def problems(self, limit: int = 1000) -> list[FileRecord]:
+    def problems(self, limit: int = 1000,
+                 within: Sequence[str] | None = None) -> list[FileRecord]:
         """Skipped and failed files with their reasons, and indexed files with a note (PDF
-        pages that need OCR)."""
+        pages that need OCR), only below the absolute paths `within` when given; unavailable
+        files are summed up by `unavailable`."""
+        where, params = _below(within)
         rows = self._read().execute(
             "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
-            "WHERE state <> 'indexed' OR coalesce(reason, '') <> '' ORDER BY state, path LIMIT ?",
-            [limit],
+            "WHERE state <> 'unavailable' AND (state <> 'indexed' OR coalesce(reason, '') <> '') "
+            f"AND {where} ORDER BY state, path LIMIT ?",
+            [*params, limit],
         ).fetchall()
         return [FileRecord(*row) for row in rows]
+
+    def unavailable(self, limit: int = 100,
+                    within: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Unavailable files grouped by reason: {"reason", "files", "since"}, oldest first (only
+        below the absolute paths `within` when given)."""
+        where, params = _below(within)
+        rows = self._read().execute(
+            "SELECT split_part(reason, ?, 1) AS why, count(*), min(updated) FROM files "
+            f"WHERE state = 'unavailable' AND {where} GROUP BY why "
+            "ORDER BY min(updated), why LIMIT ?",
+            [NOTE_SEP, *params, limit],
+        ).fetchall()
+        return [{"reason": why, "files": int(count), "since": since}
+                for why, count, since in rows]
 
     def meta(self) -> dict[str, str]:
         """The meta table."""
@@ -759,13 +933,16 @@ class Store:
                 "abstract": np.array([live.abstracts.get(n) for n in abstract], dtype=object),
                 "dirty": np.array([n in live.dirty for n in abstract], dtype=bool),
                 "abstract_vector": abstract_vectors,
+                "label": np.array([live.labels.get(n) for n in abstract], dtype=object),
             })
             try:
                 db.execute(
-                    f"""INSERT INTO nodes SELECT id, CASE WHEN parent < 0 THEN NULL ELSE parent END,
+                    f"""INSERT INTO nodes (id, parent, layer, ord, vector, abstract, dirty,
+                        abstract_vector, label)
+                        SELECT id, CASE WHEN parent < 0 THEN NULL ELSE parent END,
                         CAST(layer AS INTEGER), CAST(ord AS INTEGER),
                         CAST(vector AS FLOAT[{self.dim}]), abstract, dirty,
-                        CAST(abstract_vector AS FLOAT[{self.dim}]) FROM tree_nodes"""
+                        CAST(abstract_vector AS FLOAT[{self.dim}]), label FROM tree_nodes"""
                 )
             finally:
                 db.unregister("tree_nodes")
@@ -828,7 +1005,7 @@ class Store:
         db = self._read()
         nodes = db.execute(
             "SELECT id, coalesce(parent, -1) AS parent, layer, ord, abstract, dirty, vector, "
-            "abstract_vector FROM nodes"
+            "abstract_vector, label FROM nodes"
         ).fetchnumpy()
         leaves = db.execute(
             "SELECT chunk_id, coalesce(parent, -1) AS parent, ord FROM leaves"
@@ -865,14 +1042,16 @@ class Store:
         if len(node_ids):  # rows of one array: no array object built per node
             matrix = np.stack(list(nodes["vector"])).astype(np.float32, copy=False)
             live.vectors = dict(zip(node_ids.tolist(), matrix, strict=True))
-        for column, kind in (("abstract", str), ("abstract_vector", np.ndarray)):
+        for column, kind in (("abstract", str), ("label", str), ("abstract_vector", np.ndarray)):
             values = nodes[column]  # masked where NULL: read the data under the mask once
             present = ~np.ma.getmaskarray(values)
             data = np.ma.getdata(values)
             found = {node: value for node, value in zip(
                 node_ids[present].tolist(), data[present].tolist(), strict=True)
                 if isinstance(value, kind)}
-            if kind is str:
+            if column == "label":
+                live.labels = found
+            elif kind is str:
                 live.abstracts = found
             else:
                 live.abstract_vectors = {n: np.asarray(v, dtype=np.float32)
@@ -902,6 +1081,18 @@ class Store:
             [file_id, ordinal - max(0, n), ordinal + max(0, n)],
         ).fetchall()
         return [Hit(r[0], *found, *r[1:6], _location(r[6])) for r in rows]
+
+
+def _below(within: Sequence[str] | None) -> tuple[str, list[str]]:
+    """A WHERE clause (and its parameters) for files that are, or lie below, one of these
+    absolute paths: true for None, false for none (corpus records lie in no folder)."""
+    if within is None:
+        return "TRUE", []
+    if not within:
+        return "FALSE", []
+    tests = " OR ".join(["path = ? OR starts_with(path, ?)"] * len(within))
+    return (f"origin = 'file' AND ({tests})",
+            [v for p in within for v in (p, p.rstrip("/") + "/")])
 
 
 def tree_problems(node_ids: np.ndarray, node_parent: np.ndarray, node_layer: np.ndarray,

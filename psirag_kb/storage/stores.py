@@ -26,13 +26,17 @@ from psirag_kb.search.treeview import TreeView
 from psirag_kb.storage.dense import DenseIndex, exact_scope
 from psirag_kb.storage.sparse import SparseIndex
 from psirag_kb.storage.store import Delta, FileChange, Store
-from psirag_kb.storage.writer import Writer
+from psirag_kb.storage.writer import Writer, WriterClosed
 from psirag_kb.tree.live import LiveTree
 
 log = logging.getLogger(__name__)
 
 REPAIR_BACKOFF_S = (2.0, 600.0)
 """First and longest wait between attempts to rebuild a stale derived index."""
+TREE_REBUILD_BACKOFF_S = (2.0, 120.0)
+"""First and longest wait between attempts of a background tree rebuild."""
+TREE_REBUILD_ATTEMPTS = 8
+"""Background attempts before the tree is left missing for `maintain` or the next start."""
 
 
 class Stores:
@@ -54,14 +58,18 @@ class Stores:
         """Leaves, seconds and pair mode of the last whole-tree build in this process."""
         """"ok", or "missing"/"rebuilding" with the reason: queries use the flat retrievers."""
         self.tree_index: TreeIndex
+        self._closing = threading.Event()
+        """Set by `close`: a background tree rebuild stops retrying."""
         self.sync_derived()
         self.load_tree()
+        self.merge_duplicates()
         self.writer = Writer()
         self.writer.before_task = self.repair_derived
         self.store.owner = self.writer.thread
 
     def close(self) -> None:
         """Finish the running write, drop queued ones, save what is only in memory, close."""
+        self._closing.set()
         self.writer.close()
         self.store.owner = threading.current_thread()
         try:
@@ -73,15 +81,41 @@ class Stores:
 
     # -- derived indexes --------------------------------------------------------------------
 
+    def _foreign(self, identity: str | None, generation: int) -> bool:
+        """Whether a derived index at `generation`, built from the database named `identity`,
+        was built from another database than this one (one recreated or restored beside it):
+        its chunk ids may name other chunks here. An index saved before identities existed is
+        this database's unless the database was just created."""
+        if generation > self.store.generation:  # DuckDB commits before the indexes follow
+            return True
+        if identity is None:
+            return self.store.created and generation >= 0
+        return identity != self.store.identity
+
     def sync_derived(self) -> None:
-        """Rebuild Tantivy or hnswlib when their generation or size differs from DuckDB's."""
+        """Rebuild Tantivy or hnswlib when they were built from another database, or when
+        their generation or size differs from DuckDB's."""
         generation, count = self.store.generation, self.store.chunk_count()
-        if self.sparse.generation != generation or self.sparse.count() != count:
+        identity = self.store.identity
+        if self._foreign(self.sparse.identity, self.sparse.generation):
+            log.warning("BM25 index at generation %s, database at %s: rebuilding (it was built "
+                        "from another database)", self.sparse.generation, generation)
+            self.sparse.rebuild(generation, self.store.all_texts(), identity)
+        elif self.sparse.generation != generation or self.sparse.count() != count:
             log.info("BM25 index at generation %s, database at %s: rebuilding (it holds %d "
                      "chunks, the database %d)", self.sparse.generation, generation,
                      self.sparse.count(), count)
-            self.sparse.rebuild(generation, self.store.all_texts())
-        if self.dense.generation != generation or self.dense.count != count:
+            self.sparse.rebuild(generation, self.store.all_texts(), identity)
+        elif self.sparse.identity is None:
+            self.sparse.adopt(identity)
+        foreign = self._foreign(self.dense.identity, self.dense.generation)
+        self.dense.identity = identity  # recorded by its next save
+        if foreign:
+            log.warning("dense index at generation %s, database at %s: rebuilding (it was "
+                        "built from another database)", self.dense.generation, generation)
+            ids, vectors = self.store.all_vectors()
+            self.dense.rebuild(generation, ids, vectors)
+        elif self.dense.generation != generation or self.dense.count != count:
             log.info("dense index at generation %s, database at %s: catching up (it holds %d "
                      "chunks, the database %d)", self.dense.generation, generation,
                      self.dense.count, count)
@@ -93,6 +127,15 @@ class Stores:
                 log.info("dense index rebuilt from the database (%s)", exc)
                 ids, vectors = self.store.all_vectors()
                 self.dense.rebuild(generation, ids, vectors)
+
+    def merge_duplicates(self) -> None:
+        """Merge the file rows an older database holds twice for one path (`Store.
+        merge_duplicates`); their chunks leave the tree and the derived indexes as any removed
+        chunks do."""
+        with self.tree_edit():
+            delta = self.store.merge_duplicates(self.update_tree)
+        if delta is not None:
+            self.update_derived(delta)
 
     def update_derived(self, delta: Delta) -> None:
         """Apply a committed change to Tantivy and hnswlib; one that fails is marked stale."""
@@ -261,20 +304,45 @@ class Stores:
         thread.start()
 
     def _rebuild_tree(self) -> None:
-        """Build from a snapshot of the chunks, then adopt the tree on the writer."""
-        try:
-            ids, vectors = self.tree_vectors()
-            next_id = int(self.store.meta().get("next_node_id", "1"))
-            index = TreeIndex.build(ids, vectors, self.config.tree, next_id, self.leaf_vectors,
-                                    self.neighbours)
-            del vectors
-            self.writer.call(lambda: self._adopt_tree(index, ids), key="tree-rebuild")
-        except KBError:  # closing: the next start tries again
-            return
-        except Exception as exc:  # noqa: BLE001 - recorded; the next start tries again
-            log.exception("rebuilding the tree failed")
-            self.tree_state = {"state": "missing", "since": time.time(),
-                               "reason": f"rebuild failed: {type(exc).__name__}: {exc}"}
+        """Build from a snapshot of the chunks, then adopt the tree on the writer; a failed
+        attempt (a chunk deleted while the vectors were read, ...) is logged and retried with
+        backoff until it succeeds, the attempts run out or the stores close."""
+        first, longest = TREE_REBUILD_BACKOFF_S
+        for attempt in range(1, TREE_REBUILD_ATTEMPTS + 1):
+            if self._closing.is_set():
+                return
+            try:
+                self._build_and_adopt()
+                return
+            except WriterClosed:  # closing: the next start tries again
+                return
+            except Exception as exc:  # noqa: BLE001 - logged, retried; queries use flat retrievers
+                if self._closing.is_set():
+                    return
+                reason = f"rebuild failed: {type(exc).__name__}: {exc}"
+                if attempt == TREE_REBUILD_ATTEMPTS:
+                    log.error("rebuilding the tree failed %d times (%s); queries use BM25 and "
+                              "the dense index until `maintain` or the next start rebuilds it",
+                              attempt, exc)
+                    self.tree_state = {"state": "missing", "since": time.time(),
+                                       "reason": f"{reason} ({attempt} attempts)"}
+                    return
+                wait = min(longest, first * 2 ** (attempt - 1))
+                log.warning("rebuilding the tree failed (attempt %d of %d: %s); next try in "
+                            "%.0f s", attempt, TREE_REBUILD_ATTEMPTS, exc, wait, exc_info=True)
+                self.tree_state = self.tree_state | {
+                    "state": "rebuilding", "reason": f"{reason}; retrying in {wait:.0f} s"}
+                if self._closing.wait(wait):
+                    return
+
+    def _build_and_adopt(self) -> None:
+        """One attempt of a background rebuild: snapshot, build, adopt on the writer."""
+        ids, vectors = self.tree_vectors()
+        next_id = int(self.store.meta().get("next_node_id", "1"))
+        index = TreeIndex.build(ids, vectors, self.config.tree, next_id, self.leaf_vectors,
+                                self.neighbours)
+        del vectors
+        self.writer.call(lambda: self._adopt_tree(index, ids), key="tree-rebuild")
 
     def _adopt_tree(self, index: TreeIndex, ids: np.ndarray) -> None:
         """Swap in a tree built in the background after catching it up with the chunks."""
@@ -369,10 +437,11 @@ class Stores:
         self.update_derived(delta)
         return delta
 
-    def rename(self, old: str, new: str) -> bool:
+    def rename(self, old: str, new: str, name_header: str | None = None) -> bool:
         """A file moved: DuckDB gives it the new path and BM25 moves its chunks to their new
-        scope (False when `old` is unknown or `new` is taken)."""
-        delta = self.store.rename(old, new)
+        scope (False when `old` is unknown or `new` is taken); see `Store.rename` for
+        `name_header`."""
+        delta = self.store.rename(old, new, name_header)
         if delta is None:
             return False
         self.update_derived(delta)

@@ -47,6 +47,8 @@ class LiveTree:
         self._own: dict[int, np.ndarray] = {}
         self._leaves = 0
         self.abstracts: dict[int, str] = {}
+        self.labels: dict[int, str] = {}
+        """Display labels (a few phrases naming what sets a node apart from its siblings)."""
         self.abstract_vectors: dict[int, np.ndarray] = {}
         self.root: int | None = None
         self.dirty: set[int] = set()
@@ -221,6 +223,7 @@ class LiveTree:
         """Forget an abstract node that has no children left."""
         del self.children[node], self.layer[node], self.vectors[node]
         self.abstracts.pop(node, None)
+        self.labels.pop(node, None)
         self.abstract_vectors.pop(node, None)
         self.parent.pop(node, None)
         self.dirty.discard(node)
@@ -479,6 +482,12 @@ class LiveTree:
             self.abstract_vectors[node] = np.asarray(vector, dtype=np.float32)
         self.dirty.discard(node)
         self.touched.add(node)
+
+    def set_label(self, node: int, label: str) -> None:
+        """Store a node's display label (written back only when it changed)."""
+        if self.labels.get(node) != label:
+            self.labels[node] = label
+            self.touched.add(node)
 
     def order_of(self, node: int) -> int:
         """Position of a node among its parent's children (0 for the root)."""

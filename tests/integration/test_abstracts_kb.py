@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from psirag_kb.abstracts.labels import PROFILE_SIZE
 from psirag_kb.cli import main
 from psirag_kb.kb import KnowledgeBase
 
@@ -39,7 +40,8 @@ def test_offline_abstracts_cover_every_node_and_persist(config, minilm, small_co
         assert not live.dirty
         for node, text in live.abstracts.items():
             phrases = text.split(", ")
-            assert 1 <= len(phrases) <= 20 and len({p.lower() for p in phrases}) == len(phrases)
+            assert 1 <= len(phrases) <= PROFILE_SIZE
+            assert len({p.lower() for p in phrases}) == len(phrases)
             # abstracts are embedded only when they guide the tree search
             assert (node in live.abstract_vectors) == (guide == "abstract")
         root = kb.node()
@@ -203,16 +205,19 @@ def test_an_interrupted_llm_run_keeps_the_finished_nodes(config, minilm, small_c
         assert live.dirty == nodes - set(done)
 
 
+@pytest.mark.parametrize("method", ["contrast", "keywords"])
 def test_an_interrupted_offline_run_keeps_what_it_finished(config, minilm, small_corpus,
-                                                           monkeypatch):
+                                                           monkeypatch, method):
     import psirag_kb.abstracts.job as abstraction
 
-    config = many_nodes(config)
+    config = many_nodes(config).replace("tree", offline_labels=method)
     monkeypatch.setattr(abstraction, "KEYWORD_NODES", 4)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
         nodes = set(kb.tree_index.live.children)
-        extract = kb.abstract_job.keywords.abstract_many
+        owner = abstraction if method == "contrast" else kb.abstract_job.keywords
+        name = "offline_abstracts" if method == "contrast" else "abstract_many"
+        extract = getattr(owner, name)
         calls = []
 
         def interrupted(*args, **kwargs):
@@ -221,7 +226,7 @@ def test_an_interrupted_offline_run_keeps_what_it_finished(config, minilm, small
                 raise KeyboardInterrupt
             return extract(*args, **kwargs)
 
-        monkeypatch.setattr(kb.abstract_job.keywords, "abstract_many", interrupted)
+        monkeypatch.setattr(owner, name, interrupted)
         with pytest.raises(KeyboardInterrupt):
             kb.regenerate_abstracts()
     with KnowledgeBase(config, embedder=minilm) as kb:

@@ -29,8 +29,8 @@ def test_multi_round_returns_k_and_differs_from_one_round(corpus_kb):
     questions = [q["question"] for q in load_questions(FIXTURE / "questions.jsonl")]
     changed = 0
     for question in questions:
-        one = multi_round(corpus_kb, question, 5, rounds=1)
-        two = multi_round(corpus_kb, question, 5, rounds=2)
+        one = multi_round(corpus_kb.engine, question, 5, rounds=1)
+        two = multi_round(corpus_kb.engine, question, 5, rounds=2)
         assert len(two.ranking.ids) == 5 and len(two.results) == 5
         assert one.ranking.ids.tolist() == corpus_kb.rank(question, "hybrid", 5).ids.tolist()
         expanded = [s["query"] for s in two.steps if s["round"] == 2]
@@ -136,7 +136,7 @@ def test_eval_agent_mode_with_an_llm_reports_em_and_f1(fake_ollama, tmp_path):
     questions.write_text("\n".join(lines))
     config = Config().replace("llm", enabled=True, host=fake_ollama.url, timeout_s=5.0)
     report = evaluate(config, [FIXTURE / "corpus.jsonl"], questions, ["agent"],
-                      embedder=FakeEmbedder())
+                      embedder=FakeEmbedder(), open_kb=KnowledgeBase)
     row = report["modes"]["agent"]
     assert row["statuses"] == {"answered": 2}
     right = sum("a spirit" in json.loads(line)["answers"] for line in lines)

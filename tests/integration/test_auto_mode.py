@@ -33,7 +33,7 @@ def questions_by_hops(kb: KnowledgeBase) -> dict[int, str]:
                                                          "questions.jsonl")]
     found: dict[int, str] = {}
     for question in candidates:
-        found.setdefault(min(predict_hops(kb, question), 2), question)
+        found.setdefault(min(predict_hops(kb.engine, question), 2), question)
         if len(found) == 2:
             return found
     raise AssertionError(f"no one-hop and multi-hop pair among the samples: {found}")
@@ -48,9 +48,9 @@ def test_one_hop_questions_take_one_flat_round(kb: KnowledgeBase) -> None:
 
 def test_multi_hop_questions_take_their_rounds(kb: KnowledgeBase) -> None:
     question = questions_by_hops(kb)[2]
-    hops = predict_hops(kb, question)
+    hops = predict_hops(kb.engine, question)
     auto = kb.rank(question, "auto", 5)
-    rounds = multi_round(kb, question, 5, rounds=hops)
+    rounds = multi_round(kb.engine, question, 5, rounds=hops)
     assert hops >= 2 and len(rounds.steps) > 1  # later rounds ran
     assert auto.ids.tolist() == rounds.ranking.ids.tolist()
 
@@ -61,7 +61,7 @@ def test_each_round_embeds_once(kb: KnowledgeBase, monkeypatch: pytest.MonkeyPat
     embed_many = kb.query_embedder.embed_many
     monkeypatch.setattr(kb.query_embedder, "embed_many",
                         lambda texts: calls.append(len(texts)) or embed_many(texts))
-    result = multi_round(kb, question, 5, rounds=2)
+    result = multi_round(kb.engine, question, 5, rounds=2)
     later = [s for s in result.steps if s["round"] == 2]
     assert later, result.steps
     assert calls == [1, len(later)]  # the question once, then its expansions in one call

@@ -166,7 +166,9 @@ def test_real_model_end_to_end_through_the_cli(tmp_path: Path,
 
     wait_for(lambda: str(note) in top("Which volcano is in Sicily?"))
     tmp = docs / "volcano.md.tmp"
-    tmp.write_text("The Great Barrier Reef lies off the coast of Queensland, Australia.\n")
+    # a title: no chunk's header is the file name, so the rename below keeps every vector
+    tmp.write_text("# Great Barrier Reef\n\n"
+                   "The Great Barrier Reef lies off the coast of Queensland, Australia.\n")
     os.replace(tmp, note)
     wait_for(lambda: any("Queensland" in r["text"] for r in post_query(url, "coral reef")))
     assert not any("Etna" in r["text"] for r in post_query(url, "volcano Sicily"))

@@ -77,7 +77,7 @@ def test_eval_reports_recall_per_mode(config, minilm, tmp_path):
     cached = CachedEmbedder(minilm, tmp_path / "cache")
     report = evaluate(config, [FIXTURES / "corpus.jsonl"], FIXTURES / "questions.jsonl",
                       ["sparse", "dense", "tree", "hybrid", "flat_hybrid"], k=5,
-                      embedder=cached)
+                      embedder=cached, open_kb=KnowledgeBase)
     assert report["questions"] == 20 and report["passages"] == 200
     assert set(report["timings"]) == {"embed_s", "tree_build_s"}
     for mode, row in report["modes"].items():
@@ -89,7 +89,8 @@ def test_eval_reports_recall_per_mode(config, minilm, tmp_path):
     minilm.embed = lambda texts: calls.append(len(texts)) or original(texts)
     try:
         again = evaluate(config, [FIXTURES / "corpus.jsonl"], FIXTURES / "questions.jsonl",
-                         ["sparse"], k=5, embedder=CachedEmbedder(minilm, tmp_path / "cache"))
+                         ["sparse"], k=5, embedder=CachedEmbedder(minilm, tmp_path / "cache"),
+                         open_kb=KnowledgeBase)
     finally:
         minilm.embed = original
     assert again["passages"] == 200 and sum(calls) <= 20  # passages came from the disk cache

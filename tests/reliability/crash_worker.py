@@ -142,12 +142,12 @@ def install(trigger: Trigger) -> None:
 
     rebuild = SparseIndex.rebuild
 
-    def rebuild_hook(self: SparseIndex, generation: int, batches: Any) -> None:
+    def rebuild_hook(self: SparseIndex, generation: int, batches: Any, *rest: Any) -> None:
         def counted() -> Any:
             for batch in batches:
                 yield batch
                 at("bm25-rebuild")  # old index emptied and committed, new documents uncommitted
-        rebuild(self, generation, counted())
+        rebuild(self, generation, counted(), *rest)
 
     SparseIndex.rebuild = rebuild_hook  # type: ignore[method-assign]
 

@@ -263,3 +263,19 @@ def test_editor_command_forms() -> None:
     assert editor_command("code --wait", "/a.md", 7) == ["code", "--wait", "-g", "/a.md:7"]
     assert editor_command("hx", "/a.md", 7) == ["hx", "/a.md:7"]
     assert editor_command("nano", "/a.md", None) == ["nano", "/a.md"]
+
+
+@pytest.mark.asyncio
+async def test_a_query_note_shows_in_the_banner(app: PsiragApp, client: FakeClient) -> None:
+    real = client.query
+    note = "the tree is rebuilding: these results come from BM25 and the dense index"
+    client.query = lambda *args, **kwargs: real(*args, **kwargs) | {"note": note}  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await ask(pilot, "python memory")
+        await until(pilot, lambda: len(options(app)) == 3)
+        banner = app.screen.query_one(Banner)
+        await until(pilot, lambda: banner.display)
+        assert "the tree is rebuilding" in text_of(banner)
+        client.query = real  # type: ignore[method-assign]
+        await pilot.press("enter")
+        await until(pilot, lambda: not banner.display)

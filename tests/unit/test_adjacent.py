@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from psirag_kb.kb import result_row
 from psirag_kb.search.adjacent import merge_adjacent
+from psirag_kb.search.rows import result_row
 from psirag_kb.storage.store import Hit
 
 

@@ -25,7 +25,7 @@ class AnsweringApp:
         self.streamed: bool | None = None
 
     def answer(self, text: str, k: int | None,
-               on_step: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+               on_step: Callable[[dict[str, Any]], None], access: Any = None) -> dict[str, Any]:
         on_step({"query": text, "passages": [{"chunk_id": 1, "source": "a"}]})
         if text == "fail":
             raise KBError("the knowledge base is closed")

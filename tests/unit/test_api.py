@@ -25,11 +25,11 @@ class FakeApp:
     def health(self) -> dict[str, Any]:
         return {"ok": True, "pid": 1}
 
-    def status(self) -> dict[str, Any]:
+    def status(self, access: Any = None) -> dict[str, Any]:
         return {"files": {}, "daemon": {"pid": 1}}
 
     def query(self, text: str, mode: str | None, k: int | None, summarize: bool,
-              within: list[str] | None = None) -> dict:
+              within: list[str] | None = None, access: Any = None) -> dict:
         self.calls.append(("query", (text, mode, k, summarize, within)))
         if text == "boom":
             raise RuntimeError("a bug")
@@ -37,17 +37,17 @@ class FakeApp:
             raise KBError("the query is empty")
         return {"query": text, "mode": mode or "hybrid", "results": []}
 
-    def node(self, node_id: int | None) -> dict[str, Any]:
+    def node(self, node_id: int | None, access: Any = None) -> dict[str, Any]:
         if node_id not in (None, 7):
             raise NodeNotFound(f"no tree node {node_id}")
         return {"id": node_id or 1, "children": []}
 
-    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]:
+    def chunk(self, chunk_id: int, neighbours: int = 0, access: Any = None) -> dict[str, Any]:
         if chunk_id != 5:
             raise NodeNotFound(f"no chunk {chunk_id}")
         return {"chunk_id": chunk_id, "neighbours": neighbours}
 
-    def reindex(self, path: str) -> dict[str, Any]:
+    def reindex(self, path: str, access: Any = None) -> dict[str, Any]:
         if ".." in path:
             raise KBError("no traversal")
         return {"path": path}

@@ -238,3 +238,14 @@ async def test_fetch_browse_and_answer_shapes(backend):
     assert result.structured_content["answer"] == "alpha"
     assert result.structured_content["citations"][0]["number"] == 1
     assert progress == [(1, "retrieval 1: why? 1"), (2, "retrieval 2: why? 2")]
+
+
+def test_a_passage_from_a_vanished_folder_says_so() -> None:
+    from psirag_kb.service.mcp import passage
+
+    row = {"chunk_id": 3, "source": "/d/a.md", "score": 1.0, "text": "okapi", "lines": [1, 2],
+           "location": None}
+    assert "unavailable" not in passage(row)
+    gone = passage(row | {"unavailable": {"since": 0.0, "reason": "folder /d is missing"}})
+    assert gone["unavailable"].startswith("since ") and gone["unavailable"].endswith(
+        ": folder /d is missing")

@@ -18,7 +18,8 @@ QUIET = 0.3
 
 
 class RecordingKB:
-    """Records ingest/remove/rename calls; a path named 'bad.md' makes ingest raise."""
+    """Records ingest/remove/rename/vanish calls; a path named 'bad.md' makes ingest raise; an
+    ingest of paths that no longer exist is recorded as a "remove" of them."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
@@ -33,6 +34,9 @@ class RecordingKB:
         paths = [Path(p) for p in paths]
         if any(p.name == "bad.md" for p in paths):
             raise RuntimeError("cannot parse")
+        gone = [p for p in paths if not p.exists()]
+        if gone:
+            self.remove(gone)
         with self.mutex:
             self.calls.append(("ingest", sorted(str(p) for p in paths)))
             self.known.update(str(p) for p in paths if p.is_file())
@@ -45,6 +49,13 @@ class RecordingKB:
                                                  for p in paths)]
             self.known.difference_update(gone)
         return len(gone)
+
+    def vanish(self, folders: list[Path]) -> int:
+        with self.mutex:
+            self.calls.append(("vanish", [str(p) for p in folders]))
+            kept = [k for k in self.known if any(k.startswith(f"{p}/") for p in folders)]
+            self.known.difference_update(kept)
+        return len(kept)
 
     def rename(self, old: Path, new: Path) -> bool:
         with self.mutex:
@@ -176,7 +187,8 @@ def test_watched_folder_that_comes_back_is_rescanned(setup) -> None:
     wait_for(lambda: kb.known)
     (folder / "a.md").unlink()
     folder.rmdir()
-    wait_for(lambda: [str(folder)] in kb.of("remove") and not kb.known)
+    wait_for(lambda: [str(folder)] in kb.of("vanish") and not kb.known)
+    assert [str(folder)] not in kb.of("remove")  # its files are kept, as unavailable
     folder.mkdir()
     (folder / "b.md").write_text("b")
     wait_for(lambda: [str(folder)] in kb.of("ingest"))

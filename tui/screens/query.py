@@ -104,6 +104,8 @@ class QueryScreen(KBScreen):
         self.clear_error()
         self.words = fmt.terms(message.text)
         result = message.result
+        if result.get("note") and not self.app.problem:  # e.g. the tree is rebuilding
+            self.query_one(Banner).say(str(result["note"]), "info")
         answer = self.query_one("#answer", Static)
         written = fmt.answer_text(result, message.mode)
         answer.update(written or "")

@@ -21,13 +21,14 @@ LABEL_CHARS = 48
 
 
 def node_label(node: dict[str, Any]) -> Text:
-    """A node's abstract (truncated), its leaf count and a stale marker."""
+    """A node's label (truncated), its leaf count and a stale marker."""
     if node.get("kind") == "leaf":
         where = fmt.where(node, 28) if node.get("source") else ""
         text = " ".join(str(node.get("abstract") or "").split())
         return Text.assemble((f"chunk {node.get('id')} ", "dim"), (where + " ", "underline"),
                              text[:LABEL_CHARS] + ("…" if len(text) > LABEL_CHARS else ""))
-    abstract = " ".join(str(node.get("abstract") or "").split()) or "(no abstract yet)"
+    shown = node.get("label") or node.get("abstract") or ""
+    abstract = " ".join(str(shown).split()) or "(no abstract yet)"
     if len(abstract) > LABEL_CHARS:
         abstract = abstract[:LABEL_CHARS - 1] + "…"
     leaves = node.get("leaves", 0)

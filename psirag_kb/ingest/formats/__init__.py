@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from psirag_kb.errors import SkippedFile
+from psirag_kb.ingest.formats.bounds import UnpackLimits, check_unpacked
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +87,16 @@ _CONTENT_ERRORS = (
 )
 
 
-def read_structured(path: Path, data: bytes, kind: str) -> Extracted:
-    """Extract a structured file's text and locations, raising SkippedFile when it cannot be."""
+ZIP_KINDS = frozenset({"docx", "pptx", "xlsx", "odt", "odp", "ods", "epub"})
+"""Kinds stored in a zip container: unpacked in bounded reads against limits before parsing."""
+
+
+def read_structured(path: Path, data: bytes, kind: str,
+                    limits: UnpackLimits | None = None) -> Extracted:
+    """Extract a structured file's text and locations, raising SkippedFile when it cannot be.
+
+    A zip-based document is first checked against `limits` (defaults: UnpackLimits()).
+    """
     try:
         module_name, function_name = _READERS[kind]
     except KeyError:
@@ -96,17 +105,19 @@ def read_structured(path: Path, data: bytes, kind: str) -> Extracted:
         raise SkippedFile("empty file")
     reader = getattr(importlib.import_module(f"{__name__}.{module_name}"), function_name)
     try:
+        if kind in ZIP_KINDS:
+            check_unpacked(data, kind, limits or UnpackLimits())
         extracted = reader(data, kind)
     except SkippedFile:
         raise
     except _CONTENT_ERRORS as exc:
         logger.debug("%s: %s reader failed", path, kind, exc_info=True)
-        raise SkippedFile(f"damaged .{kind}: {_describe(exc)}") from exc
+        raise SkippedFile(f"damaged .{kind}: {_describe(exc)}", damaged=True) from exc
     except Exception as exc:  # libraries raise their own error classes on malformed input
         if type(exc).__module__.startswith(("builtins", "psirag_kb")):
             raise
         logger.debug("%s: %s reader failed", path, kind, exc_info=True)
-        raise SkippedFile(f"damaged .{kind}: {_describe(exc)}") from exc
+        raise SkippedFile(f"damaged .{kind}: {_describe(exc)}", damaged=True) from exc
     logger.debug("read %s (%s, %d chars, %d segments)", path, kind, len(extracted.text),
                  len(extracted.segments))
     return extracted

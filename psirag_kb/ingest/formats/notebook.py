@@ -28,7 +28,7 @@ def read_notebook(data: bytes, kind: str = "ipynb") -> Extracted:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         what = describe_content(data)
         detail = f"it is {what}" if what and what != "plain text" else str(exc)
-        raise SkippedFile(f"damaged .{kind}: not JSON ({detail})") from exc
+        raise SkippedFile(f"damaged .{kind}: not JSON ({detail})", damaged=True) from exc
     if not isinstance(notebook, dict):
         raise SkippedFile(f"damaged .{kind}: not a Jupyter notebook (no cells)")
     cells = notebook.get("cells")

@@ -1,0 +1,143 @@
+"""Label routing: do a node's children's labels say where its passages are? (issue 27)
+
+    .venv/bin/python benchmarks/label_routing.py examples/docs /tmp/heldout \
+        --devset $D/popqa_dev500 --work /tmp/label-routing
+
+Each folder (a dev set's corpus.jsonl becomes one Markdown file per title, as in
+benchmarks/chunk_context.py) is indexed once with the real model in a data directory under
+`--work` (a second run reuses it). For each offline label method (`[tree] offline_labels`:
+"keywords" is the earlier picker, "contrast" the sibling-contrastive labeller) every node is
+marked dirty and given its abstract and label again. Then every chunk under the root is routed
+to one of the root's children by BM25 of the chunk's text against the children's labels alone,
+and every chunk under each child of the root to one of that child's children; a chunk counts
+when it lands in the child that holds it (a tie or no match counts as a miss; see
+psirag_kb/abstracts/routing.py). Labels are what
+people see: the display label, or for "keywords" (which has none) the first LABEL_MAX phrases
+of the abstract; "list" routes by the whole abstract. Prints one JSON line per folder and method,
+with the root's children's labels, and a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from psirag_kb.abstracts.labels import LABEL_MAX
+from psirag_kb.abstracts.routing import routing
+from psirag_kb.config import Config
+from psirag_kb.kb import KnowledgeBase
+from psirag_kb.search.treeview import TreeView
+
+sys.path.insert(0, str(Path(__file__).parent))
+from chunk_context import read_jsonl, write_articles  # noqa: E402
+
+METHODS = ("keywords", "contrast")
+
+
+def shown(view: TreeView, method: str, whole: bool) -> Callable[[int], str]:
+    """What routing reads of a node: its display label, or its abstract (`whole`); "keywords"
+    has no label: its abstract's first LABEL_MAX phrases are what people see first."""
+    def read(node: int) -> str:
+        info = view.nodes[node]
+        if whole:
+            return info.abstract
+        if method == "contrast" and info.label:
+            return info.label
+        return ", ".join(info.abstract.split(", ")[:LABEL_MAX])
+    return read
+
+
+def relabel(kb: KnowledgeBase, method: str) -> float:
+    """Mark every node dirty and write its abstract and label with one method; seconds."""
+    kb.config = kb.config.replace("tree", offline_labels=method)
+    kb.abstract_job.config = kb.config
+    stores = kb.stores
+
+    def dirty_all() -> None:
+        with stores.tree_edit():
+            live = stores.tree_index.live
+            live.dirty.update(live.children)
+            live.touched.update(live.children)
+            live.labels.clear()
+            with stores.store.transaction():
+                stores.store.write_tree(live)
+
+    stores.writer.call(dirty_all)
+    started = time.perf_counter()
+    kb.regenerate_abstracts(offline=True)
+    return time.perf_counter() - started
+
+
+def measure(kb: KnowledgeBase, method: str) -> dict[str, Any]:
+    """Routing accuracy at the root and one layer down, by label and by whole abstract."""
+    view = kb.tree_index.view
+
+    def texts(ids: Iterable[int]) -> dict[int, str]:
+        return {cid: text for cid, (text, _) in kb.store.texts(ids).items()}
+
+    out: dict[str, Any] = {}
+    for whole in (False, True):
+        name = "list" if whole else "label"
+        found = routing(view, shown(view, method, whole), texts)
+        out |= {f"root_{name}": round(found["root"], 4), f"down_{name}": round(found["down"], 4),
+                "root_majority": round(found["root_majority"], 4),
+                "down_majority": round(found["down_majority"], 4),
+                "down_passages": found["down_passages"]}
+    read = shown(view, method, False)
+    out["root"] = read(view.root)
+    out["children"] = [read(k) for k in view.nodes[view.root].children if k > 0]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="*", type=Path, help="folders of documents")
+    parser.add_argument("--devset", nargs="*", type=Path, default=[],
+                        help="dev set folders with corpus.jsonl (written as Markdown files)")
+    parser.add_argument("--work", type=Path, required=True, help="files and data directories")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    args = parser.parse_args()
+    folders = [f.resolve() for f in args.folders]
+    for devset in args.devset:
+        out = args.work / "files"
+        if not (out / devset.name).is_dir():
+            write_articles(devset.name, read_jsonl(devset / "corpus.jsonl"), out)
+        folders.append((out / devset.name).resolve())
+    print(json.dumps({"machine": f"{platform.machine()}, {platform.processor() or '?'}, "
+                      f"python {platform.python_version()}"}), flush=True)
+    table = []
+    if len({f.name for f in folders}) < len(folders):
+        raise SystemExit("two folders share a name: each gets the data directory data-NAME")
+    for folder in folders:
+        data = args.work / f"data-{folder.name}"
+        mark = data / "label-routing-folder.txt"
+        if mark.exists() and mark.read_text() != str(folder):
+            raise SystemExit(f"{data} holds {mark.read_text()}, not {folder}: use another --work")
+        data.mkdir(parents=True, exist_ok=True)
+        mark.write_text(str(folder))
+        config = Config().with_data_dir(data)
+        with KnowledgeBase(config) as kb:
+            kb.ingest([folder])
+            for method in args.methods:
+                seconds = relabel(kb, method)
+                row = {"folder": folder.name, "method": method,
+                       "chunks": kb.store.chunk_count(), "label_s": round(seconds, 2)}
+                row |= measure(kb, method)
+                print(json.dumps(row), flush=True)
+                table.append(row)
+    print(f"\n{'folder':<16} {'method':<9} {'root label':>10} {'root list':>9} "
+          f"{'root maj':>8} {'down label':>10} {'down list':>9} {'down maj':>8}")
+    for row in table:
+        print(f"{row['folder']:<16} {row['method']:<9} {row['root_label']:>10.3f} "
+              f"{row['root_list']:>9.3f} {row['root_majority']:>8.3f} {row['down_label']:>10.3f} "
+              f"{row['down_list']:>9.3f} {row['down_majority']:>8.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""Label routing: a measure of topic labels that needs no person (issue 27).
+
+Each passage under a node is routed to one of the node's children by BM25 of the passage's text
+against the children's labels alone; a label set is good when passages land in the child that
+holds them. A tie or no match at all counts as a miss.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from psirag_kb.abstracts.labels import phrase_key
+from psirag_kb.abstracts.writers import STOP_WORDS
+from psirag_kb.search.treeview import TreeView
+
+_WORD = re.compile(r"[^\W_]+")
+
+Shown = Callable[[int], str]
+"""What routing reads of an abstract node: shown(node) -> its label."""
+
+
+def terms(text: str) -> list[str]:
+    """Lower-cased words without stop words, a plural 's' dropped (as label phrases compare)."""
+    return [phrase_key(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
+
+
+class LabelBM25:
+    """BM25 over a handful of short documents: the children's labels."""
+
+    def __init__(self, labels: list[str], k1: float = 1.2, b: float = 0.75) -> None:
+        self.tfs = [Counter(terms(label)) for label in labels]
+        self.lengths = [sum(tf.values()) for tf in self.tfs]
+        self.average = (sum(self.lengths) / max(len(labels), 1)) or 1.0
+        df: Counter[str] = Counter()
+        for tf in self.tfs:
+            df.update(tf.keys())
+        n = len(labels)
+        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+        self.k1, self.b = k1, b
+
+    def best(self, text: str) -> int | None:
+        """The label scoring highest for the text's distinct words (None: a tie or no match)."""
+        words = set(terms(text)) & self.idf.keys()
+        scores = []
+        for tf, length in zip(self.tfs, self.lengths, strict=True):
+            norm = self.k1 * (1 - self.b + self.b * length / self.average)
+            scores.append(sum(self.idf[w] * tf[w] * (self.k1 + 1) / (tf[w] + norm)
+                              for w in words if w in tf))
+        top = max(scores, default=0.0)
+        if top <= 0 or scores.count(top) > 1:
+            return None
+        return scores.index(top)
+
+
+def leaves_under(view: TreeView, node: int) -> list[int]:
+    """Chunk ids below a node of the view."""
+    out, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        if current < 0:
+            out.append(-current)
+        else:
+            stack.extend(view.nodes[current].children)
+    return out
+
+
+def route(view: TreeView, node: int, shown: Shown,
+          texts: Callable[[Iterable[int]], dict[int, str]]) -> tuple[int, int, int]:
+    """(passages routed to the child holding them, passages, the largest child's passages) for
+    one node whose children are abstract nodes (0, 0, 0 for fewer than two)."""
+    kids = [k for k in view.nodes[node].children if k > 0]
+    if len(kids) < 2:
+        return 0, 0, 0
+    bm25 = LabelBM25([shown(k) for k in kids])
+    right = total = largest = 0
+    for number, kid in enumerate(kids):
+        ids = leaves_under(view, kid)
+        largest = max(largest, len(ids))
+        found = texts(ids)
+        for chunk_id in ids:
+            total += 1
+            right += bm25.best(found.get(chunk_id, "")) == number
+    return right, total, largest
+
+
+def routing(view: TreeView, shown: Shown,
+            texts: Callable[[Iterable[int]], dict[int, str]]) -> dict[str, float | int]:
+    """Routing accuracy at the root and one layer down (over every child of the root with
+    abstract children), with the share of the largest child as the no-label baseline."""
+    out: dict[str, float | int] = {}
+    if view.root is None or view.root < 0:
+        return out
+    right, total, largest = route(view, view.root, shown, texts)
+    out |= {"root": right / max(total, 1), "root_majority": largest / max(total, 1),
+            "root_passages": total}
+    sums = [0, 0, 0]
+    for kid in view.nodes[view.root].children:
+        if kid > 0 and view.nodes[kid].layer > 1:
+            for i, value in enumerate(route(view, kid, shown, texts)):
+                sums[i] += value
+    out |= {"down": sums[0] / max(sums[1], 1), "down_majority": sums[2] / max(sums[1], 1),
+            "down_passages": sums[1]}
+    return out

@@ -1,0 +1,63 @@
+"""The takeover protocol of a data directory: a daemon asks an in-process session to hand over."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from psirag_kb.config import Config
+from psirag_kb.errors import KBError
+from psirag_kb.service.client import open_local
+from psirag_kb.storage.datadir import (
+    DAEMON,
+    SESSION,
+    TAKEOVER_FILE,
+    DataDirLock,
+    holder,
+    takeover_requested,
+)
+
+
+def poll(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met before the deadline"
+        time.sleep(0.01)
+
+
+def test_a_waiting_daemon_asks_the_session_and_takes_over(tmp_path: Path) -> None:
+    session = DataDirLock(tmp_path)
+    assert session.try_acquire(SESSION, "mcp") is None
+    found = holder(tmp_path)
+    assert (found.role, found.name, found.pid) == (SESSION, "mcp", os.getpid())
+    assert found.describe() == f"psirag-kb mcp (pid {os.getpid()})"
+    daemon = DataDirLock(tmp_path)
+    stop = threading.Event()
+    waiter = threading.Thread(target=daemon.acquire, args=(DAEMON, None, stop), daemon=True)
+    waiter.start()
+    poll(lambda: takeover_requested(tmp_path) == os.getpid())
+    session.release()  # what the session does once its stores are closed
+    waiter.join(10)
+    assert not waiter.is_alive()
+    assert holder(tmp_path).role == DAEMON
+    assert not (tmp_path / TAKEOVER_FILE).exists()
+    daemon.release()
+
+
+def test_a_request_of_a_dead_process_is_ignored(tmp_path: Path) -> None:
+    (tmp_path / TAKEOVER_FILE).write_text("999999999\n")
+    assert takeover_requested(tmp_path) is None
+
+
+def test_a_command_names_the_session_instead_of_waiting(tmp_path: Path) -> None:
+    session = DataDirLock(tmp_path)
+    assert session.try_acquire(SESSION, "tui") is None
+    try:
+        with pytest.raises(KBError, match=r"psirag-kb tui \(pid \d+\).*psirag-kb daemon"):
+            open_local(Config().with_data_dir(tmp_path))
+    finally:
+        session.release()
