@@ -4,8 +4,9 @@ its own file first, per mode and per fusion setting?
     python benchmarks/known_item.py --work /tmp/known-item                # builds the folder
     python benchmarks/known_item.py --work /tmp/known-item --folder DIR   # any folder of text
 
-Without `--folder`, `--files` text files of this machine are copied into `--work/files` (seeded
-choice, duplicates by content dropped, 1-30 KB each): the METADATA and LICENSE files of the
+Without `--folder`, `--files` text files of this machine are copied into `--work/files` once (a
+later run reuses the folder as it is: the choice depends on the packages installed): seeded,
+duplicates by content dropped, 1-30 KB each, from the METADATA and LICENSE files of the
 installed Python packages (`--site-packages`, default: this interpreter's), /usr/share/doc/*/
 copyright and /usr/share/common-licenses. For each file, with a generator seeded by its name,
 up to one query of each kind is picked from its text:
@@ -184,7 +185,7 @@ def main() -> None:
     parser.add_argument("--show-misses", action="store_true")
     args = parser.parse_args()
     folder = args.folder or args.work / "files"
-    if args.folder is None:
+    if args.folder is None and not any(folder.glob("*")):  # built once, then reused as it is
         build_folder(folder, args.site_packages, args.files, args.seed)
     items = known_items(folder, args.seed)
     counts = {kind: sum(i["kind"] == kind for i in items) for kind in KINDS}
