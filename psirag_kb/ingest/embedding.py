@@ -71,12 +71,16 @@ class TokenCounter:
 
     Works with both tokenizer kinds sentence-transformers hands out: a transformers tokenizer
     (transformer models), called with `truncation=False`, and a `tokenizers.Tokenizer` (static
-    models), of which it keeps its own copy with truncation and padding off.
+    models, and the engine of a fast transformers tokenizer), of which it keeps its own copy with
+    truncation and padding off, so reader threads count tokens while the model embeds.
     """
 
     def __init__(self, tokenizer: Any) -> None:
         from tokenizers import Tokenizer
 
+        backend = getattr(tokenizer, "backend_tokenizer", None)  # a fast tokenizer's engine
+        if isinstance(backend, Tokenizer):
+            tokenizer = backend  # a copy of its own: counting never waits for a batch's encode
         if isinstance(tokenizer, Tokenizer):
             own = Tokenizer.from_str(tokenizer.to_str())
             own.no_truncation()
@@ -290,6 +294,7 @@ class CachedEmbedder:
         self._dir = Path(cache_dir).expanduser() / "embeddings" / safe
         self._keys: dict[str, int] | None = None
         self._vectors: np.ndarray | None = None
+        self._mutex = threading.Lock()  # ingest pipelines may embed from several threads
 
     @property
     def dim(self) -> int:  # type: ignore[override]
@@ -321,6 +326,11 @@ class CachedEmbedder:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Return cached vectors, embedding and saving only texts not seen before."""
+        with self._mutex:
+            return self._embed(texts)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """`embed` under the cache's lock."""
         self._open()
         assert self._keys is not None and self._vectors is not None
         keys = [content_hash(t) for t in texts]

@@ -134,6 +134,8 @@ class Daemon:
         self._stopping.set()
         self._stop.set()
         log.info("daemon stopping")
+        if self.kb is not None:
+            self.kb.ingestion.stop()  # running ingests end after their committed batch
         if self.api is not None:
             self.api.stop()
         if self.watcher is not None:

@@ -92,6 +92,11 @@ class Writer:
             raise Cancelled("stopped after the committed batch")
 
     @property
+    def closed(self) -> bool:
+        """Whether the writer refuses new writes (the knowledge base is closing)."""
+        return self._closed
+
+    @property
     def queued(self) -> int:
         """Tasks waiting or running."""
         with self._mutex:
