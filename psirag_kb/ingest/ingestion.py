@@ -165,6 +165,7 @@ class Ingestion:
         self._lane = threading.Lock()
         self._stopping = threading.Event()
         self._readers = 0
+        self._running = 0
         self._idle = threading.Condition()
 
     def stop(self, wait_s: float = 0.0) -> None:
@@ -231,7 +232,18 @@ class Ingestion:
         paths = [Path(os.path.abspath(os.path.expanduser(raw))) for raw in paths]
         if self.writer.closed:
             raise WriterClosed("the knowledge base is closing; the write was not done")
-        return self._ingest(paths, progress, keep_vanished)
+        with self._idle:
+            self._running += 1
+        try:
+            return self._ingest(paths, progress, keep_vanished)
+        finally:
+            with self._idle:
+                self._running -= 1
+
+    @property
+    def running(self) -> int:
+        """File ingests in progress (they read and embed before the writer sees them)."""
+        return self._running
 
     def _plan(self, paths: list[Path], keep_vanished: bool,
               report: IngestReport) -> tuple[list[Path], list[str], dict[Path, Path]]:

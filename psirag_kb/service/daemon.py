@@ -184,7 +184,8 @@ class Daemon:
     def _busy(self) -> bool:
         """Whether files are waiting or being indexed, or writes are queued."""
         assert self.watcher is not None
-        return self.watcher.queue_size > 0 or self.kb.writer.queued > 0
+        return (self.watcher.queue_size > 0 or self.kb.writer.queued > 0
+                or self.kb.ingestion.running > 0)
 
     def _store_maintenance(self) -> dict[str, Any]:
         """Persist the derived indexes and checkpoint DuckDB's write-ahead log."""
@@ -202,7 +203,7 @@ class Daemon:
         assert self.api is not None and self.watcher is not None and self.jobs is not None
         return {
             "pid": os.getpid(), "url": self.api.url, "started": self.started,
-            "queue": self.watcher.queue_size + self.kb.writer.queued,
+            "queue": self.watcher.queue_size + self.kb.writer.queued + self.kb.ingestion.running,
             "processed": self.watcher.processed,
             "errors": list(self.watcher.errors)[-10:], "jobs": self.jobs.status(),
             "abstracts": None if self.refresher is None else self.refresher.status(),

@@ -90,7 +90,7 @@ def test_an_edit_is_committed_and_found_while_a_large_ingest_is_embedding(
         note.write_text("The lighthouse keeper painted the door crimson with zebra stripes.\n")
         edit = threading.Thread(target=run, args=("edit", [note]), daemon=True)
         edit.start()
-        edit.join(120)  # today it waits behind the large ingest, which waits for the release
+        edit.join(60)  # today it waits behind the large ingest, which waits for the release
         assert not edit.is_alive(), "the edit waited for the large ingest"
         assert isinstance(results["edit"], IngestReport) and results["edit"].updated == 1
         top = kb.query("door painted crimson with zebra stripes", mode="hybrid", k=3)["results"]
