@@ -364,7 +364,12 @@ class Ingestion:
 
         def committed(prepared: Prepared, future: Future) -> None:
             nonlocal done
-            batch = prepared.report if future.result() else self._redo(prepared, keep_vanished)
+            try:
+                fresh = future.result()
+            except WriterClosed as exc:  # closing: the batch is read again at the next start
+                raise Cancelled("the knowledge base closed before the batch was committed") \
+                    from exc
+            batch = prepared.report if fresh else self._redo(prepared, keep_vanished)
             report.merge(batch)
             done += len(prepared.paths)
             if progress:

@@ -162,13 +162,16 @@ def test_sigterm_in_the_middle_of_a_burst_ends_within_10_s_and_loses_nothing(
     try:
         wait_for(lambda: _serving(process, data), 120, "the daemon serves")
         rng = np.random.default_rng(5)
-        files = 140  # about 8 chunks each: today's first two batches of 64 files each take
-        for number in range(files):  # longer than 10 s to embed on two cores
+        files = 64  # about 20 chunks each: today one batch, 30 s or more on two cores
+        for number in range(files):
             (docs / f"d{number:03d}.md").write_text(
                 f"Document d{number:03d} holds the word tok{number:03d}q. "
-                + prose(rng, 64) + "\n")
-        committed = wait_for(lambda: _indexed(data), 300, "a first batch committed")
-        assert committed < files  # in the middle of the burst
+                + prose(rng, 160) + "\n")
+        wait_for(lambda: _api(data, "/api/status")["daemon"]["queue"] > 0, 60, "busy")
+        busy = time.monotonic()  # mid-burst: after a first commit, or 8 s into the burst
+        wait_for(lambda: _indexed(data) or time.monotonic() - busy > 8, 300, "mid-burst")
+        committed = _indexed(data)
+        assert committed < files
         process.send_signal(signal.SIGTERM)
         try:  # the behaviour under test: the daemon ends within 10 s
             status = process.wait(10)
