@@ -170,7 +170,8 @@ class Ingestion:
 
     def stop(self, wait_s: float = 0.0) -> None:
         """Stop every running and later ingest after its committed batch (the knowledge base
-        is closing); wait up to `wait_s` for their reader threads to stop reading."""
+        is closing); wait up to `wait_s` for reader threads inside a batch (one file at most)
+        to stop using the store."""
         self._stopping.set()
         with self._idle:
             self._idle.wait_for(lambda: self._readers == 0, wait_s)
@@ -375,17 +376,16 @@ class Ingestion:
             if progress:
                 progress(done, total, str(prepared.paths[-1]))
 
-        with self._reading():
-            Pipeline(
-                prepare=lambda paths: self._prepare_batch(paths, keep_vanished, BATCH_CHUNKS),
-                embed=lambda prepared: self._embed(prepared.pending, prepared.report),
-                commit=lambda prepared: self.writer.submit(lambda: self._commit(prepared)),
-                committed=committed, check_stop=self._check_stop, batch_files=BATCH_FILES,
-            ).run(files)
+        Pipeline(
+            prepare=lambda paths: self._prepare_batch(paths, keep_vanished, BATCH_CHUNKS),
+            embed=lambda prepared: self._embed(prepared.pending, prepared.report),
+            commit=lambda prepared: self.writer.submit(lambda: self._commit(prepared)),
+            committed=committed, check_stop=self._check_stop, batch_files=BATCH_FILES,
+        ).run(files)
 
     @contextmanager
     def _reading(self) -> Iterator[None]:
-        """Count a running pipeline, so closing can wait for its reader."""
+        """Count a batch being read, so closing can wait until no reader uses the store."""
         with self._idle:
             self._readers += 1
         try:
@@ -399,14 +399,17 @@ class Ingestion:
                        max_chunks: int | None) -> tuple[Prepared, list[Path]]:
         """Read and chunk files from a snapshot of their records, and pick the chunks to
         embed (off the writer); returns the batch and the paths left for the next one."""
-        self._check_stop()
-        report = IngestReport()
-        started = time.perf_counter()
-        records = self.store.records(str(p) for p in paths)
-        changes, taken = self._read_batch(paths, records, report, keep_vanished, max_chunks)
-        report.timed("read", time.perf_counter() - started)
-        kept = [c for c in changes if c.state != "removed"]
-        pending = self._reuse(kept, records, report)
+        with self._reading():
+            self._check_stop()
+            report = IngestReport()
+            started = time.perf_counter()
+            records = self.store.records(str(p) for p in paths)
+            changes, taken = self._read_batch(paths, records, report, keep_vanished,
+                                              max_chunks)
+            report.timed("read", time.perf_counter() - started)
+            self._check_stop()
+            kept = [c for c in changes if c.state != "removed"]
+            pending = self._reuse(kept, records, report)
         expected = {c.path: records.get(c.path) for c in changes}
         return Prepared(paths[:taken], changes, expected, report, pending), paths[taken:]
 

@@ -108,6 +108,41 @@ def test_an_edit_is_committed_and_found_while_a_large_ingest_is_embedding(
     kb.close()
 
 
+def test_a_batch_read_before_a_newer_commit_is_read_again_not_applied_over_it(
+        tmp_path: Path, minilm: Any) -> None:
+    note = tmp_path / "note.md"
+    note.write_text("The ferry leaves the harbour at noon.\n")
+    embedder = HeldEmbedder(minilm, "Slowversion")
+    kb = KnowledgeBase(Config().with_data_dir(tmp_path / "data"), embedder=embedder)
+    results: dict[str, Any] = {}
+
+    def run(name: str) -> None:
+        try:
+            results[name] = kb.ingest([note])
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            results[name] = exc
+
+    try:
+        kb.ingest([note])
+        note.write_text("Slowversion: the ferry leaves the harbour at dawn.\n")
+        first = threading.Thread(target=run, args=("first",), daemon=True)
+        first.start()
+        wait_for(embedder.holding.is_set, 60, "the first ingest read the file")
+        note.write_text("The ferry leaves the harbour at midnight with lanterns lit.\n")
+        second = threading.Thread(target=run, args=("second",), daemon=True)
+        second.start()
+        second.join(60)
+        assert not second.is_alive() and results["second"].updated == 1
+    finally:
+        embedder.release.set()
+    first.join(120)
+    assert isinstance(results["first"], IngestReport), results["first"]
+    texts = [text for (text,) in kb.store.db.execute("SELECT text FROM chunks").fetchall()]
+    assert texts == ["The ferry leaves the harbour at midnight with lanterns lit."]
+    assert kb.sparse.count() == kb.dense.count == 1
+    kb.close()
+
+
 # -- a daemon process stopped mid-burst ---------------------------------------------------------
 
 
