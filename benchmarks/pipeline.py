@@ -6,9 +6,10 @@
 Writes FILES markdown files of real text (PER_FILE passages each, from a {"id","title","text"}
 corpus) into a temporary folder, then for each tree, in turns (old, new, old, new):
   throughput: a fresh knowledge base ingests the folder (the real model): files/s, chunks/s;
-  latency: a daemon of that tree watches an empty folder; one note is indexed; the FILES files
-  are copied in at once; once the burst is being read, the note gets a one-line edit and the
-  seconds until a hybrid query returns the new line are measured (its HTTP API, polled 10x/s).
+  latency: a daemon of that tree watches an empty folder; one note is indexed; a folder of the
+  FILES files is moved in (or copied, --burst copy); 3 s into the burst the note gets a one-line
+  edit and the seconds until a hybrid query returns the new line are measured (its HTTP API,
+  polled 10x/s), then the seconds from SIGTERM until the daemon has exited.
 Each tree runs in its own subprocess with PYTHONPATH set to it.
 """
 
@@ -98,7 +99,7 @@ def _found(data: Path, text: str, word: str) -> bool:
     return any(word in r["text"] for r in _api(data, "/api/query", body)["results"])
 
 
-def latency(tree: Path, folder: Path, work: Path) -> dict[str, Any]:
+def latency(tree: Path, folder: Path, work: Path, burst: str) -> dict[str, Any]:
     """Seconds from saving a one-line edit during a burst until a hybrid query finds it."""
     watched, data = work / "watched", work / "daemon-data"
     shutil.rmtree(watched, ignore_errors=True)
@@ -116,7 +117,11 @@ def latency(tree: Path, folder: Path, work: Path) -> dict[str, Any]:
         note = watched / "note.md"
         note.write_text("The lighthouse keeper painted the door blue.\n")
         _until(lambda: _found(data, "lighthouse door painted blue", "blue"), 120)
-        shutil.copytree(folder, watched / "burst")
+        if burst == "copy":  # files arrive one by one: the watcher sees them in small sets
+            shutil.copytree(folder, watched / "burst")
+        else:  # a folder moved in at once: one scan of all of it
+            shutil.copytree(folder, work / "outside")
+            os.rename(work / "outside", watched / "burst")
         _until(lambda: _api(data, "/api/status")["daemon"]["queue"] > 0, 60)
         time.sleep(3.0)  # the burst is being read and embedded
         indexed_before = _api(data, "/api/status")["files"]["indexed"]
@@ -148,6 +153,8 @@ def main() -> None:
     parser.add_argument("--per-file", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--skip", choices=["throughput", "latency"], default=None)
+    parser.add_argument("--burst", choices=["move", "copy"], default="move",
+                        help="the burst: a folder moved in (one scan) or copied file by file")
     args = parser.parse_args()
     trees = {"old": args.old.resolve(), "new": args.new.resolve()}
     with tempfile.TemporaryDirectory() as tmp:
@@ -165,8 +172,8 @@ def main() -> None:
                                       "load": os.getloadavg()[0]}), flush=True)
         for name, tree in trees.items():
             if args.skip != "latency":
-                result = latency(tree, folder, work)
-                print(json.dumps({"tree": name, "latency": result,
+                result = latency(tree, folder, work, args.burst)
+                print(json.dumps({"tree": name, "burst": args.burst, "latency": result,
                                   "load": os.getloadavg()[0]}), flush=True)
 
 

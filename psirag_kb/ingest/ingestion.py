@@ -42,7 +42,7 @@ BATCH_CHUNKS = 256
 """A batch ends after the file that brings it to this many chunks: a commit every few seconds
 with MiniLM on two cores, so a stop or a kill loses little."""
 EMBED_SLICE = 16
-"""Chunks embedded per call: a stop waits for one slice (1 s at load 13 on two cores), and
+"""Chunks embedded per call: a stop waits for one slice (2 s at load 13 on two cores), and
 another ingest's embedding (a one-line edit) gets the model between two slices. Batches of 16
 embed as fast as 32 (BENCHMARKS.md, "Embedding and ingest")."""
 SMALL_INGEST = 8
