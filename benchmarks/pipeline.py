@@ -7,7 +7,8 @@ Writes FILES markdown files of real text (PER_FILE passages each, from a {"id","
 corpus) into a temporary folder, then for each tree, in turns (old, new, old, new):
   throughput: a fresh knowledge base ingests the folder (the real model): files/s, chunks/s;
   latency: a daemon of that tree watches an empty folder; one note is indexed; a folder of the
-  FILES files is moved in (or copied, --burst copy); 3 s into the burst the note gets a one-line
+  FILES files is moved in (or copied, --burst copy); once its first files are committed (the
+  burst is being indexed) the note gets a one-line
   edit and the seconds until a hybrid query returns the new line are measured (its HTTP API,
   polled 10x/s), then the seconds from SIGTERM until the daemon has exited.
 Each tree runs in its own subprocess with PYTHONPATH set to it.
@@ -122,8 +123,8 @@ def latency(tree: Path, folder: Path, work: Path, burst: str) -> dict[str, Any]:
         else:  # a folder moved in at once: one scan of all of it
             shutil.copytree(folder, work / "outside")
             os.rename(work / "outside", watched / "burst")
-        _until(lambda: _api(data, "/api/status")["daemon"]["queue"] > 0, 60)
-        time.sleep(3.0)  # the burst is being read and embedded
+        # the burst is being indexed: its first files are committed
+        _until(lambda: _api(data, "/api/status")["files"]["indexed"] > 1, 600)
         indexed_before = _api(data, "/api/status")["files"]["indexed"]
         saved = time.perf_counter()
         note.write_text("The lighthouse keeper painted the door crimson with zebra stripes.\n")
