@@ -6,8 +6,9 @@
 Writes FILES markdown files of real text (PER_FILE passages each, from a {"id","title","text"}
 corpus) into a temporary folder, then for each tree, in turns (old, new, old, new):
   throughput: a fresh knowledge base ingests the folder (the real model): files/s, chunks/s;
-  latency: a daemon of that tree watches an empty folder; one note is indexed; a folder of the
-  FILES files is moved in (or copied, --burst copy); once its first files are committed (the
+  latency: a daemon of that tree watches an empty folder; one note is indexed; the daemon stops,
+  a folder of the FILES files is copied in and the daemon starts again (or, with --burst move
+  or copy, the folder is moved or copied in while it runs); once its first files are committed (the
   burst is being indexed) the note gets a one-line
   edit and the seconds until a hybrid query returns the new line are measured (its HTTP API,
   polled 10x/s), then the seconds from SIGTERM until the daemon has exited.
@@ -100,6 +101,24 @@ def _found(data: Path, text: str, word: str) -> bool:
     return any(word in r["text"] for r in _api(data, "/api/query", body)["results"])
 
 
+def _start(tree: Path, config: Path, data: Path) -> subprocess.Popen:
+    """A daemon of `tree`'s code, once it serves."""
+    env = dict(os.environ, PYTHONPATH=str(tree), HF_HUB_OFFLINE="1")
+    daemon = subprocess.Popen([sys.executable, "-m", "psirag_kb", "--config", str(config),
+                               "daemon"], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    _until(lambda: (data / "daemon.json").exists(), 120)
+    return daemon
+
+
+def _stop(daemon: subprocess.Popen) -> float:
+    """SIGTERM a daemon; seconds until it exited."""
+    started = time.perf_counter()
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(600)
+    return time.perf_counter() - started
+
+
 def latency(tree: Path, folder: Path, work: Path, burst: str) -> dict[str, Any]:
     """Seconds from saving a one-line edit during a burst until a hybrid query finds it."""
     watched, data = work / "watched", work / "daemon-data"
@@ -109,18 +128,18 @@ def latency(tree: Path, folder: Path, work: Path, burst: str) -> dict[str, Any]:
     config = work / "config.toml"
     config.write_text(f'[storage]\ndata_dir = "{data}"\n[watch]\nfolders = ["{watched}"]\n'
                       'quiet_period_s = 0.5\n[api]\nport = 0\n')
-    env = dict(os.environ, PYTHONPATH=str(tree), HF_HUB_OFFLINE="1")
-    daemon = subprocess.Popen([sys.executable, "-m", "psirag_kb", "--config", str(config),
-                               "daemon"], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    daemon = _start(tree, config, data)
     try:
-        _until(lambda: (data / "daemon.json").exists(), 120)
         note = watched / "note.md"
         note.write_text("The lighthouse keeper painted the door blue.\n")
         _until(lambda: _found(data, "lighthouse door painted blue", "blue"), 120)
-        if burst == "copy":  # files arrive one by one: the watcher sees them in small sets
+        if burst == "restart":  # arrived while the daemon was down: one reconciliation scan
+            _stop(daemon)
             shutil.copytree(folder, watched / "burst")
-        else:  # a folder moved in at once: one scan of all of it
+            daemon = _start(tree, config, data)
+        elif burst == "copy":  # files arrive one by one: the watcher sees them in small sets
+            shutil.copytree(folder, watched / "burst")
+        else:  # a folder moved in at once
             shutil.copytree(folder, work / "outside")
             os.rename(work / "outside", watched / "burst")
         # the burst is being indexed: its first files are committed
@@ -131,10 +150,7 @@ def latency(tree: Path, folder: Path, work: Path, burst: str) -> dict[str, Any]:
         _until(lambda: _found(data, "door painted crimson with zebra stripes", "zebra"), 900)
         seconds = time.perf_counter() - saved
         indexed_after = _api(data, "/api/status")["files"]["indexed"]
-        started = time.perf_counter()
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(600)
-        stop_s = time.perf_counter() - started
+        stop_s = _stop(daemon)
     finally:
         if daemon.poll() is None:
             daemon.kill()
@@ -154,8 +170,9 @@ def main() -> None:
     parser.add_argument("--per-file", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--skip", choices=["throughput", "latency"], default=None)
-    parser.add_argument("--burst", choices=["move", "copy"], default="move",
-                        help="the burst: a folder moved in (one scan) or copied file by file")
+    parser.add_argument("--burst", choices=["restart", "move", "copy"], default="restart",
+                        help="the burst: files found by the start-up reconciliation (one scan), "
+                        "a folder moved in, or files copied one by one")
     args = parser.parse_args()
     trees = {"old": args.old.resolve(), "new": args.new.resolve()}
     with tempfile.TemporaryDirectory() as tmp:
