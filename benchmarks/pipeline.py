@@ -12,7 +12,8 @@ corpus) into a temporary folder, then for each tree, in turns (old, new, old, ne
   burst is being indexed) the note gets a one-line
   edit and the seconds until a hybrid query returns the new line are measured (its HTTP API,
   polled 10x/s), then the seconds from SIGTERM until the daemon has exited.
-Each tree runs in its own subprocess with PYTHONPATH set to it.
+Each tree runs in its own subprocess started in it, with PYTHONPATH set to it (`-m` and `-c`
+put the working folder first on the path).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def throughput(tree: Path, folder: Path, work: Path) -> dict[str, Any]:
     shutil.rmtree(data, ignore_errors=True)
     env = dict(os.environ, PYTHONPATH=str(tree), HF_HUB_OFFLINE="1")
     out = subprocess.run([sys.executable, "-c", RUN_INGEST, str(data), str(folder)], env=env,
-                         capture_output=True, text=True, check=True)
+                         cwd=tree, capture_output=True, text=True, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["files_per_s"] = round(result["files"] / result["seconds"], 2)
     result["chunks_per_s"] = round(result["chunks"] / result["seconds"], 1)
@@ -105,7 +106,7 @@ def _start(tree: Path, config: Path, data: Path) -> subprocess.Popen:
     """A daemon of `tree`'s code, once it serves."""
     env = dict(os.environ, PYTHONPATH=str(tree), HF_HUB_OFFLINE="1")
     daemon = subprocess.Popen([sys.executable, "-m", "psirag_kb", "--config", str(config),
-                               "daemon"], env=env, stdout=subprocess.DEVNULL,
+                               "daemon"], env=env, cwd=tree, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     _until(lambda: (data / "daemon.json").exists(), 120)
     return daemon
