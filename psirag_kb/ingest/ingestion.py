@@ -41,10 +41,10 @@ BATCH_FILES = 64
 BATCH_CHUNKS = 256
 """A batch ends after the file that brings it to this many chunks: a commit every few seconds
 with MiniLM on two cores, so a stop or a kill loses little."""
-EMBED_SLICE = 16
-"""Chunks embedded per call: a stop waits for one slice (2 s at load 13 on two cores), and
-another ingest's embedding (a one-line edit) gets the model between two slices. Batches of 16
-embed as fast as 32 (BENCHMARKS.md, "Embedding and ingest")."""
+EMBED_SLICE = 32
+"""Chunks embedded per call, the model's batch size: a stop waits for one slice (4 s at load 12
+on two cores), and another ingest's embedding (a one-line edit) gets the model between two
+slices. Slices of 16 embedded at half the speed on the loaded machine."""
 SMALL_INGEST = 8
 """Ingests of more files than this run one at a time (the bulk lane); smaller ones never wait
 for it, so an edit is committed while a folder is being indexed."""
