@@ -377,12 +377,40 @@ class Ingestion:
             if progress:
                 progress(done, total, str(prepared.paths[-1]))
 
-        Pipeline(
+        interrupted = threading.Event()
+
+        def check_stop() -> None:
+            if interrupted.is_set():
+                raise Cancelled("interrupted")
+            self._check_stop()
+
+        pipeline = Pipeline(
             prepare=lambda paths: self._prepare_batch(paths, keep_vanished, BATCH_CHUNKS),
             embed=lambda prepared: self._embed(prepared.pending, prepared.report),
             commit=lambda prepared: self.writer.submit(lambda: self._commit(prepared)),
-            committed=committed, check_stop=self._check_stop, batch_files=BATCH_FILES,
-        ).run(files)
+            committed=committed, check_stop=check_stop, batch_files=BATCH_FILES,
+        )
+        outcome: list[BaseException] = []
+
+        def embed_and_commit() -> None:
+            try:
+                pipeline.run(files)
+            except BaseException as exc:  # noqa: BLE001 - raised again by the caller
+                outcome.append(exc)
+
+        # the model runs on a thread of its own, as it did on the writer: on the caller's
+        # (the main) thread it embedded at half the speed (BENCHMARKS.md, issue 24)
+        worker = threading.Thread(target=embed_and_commit, name="psirag-embedder", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(POLL_S)
+        except BaseException:  # Ctrl-C: stop after the committed batch
+            interrupted.set()
+            worker.join()
+            raise
+        if outcome:
+            raise outcome[0]
 
     @contextmanager
     def _reading(self) -> Iterator[None]:
