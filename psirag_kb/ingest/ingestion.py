@@ -152,9 +152,9 @@ def read_records(path: Path, data: bytes) -> list[ChunkRow]:
 class Ingestion:
     """Files and corpora in, removals and renames, written through the stores' writer.
 
-    A file ingest reads and embeds on the caller's side (`pipeline.py`) and hands the writer
-    thread only ready batches; removals, renames and corpora are writer tasks. Large ingests run
-    one at a time; small ones (an edited file) interleave with them.
+    A file ingest reads on a reader thread and embeds on an embedder thread (`pipeline.py`) and
+    hands the writer thread only ready batches; removals, renames and corpora are writer tasks.
+    Large ingests run one at a time; small ones (an edited file) interleave with them.
     """
 
     def __init__(self, config: Config, embedder: Embedder, stores: Stores) -> None:
@@ -361,7 +361,8 @@ class Ingestion:
 
     def _ingest_pipelined(self, files: list[Path], report: IngestReport,
                           progress: Progress | None, keep_vanished: bool) -> None:
-        """Read on a reader thread, embed here, commit ready batches on the writer."""
+        """Read on a reader thread, embed on an embedder thread, commit ready batches on the
+        writer; this thread waits (a Ctrl-C stops the pipeline after its committed batch)."""
         total, done = len(files), 0
 
         def committed(prepared: Prepared, future: Future) -> None:

@@ -1,9 +1,10 @@
-"""A bounded ingest pipeline: a reader thread prepares batches, the caller embeds them, the
-writer thread only commits them.
+"""A bounded ingest pipeline: a reader thread prepares batches, the thread that runs it embeds
+them, the writer thread only commits them.
 
 Reading (stat, hash, parse, OCR, chunk, headers) runs on a reader thread that stays at most
-`QUEUE_BATCHES` batches ahead; embedding runs on the calling thread; each ready batch is one short
-task for the writer. Other writes (an edit, a delete, a rename) interleave between the commits.
+`QUEUE_BATCHES` batches ahead; embedding runs on the thread calling `run`; each ready batch is
+one short task for the writer. Other writes (an edit, a delete, a rename) interleave between the
+commits.
 """
 
 from __future__ import annotations
