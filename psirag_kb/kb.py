@@ -26,7 +26,7 @@ from psirag_kb.ingest.embedding import (
     make_embedder,
     yield_cores,
 )
-from psirag_kb.ingest.ingestion import Ingestion, IngestReport, Progress
+from psirag_kb.ingest.ingestion import CLOSE_WAIT_S, Ingestion, IngestReport, Progress
 from psirag_kb.paths import resolved
 from psirag_kb.search.engine import QueryEngine, Within, asked
 from psirag_kb.search.rerank import Reranker
@@ -117,7 +117,9 @@ class KnowledgeBase:
     # -- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Finish the running write, drop queued ones, save what is only in memory, close."""
+        """Stop ingests after their committed batch, finish the running write, drop queued
+        ones, save what is only in memory, close."""
+        self.ingestion.stop(CLOSE_WAIT_S)
         self.stores.close()
 
     def __enter__(self) -> KnowledgeBase:

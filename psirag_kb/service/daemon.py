@@ -148,6 +148,8 @@ class Daemon:
         self._stopping.set()
         self._stop.set()
         log.info("daemon stopping")
+        if self.kb is not None:
+            self.kb.ingestion.stop()  # running ingests end after their committed batch
         if self.api is not None:
             self.api.stop()
         if self.watcher is not None:
@@ -200,7 +202,8 @@ class Daemon:
     def _busy(self) -> bool:
         """Whether files are waiting or being indexed, or writes are queued."""
         assert self.watcher is not None
-        return self.watcher.queue_size > 0 or self.kb.writer.queued > 0
+        return (self.watcher.queue_size > 0 or self.kb.writer.queued > 0
+                or self.kb.ingestion.running > 0)
 
     def _people_seen(self, every_s: float = 60.0) -> dict[str, Any]:
         """Write down when people last used their tokens (for `users list`)."""
@@ -230,7 +233,7 @@ class Daemon:
             return {"pid": os.getpid(), "url": self.api.url, "started": self.started}
         return {
             "pid": os.getpid(), "url": self.api.url, "started": self.started,
-            "queue": self.watcher.queue_size + self.kb.writer.queued,
+            "queue": self.watcher.queue_size + self.kb.writer.queued + self.kb.ingestion.running,
             "processed": self.watcher.processed,
             "errors": list(self.watcher.errors)[-10:], "jobs": self.jobs.status(),
             "abstracts": None if self.refresher is None else self.refresher.status(),

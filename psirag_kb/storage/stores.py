@@ -418,14 +418,28 @@ class Stores:
     @contextmanager
     def bulk(self) -> Iterator[None]:
         """Defer tree updates when the tree is empty, then build it once at the end."""
-        if not self.tree_index.empty or self.defer_tree or self.tree_state["state"] == "rebuilding":
+        if not self.begin_bulk():
             yield
             return
-        self.defer_tree = True
         try:
             yield
         finally:
-            self.defer_tree = False
+            self.end_bulk()
+
+    def begin_bulk(self) -> bool:
+        """Defer tree updates when the tree is empty (writer thread); True when this call did,
+        and must then call `end_bulk`. Other writes meanwhile skip the tree as well: the build
+        at the end covers every chunk committed by then."""
+        if not self.tree_index.empty or self.defer_tree or self.tree_state["state"] == "rebuilding":
+            return False
+        self.defer_tree = True
+        return True
+
+    def end_bulk(self, build: bool = True) -> None:
+        """Stop deferring and build the whole tree once (writer thread); without `build` (the
+        knowledge base is closing) the next start rebuilds it."""
+        self.defer_tree = False
+        if build:
             self.build_tree(*self.tree_vectors())
 
     # -- writes -----------------------------------------------------------------------------
