@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,9 +97,9 @@ class IngestReport:
 
     def merge(self, other: IngestReport) -> None:
         """Add a committed batch's counts, problems and times."""
-        for name in ("added", "updated", "unchanged", "removed", "renamed", "skipped", "failed",
-                     "chunks_embedded", "chunks_kept"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for item in fields(self):  # every count, so a new counter is never left out
+            if item.type in ("int", int):
+                setattr(self, item.name, getattr(self, item.name) + getattr(other, item.name))
         self.problems.extend(other.problems)
         for stage, seconds in other.seconds.items():
             self.timed(stage, seconds)
