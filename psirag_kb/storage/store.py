@@ -357,6 +357,31 @@ class Store:
     def _set_meta(self, key: str, value: str) -> None:
         self.db.execute("UPDATE meta SET value = ? WHERE key = ?", [value, key])
 
+    def put_meta(self, key: str, value: str) -> None:
+        """Set a meta value, adding the key when it is new (owner thread)."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM meta WHERE key = ?", [key])
+            db.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
+
+    def chunk_files(self) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+        """(chunk ids, row of each chunk's file in the list, the file paths; None for records
+        of a corpus): every chunk's file, read as arrays."""
+        db = self._read()
+        files = db.execute("SELECT id, path, origin FROM files ORDER BY id").fetchall()
+        chunks = db.execute("SELECT id, file_id FROM chunks ORDER BY id").fetchnumpy()
+        file_ids = np.asarray([f[0] for f in files], np.int64)
+        rows = np.searchsorted(file_ids, np.asarray(chunks["file_id"], np.int64))
+        paths = [f[1] if f[2] == "file" else None for f in files]
+        return np.asarray(chunks["id"], np.int64), rows, paths
+
+    def chunk_paths(self, ids: np.ndarray) -> dict[int, str | None]:
+        """The file path of each of these chunks (None for records of a corpus)."""
+        rows = self._read().execute(
+            """SELECT c.id, f.path, f.origin FROM chunks c JOIN files f ON c.file_id = f.id
+               WHERE c.id IN (SELECT unnest(?))""", [np.asarray(ids, np.int64).tolist()]
+        ).fetchall()
+        return {int(r[0]): (r[1] if r[2] == "file" else None) for r in rows}
+
     def _take_ids(self, key: str, count: int) -> int:
         """Reserve `count` ids from a counter, returning the first."""
         first = int(self._meta(key))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from psirag_kb.tree.build import build_tree
+from psirag_kb.tree.live import LiveTree
 from psirag_kb.tree.partition import MIXED, build_partitioned, mixing, node_labels
 
 
@@ -56,3 +57,64 @@ def test_one_label_is_a_plain_build_with_a_pure_root() -> None:
 def test_labels_must_fit_the_leaves() -> None:
     with pytest.raises(ValueError, match="one label per leaf"):
         build_partitioned(np.eye(3, dtype=np.float32), np.zeros(2))
+
+
+def live_mixing(live: LiveTree, labels: dict[int, int]) -> list[int]:
+    """Nodes of a live tree on or below its join layer that mix labels."""
+    tree, keys = live.to_tree()
+    leaf_labels = np.array([labels[-int(k)] for k in keys[: tree.n_leaves]], np.int64)
+    assert tree.problems(live.max_children, min_children=1) == []
+    return mixing(tree, leaf_labels, live.join)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_live_edits_keep_partitions_pure(seed: int) -> None:
+    """Insertions (near twins of other labels, new labels) and removals never mix labels."""
+    rng = np.random.default_rng(seed)
+    n = 80
+    labels = {i + 1: int(rng.integers(0, 3)) for i in range(n)}
+    x = clustered(n, np.array(list(labels.values())), seed)
+    vectors = {i + 1: x[i] for i in range(n)}
+    tree, join = build_partitioned(x, np.array(list(labels.values())), max_children=5)
+    live = LiveTree.from_tree(tree, np.arange(1, n + 1), x, 5)
+
+    def label_of(ids: np.ndarray) -> np.ndarray:
+        return np.array([labels[int(i)] for i in ids], np.int64)
+
+    def nearest(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ids = np.array(sorted(vectors), np.int64)
+        scores = rows @ np.stack([vectors[int(i)] for i in ids]).T
+        best = np.argmax(scores, axis=1)
+        return ids[best], scores[np.arange(len(rows)), best]
+
+    assert live.partition(join, label_of) == 0
+    next_id = n + 1
+    for _ in range(6):
+        count = int(rng.integers(1, 12))
+        new = np.arange(next_id, next_id + count)
+        next_id += count
+        for chunk_id in new.tolist():
+            labels[chunk_id] = int(rng.integers(0, 5))  # labels 3 and 4 are new partitions
+        twins = x[rng.integers(0, n, size=count)] + 0.001 * rng.normal(size=(count, 16))
+        twins = (twins / np.linalg.norm(twins, axis=1, keepdims=True)).astype(np.float32)
+        live.insert(new, twins, nearest, threshold=0.0)
+        vectors.update(zip(new.tolist(), twins, strict=True))
+        assert live_mixing(live, labels) == []
+        gone = rng.choice(sorted(vectors), size=int(rng.integers(1, 10)), replace=False)
+        live.remove(gone.tolist())
+        for chunk_id in gone.tolist():
+            del vectors[chunk_id]
+        assert live_mixing(live, labels) == []
+    assert set(live.tops) == {labels[c] for c in vectors}
+
+
+def test_an_unpartitioned_live_tree_puts_a_twin_beside_another_label() -> None:
+    """Without labels a new leaf joins its nearest leaf's parent, whatever that leaf's label."""
+    x = clustered(40, np.zeros(40), 1)
+    labels = {i + 1: 0 for i in range(40)}
+    live = LiveTree.from_tree(build_tree(x, max_children=5), np.arange(1, 41), x, 5)
+    labels[41] = 1
+    live.insert(np.array([41]), x[:1], lambda rows: (np.array([1]), np.ones(1)), threshold=0.0)
+    tree, keys = live.to_tree()
+    leaf_labels = np.array([labels[-int(k)] for k in keys[: tree.n_leaves]], np.int64)
+    assert mixing(tree, leaf_labels, 1)
