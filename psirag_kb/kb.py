@@ -166,6 +166,13 @@ class KnowledgeBase:
         self.writer.call(lambda: stores.build_tree(*stores.tree_vectors()),
                          key="rebuild-tree")
 
+    def set_boundaries(self, grants: Iterable[str]) -> bool:
+        """Partition the tree at these granted folders and files (besides the watched folders),
+        so no abstract mixes text of different readers; True when the tree is being split in
+        the background (queries go on with the current tree meanwhile)."""
+        paths = [str(g) for g in grants]
+        return self.writer.call(lambda: self.stores.set_boundaries(paths), key="boundaries")
+
     def checkpoint(self) -> None:
         """Persist the hnswlib index and checkpoint DuckDB (cheap to redo; done on close)."""
         self.writer.call(self.stores.checkpoint_now, key="checkpoint")
@@ -283,6 +290,8 @@ class KnowledgeBase:
         shown = {"state": state["state"]} | (
             {"reason": state.get("reason", ""), "since": state.get("since")}
             if state["state"] != "ok" else {})
+        if self.stores.splitting:
+            shown["splitting"] = True
         return self.tree_index.status() | shown
 
     def status(self, *, access: Access = OWNER) -> dict[str, Any]:

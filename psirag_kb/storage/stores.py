@@ -24,10 +24,12 @@ from psirag_kb.search.scope import Scope, exact_top
 from psirag_kb.search.treeindex import TreeIndex
 from psirag_kb.search.treeview import TreeView
 from psirag_kb.storage.dense import DenseIndex, exact_scope
+from psirag_kb.storage.partitions import Partitions, grants_in
 from psirag_kb.storage.sparse import SparseIndex
 from psirag_kb.storage.store import Delta, FileChange, Store
 from psirag_kb.storage.writer import Writer, WriterClosed
 from psirag_kb.tree.live import LiveTree
+from psirag_kb.tree.partition import MIXED
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +62,18 @@ class Stores:
         self.tree_index: TreeIndex
         self._closing = threading.Event()
         """Set by `close`: a background tree rebuild stops retrying."""
+        self.splitting = False
+        """Whether a tree partitioned at new boundaries is being built in the background (the
+        current tree serves queries meanwhile)."""
         self.sync_derived()
+        self.partitions = Partitions(self.store, config.watch.folders, grants_in(config.data_dir))
         self.load_tree()
         self.merge_duplicates()
         self.writer = Writer()
         self.writer.before_task = self.repair_derived
         self.store.owner = self.writer.thread
+        if self._unpartitioned():
+            self.start_split("the stored tree mixes readers across the boundaries")
 
     def close(self) -> None:
         """Finish the running write, drop queued ones, save what is only in memory, close."""
@@ -263,8 +271,51 @@ class Stores:
         return self.store.all_vectors(np.float32 if small else np.float16)
 
     def _index(self, live: LiveTree) -> TreeIndex:
-        """A tree index over a live tree, wired to the dense index."""
+        """A tree index over a live tree, wired to the dense index and partitioned at the
+        boundaries (a loaded tree keeps its join layer; one without keeps its depth)."""
+        live.label_of = self.partitions.label_of
+        if live.root is not None:
+            join = self.store.meta().get("partition_join")
+            live.partition(int(join) if join else max(1, live.depth), live.label_of)
         return TreeIndex(live, self.config.tree, self.neighbours)
+
+    # -- partitions -------------------------------------------------------------------------
+
+    def _unpartitioned(self) -> bool:
+        """Whether the tree has a node on or below its join layer whose leaves different
+        people may read (labels changed since it was built)."""
+        live = self.tree_index.live
+        if self.tree_missing or live.root is None or live.join is None:
+            return False
+        return any(label == MIXED for label in live.labels.values())
+
+    def set_boundaries(self, grants: Iterable[str]) -> bool:
+        """Partition the tree at these grant paths and the watched roots (on the writer);
+        True when the tree must be split, which then happens in the background."""
+        self.partitions.set(grants)
+        live = self.tree_index.live
+        if live.root is not None and live.join is not None:
+            live.partition(live.join, self.partitions.label_of)
+        if not self._unpartitioned():
+            return False
+        self.start_split("new boundaries")
+        return True
+
+    def start_split(self, reason: str) -> None:
+        """Rebuild the tree partitioned at the current boundaries in a background thread; the
+        current tree serves queries and takes writes until the new one is swapped in."""
+        if self.splitting or self.tree_state["state"] != "ok":
+            return
+        log.info("splitting the tree at the boundaries in the background (%s)", reason)
+        self.splitting = True
+        thread = threading.Thread(target=self._rebuild_tree, name="psirag-tree-split",
+                                  daemon=True)
+        thread.start()
+
+    def _save_join(self, live: LiveTree) -> None:
+        """Record the join layer of a partitioned tree (on the writer)."""
+        if live.join is not None:
+            self.store.put_meta("partition_join", str(live.join))
 
     def load_tree(self) -> None:
         """Load the stored tree; one that is missing or does not fit the chunks is left to a
@@ -340,13 +391,13 @@ class Stores:
         ids, vectors = self.tree_vectors()
         next_id = int(self.store.meta().get("next_node_id", "1"))
         index = TreeIndex.build(ids, vectors, self.config.tree, next_id, self.leaf_vectors,
-                                self.neighbours)
+                                self.neighbours, self.partitions.label_of)
         del vectors
         self.writer.call(lambda: self._adopt_tree(index, ids), key="tree-rebuild")
 
     def _adopt_tree(self, index: TreeIndex, ids: np.ndarray) -> None:
         """Swap in a tree built in the background after catching it up with the chunks."""
-        if not self.tree_missing:
+        if not (self.tree_missing or self.splitting):
             return
         current = self.store.chunk_ids()
         removed = np.setdiff1d(ids, current)
@@ -354,9 +405,14 @@ class Stores:
         self.tree_index = index
         index.update(added, self.store.vectors(added), removed, self.nearest)
         self.store.save_tree(index.live)
+        self._save_join(index.live)
         index.view = TreeView.full(index.live)
         self.tree_seconds += index.build_s
         self.tree_state = {"state": "ok"}
+        self.splitting = False
+        index.live.partition(index.live.join, self.partitions.label_of)  # boundaries may have
+        if self._unpartitioned():  # changed again while it was built
+            self.start_split("boundaries changed during the split")
         log.info("rebuilt the tree over %d leaves in %.1f s (%s pairs); %d added and %d "
                  "removed meanwhile", len(current), index.build_s, index.build_mode,
                  len(added), len(removed))
@@ -370,12 +426,15 @@ class Stores:
         else:
             with self.store.lean():  # the build needs the memory more than DuckDB's cache
                 self.tree_index = TreeIndex.build(ids, vectors, self.config.tree, next_id,
-                                                  self.leaf_vectors, self.neighbours)
+                                                  self.leaf_vectors, self.neighbours,
+                                                  self.partitions.label_of)
             self.tree_seconds += self.tree_index.build_s
             log.info("built tree over %d leaves in %.2f s (%s pairs)", len(ids),
                      self.tree_index.build_s, self.tree_index.build_mode)
         self.store.save_tree(self.tree_index.live)
+        self._save_join(self.tree_index.live)
         self.tree_state = {"state": "ok"}
+        self.splitting = False
         self.last_build = {"leaves": int(len(ids)), "seconds": round(self.tree_index.build_s, 2),
                            "mode": self.tree_index.build_mode or None}
 
@@ -445,6 +504,11 @@ class Stores:
         if delta is None:
             return False
         self.update_derived(delta)
+        ids = np.asarray([i for i, _, _ in delta.moved], np.int64)
+        if self.partitions.moved(ids, new) and self.tree_index.live.join is not None:
+            self.tree_index.live.partition(self.tree_index.live.join, self.partitions.label_of)
+            if self._unpartitioned():
+                self.start_split(f"{old} moved to another partition")
         return True
 
     def checkpoint_now(self) -> None:
