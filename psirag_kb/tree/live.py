@@ -348,7 +348,17 @@ class LiveTree:
             return
         near_ids, similarity = nearest(vectors)
         if self.join is not None:
-            self._insert_labelled(chunk_ids, vectors, np.asarray(near_ids, np.int64), stale)
+            near_ids = np.asarray(near_ids, np.int64)
+            labels = self.label_of(chunk_ids)
+            grafted = np.zeros(len(chunk_ids), bool)
+            far = similarity < threshold
+            for label in np.unique(labels[far]).tolist():  # far leaves: a subtree per label
+                chosen = far & (labels == label)
+                if chosen.sum() >= 2:
+                    self._graft(chunk_ids[chosen], vectors[chosen], label, pair_mode, stale)
+                    grafted |= chosen
+            keep = ~grafted
+            self._insert_labelled(chunk_ids[keep], vectors[keep], near_ids[keep], stale)
             self._refresh(stale)
             return
         far = similarity < threshold
@@ -402,12 +412,53 @@ class LiveTree:
             self._attach(key, target, stale)
             self._split(target, stale)
 
+    def _graft(self, chunk_ids: np.ndarray, vectors: np.ndarray, label: int, pair_mode: str,
+               stale: set[int]) -> None:
+        """Far leaves of one label as a subtree of their own (abstract node collapse), cut
+        below the join layer and joined inside their partition's subtree (or, for a label the
+        tree has not seen, lifted to the join layer and joined above it)."""
+        assert self.join is not None
+        tree = build_tree(vectors, mode=pair_mode, max_children=self.max_children)
+        first = self.next_id
+        root = self._adopt(tree, chunk_ids, vectors)
+        for key in range(first, self.next_id):
+            if self.layer[key] <= self.join:
+                self.labels[key] = label
+                if self.layer[key] == self.join:
+                    self.tops.setdefault(label, set()).add(key)
+        tops = sorted(self.tops.get(label, set()) - set(range(first, self.next_id)))
+        cut = min(self.level(root), self.join - 1 if tops else self.join)
+        pieces, above, stack = [], [], [root]
+        while stack:
+            node = stack.pop()
+            if self.level(node) <= cut:
+                pieces.append(node)
+            else:
+                above.append(node)
+                stack.extend(self.children[node])
+        for node in above:
+            for kid in self.children[node]:
+                self.parent.pop(kid, None)
+            self.children[node] = []
+            self._drop(node)
+        for piece in pieces:
+            vector = self.vectors_of([piece])[0]
+            if tops:
+                target = self._descend(self._most_similar(tops, vector), cut + 1, vector)
+                self._attach(piece, target, stale)
+                self._split(target, stale)
+            else:
+                self._join_top(piece, vector, stale)
+
     def _new_partition(self, key: int, vector: np.ndarray, stale: set[int]) -> None:
         """A leaf of a label the tree has not seen: lifted alone to the join layer and joined
         above it."""
+        self._join_top(key, vector, stale)
+
+    def _join_top(self, top: int, vector: np.ndarray, stale: set[int]) -> None:
+        """Lift a partition's node (or leaf) to the join layer and join it above that."""
         assert self.join is not None and self.root is not None
-        top = key
-        for level in range(1, self.join + 1):
+        for level in range(self.level(top) + 1, self.join + 1):
             top = self._new_node([top], level)
         if self.level(self.root) <= self.join:
             self.root = self._new_node([self.root, top], self.join + 1)

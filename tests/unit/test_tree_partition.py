@@ -67,9 +67,10 @@ def live_mixing(live: LiveTree, labels: dict[int, int]) -> list[int]:
     return mixing(tree, leaf_labels, live.join)
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(16))
 def test_live_edits_keep_partitions_pure(seed: int) -> None:
-    """Insertions (near twins of other labels, new labels) and removals never mix labels."""
+    """Insertions (near twins of other labels, new labels; by leaf collapse, or as subtrees
+    when every new leaf is far) and removals never mix labels."""
     rng = np.random.default_rng(seed)
     n = 80
     labels = {i + 1: int(rng.integers(0, 3)) for i in range(n)}
@@ -90,14 +91,14 @@ def test_live_edits_keep_partitions_pure(seed: int) -> None:
     assert live.partition(join, label_of) == 0
     next_id = n + 1
     for _ in range(6):
-        count = int(rng.integers(1, 12))
+        count = int(rng.integers(1, 40))
         new = np.arange(next_id, next_id + count)
         next_id += count
         for chunk_id in new.tolist():
             labels[chunk_id] = int(rng.integers(0, 5))  # labels 3 and 4 are new partitions
         twins = x[rng.integers(0, n, size=count)] + 0.001 * rng.normal(size=(count, 16))
         twins = (twins / np.linalg.norm(twins, axis=1, keepdims=True)).astype(np.float32)
-        live.insert(new, twins, nearest, threshold=0.0)
+        live.insert(new, twins, nearest, threshold=1.01 if seed % 2 else 0.0)
         vectors.update(zip(new.tolist(), twins, strict=True))
         assert live_mixing(live, labels) == []
         gone = rng.choice(sorted(vectors), size=int(rng.integers(1, 10)), replace=False)
