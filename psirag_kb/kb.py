@@ -166,12 +166,15 @@ class KnowledgeBase:
         self.writer.call(lambda: stores.build_tree(*stores.tree_vectors()),
                          key="rebuild-tree")
 
-    def set_boundaries(self, grants: Iterable[str]) -> bool:
-        """Partition the tree at these granted folders and files (besides the watched folders),
-        so no abstract mixes text of different readers; True when the tree is being split in
-        the background (queries go on with the current tree meanwhile)."""
-        paths = [str(g) for g in grants]
-        return self.writer.call(lambda: self.stores.set_boundaries(paths), key="boundaries")
+    def set_boundaries(self, grants: Iterable[str] | None = None,
+                       roots: Iterable[Path | str] | None = None) -> bool:
+        """Partition the tree at these granted folders and files and watched folders (None
+        keeps the current ones), so no abstract mixes text of different readers; True when the
+        tree is being split in the background (queries go on with the current tree)."""
+        paths = None if grants is None else [str(g) for g in grants]
+        folders = None if roots is None else [Path(r) for r in roots]
+        return self.writer.call(lambda: self.stores.set_boundaries(paths, folders),
+                                key="boundaries")
 
     def checkpoint(self) -> None:
         """Persist the hnswlib index and checkpoint DuckDB (cheap to redo; done on close)."""

@@ -78,6 +78,10 @@ class Daemon:
             token = (configured_token(api.token, api.token_file, "the config")
                      or ensure_token_file(self.data_dir))
             self.kb = KnowledgeBase(self.config, self.embedder)
+            if watch_only := set(self.folders) - set(self.config.watch.folders):
+                log.info("partitioning the tree at --watch folders too: %s",
+                         ", ".join(map(str, sorted(watch_only))))
+                self.kb.set_boundaries(roots=self.folders)  # each its own subtree
             self.api = APIServer(self, api.host, api.port, token, api.max_body_bytes,
                                  allowed_hosts=api.allowed_hosts, mcp_server=_mcp_server(self),
                                  max_connections=api.max_connections,

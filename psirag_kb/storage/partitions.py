@@ -43,16 +43,23 @@ class Partitions:
 
     def __init__(self, store: Store, roots: Iterable[Path | str], grants: Iterable[str]) -> None:
         self.store = store
-        self.roots = tuple(str(resolved(r)) for r in roots)
+        self.roots: tuple[str, ...] = ()
+        self.grants: tuple[str, ...] = ()
         self.boundaries: tuple[str, ...] = ()
         self.labels = np.zeros(0, np.int64)
         self._lock = threading.Lock()
-        self.set(grants)
+        self.set(grants, roots)
 
-    def set(self, grants: Iterable[str]) -> bool:
-        """Take these grant paths (besides the watched roots) as the boundaries and label every
-        chunk again (one pass over the chunks' files); True when any label changed."""
-        boundaries = tuple(sorted({*self.roots, *(str(g).rstrip("/") or "/" for g in grants)}))
+    def set(self, grants: Iterable[str] | None = None,
+            roots: Iterable[Path | str] | None = None) -> bool:
+        """Take these grant paths and watched roots (None keeps the current ones) as the
+        boundaries and label every chunk again (one pass over the chunks' files); True when
+        any label changed."""
+        if roots is not None:
+            self.roots = tuple(str(resolved(r)) for r in roots)
+        if grants is not None:
+            self.grants = tuple(str(g).rstrip("/") or "/" for g in grants)
+        boundaries = tuple(sorted({*self.roots, *self.grants}))
         self.boundaries = boundaries
         before = self.labels
         ids, rows, paths = self.store.chunk_files()

@@ -289,10 +289,12 @@ class Stores:
             return False
         return any(label == MIXED for label in live.labels.values())
 
-    def set_boundaries(self, grants: Iterable[str]) -> bool:
-        """Partition the tree at these grant paths and the watched roots (on the writer);
-        True when the tree must be split, which then happens in the background."""
-        self.partitions.set(grants)
+    def set_boundaries(self, grants: Iterable[str] | None = None,
+                       roots: Iterable[Path | str] | None = None) -> bool:
+        """Partition the tree at these grant paths and watched roots (None keeps the current
+        ones; on the writer); True when the tree must be split, which then happens in the
+        background."""
+        self.partitions.set(grants, roots)
         live = self.tree_index.live
         if live.root is not None and live.join is not None:
             live.partition(live.join, self.partitions.label_of)
@@ -371,6 +373,13 @@ class Stores:
                 if self._closing.is_set():
                     return
                 reason = f"rebuild failed: {type(exc).__name__}: {exc}"
+                if self.splitting:  # the current tree goes on serving: retry, else give up
+                    log.warning("splitting the tree failed (attempt %d: %s)", attempt, exc)
+                    if attempt == TREE_REBUILD_ATTEMPTS or self._closing.wait(
+                            min(longest, first * 2 ** (attempt - 1))):
+                        self.splitting = False
+                        return
+                    continue
                 if attempt == TREE_REBUILD_ATTEMPTS:
                     log.error("rebuilding the tree failed %d times (%s); queries use BM25 and "
                               "the dense index until `maintain` or the next start rebuilds it",

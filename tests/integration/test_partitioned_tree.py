@@ -180,3 +180,11 @@ def test_a_boundary_added_later_splits_the_tree_in_the_background(tmp_path, docs
     with open_kb(docs, tmp_path / "data", minilm, None) as again:  # the split was stored
         assert again.tree_index.live.join is not None
         assert mixing_nodes(again, join_of(again)) == []
+
+
+def test_each_watched_folder_is_a_subtree_of_its_own(tmp_path, docs, minilm):
+    roots = (docs / "eng", docs / "hr")
+    config = Config().with_data_dir(tmp_path / "data").replace("watch", folders=roots)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest(list(roots))
+        assert mixing_nodes(kb, join_of(kb)) == []
