@@ -897,6 +897,9 @@ class Store:
             finally:
                 db.unregister("tree_leaves")
         self._set_meta("next_node_id", str(live.next_id))
+        if live.join is not None and str(live.join) != self._meta("partition_join"):
+            self.db.execute("DELETE FROM meta WHERE key = 'partition_join'")
+            self.db.execute("INSERT INTO meta VALUES ('partition_join', ?)", [str(live.join)])
 
     def _write_all_leaves(self, live: LiveTree) -> None:
         """Insert every leaf row (the table is empty), built as arrays."""

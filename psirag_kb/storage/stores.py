@@ -314,10 +314,6 @@ class Stores:
                                   daemon=True)
         thread.start()
 
-    def _save_join(self, live: LiveTree) -> None:
-        """Record the join layer of a partitioned tree (on the writer)."""
-        if live.join is not None:
-            self.store.put_meta("partition_join", str(live.join))
 
     def load_tree(self) -> None:
         """Load the stored tree; one that is missing or does not fit the chunks is left to a
@@ -414,7 +410,6 @@ class Stores:
         self.tree_index = index
         index.update(added, self.store.vectors(added), removed, self.nearest)
         self.store.save_tree(index.live)
-        self._save_join(index.live)
         index.view = TreeView.full(index.live)
         self.tree_seconds += index.build_s
         self.tree_state = {"state": "ok"}
@@ -441,7 +436,6 @@ class Stores:
             log.info("built tree over %d leaves in %.2f s (%s pairs)", len(ids),
                      self.tree_index.build_s, self.tree_index.build_mode)
         self.store.save_tree(self.tree_index.live)
-        self._save_join(self.tree_index.live)
         self.tree_state = {"state": "ok"}
         self.splitting = False
         self.last_build = {"leaves": int(len(ids)), "seconds": round(self.tree_index.build_s, 2),
@@ -461,15 +455,20 @@ class Stores:
             live.clear_changes()
             self.tree_index.publish(touched, dropped)
 
-    def nearest(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Most similar existing leaf (chunk id, cosine) per vector, from the dense index."""
+    def nearest(self, vectors: np.ndarray,
+                parts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Most similar existing leaf (chunk id, cosine) per vector, from the dense index; with
+        partition labels per vector, only leaves of the same partition count."""
         live = self.tree_index.live
         labels, scores = self.dense.search_many(vectors, 8)
+        found = None if parts is None else self.partitions.label_of(labels.ravel()).reshape(
+            labels.shape).tolist()
         best = np.full(len(vectors), -1, dtype=np.int64)
         similarity = np.full(len(vectors), -1.0, dtype=np.float32)
         for row in range(len(vectors)):
-            for label, score in zip(labels[row].tolist(), scores[row].tolist(), strict=True):
-                if live.has_leaf(label):
+            for at, (label, score) in enumerate(zip(labels[row].tolist(), scores[row].tolist(),
+                                                    strict=True)):
+                if live.has_leaf(label) and (found is None or found[row][at] == parts[row]):
                     best[row], similarity[row] = label, score
                     break
         return best, similarity

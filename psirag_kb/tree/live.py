@@ -20,8 +20,9 @@ from psirag_kb.tree.partition import MIXED, build_partitioned
 from psirag_kb.tree.rebalance import principal_halves
 from psirag_kb.tree.vectors import abstract_vectors, normalise
 
-Nearest = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
-"""nearest(vectors) -> (chunk id of the most similar existing leaf, its cosine) per row."""
+Nearest = Callable[..., tuple[np.ndarray, np.ndarray]]
+"""nearest(vectors[, labels]) -> (chunk id of the most similar existing leaf, its cosine) per
+row; with a partition label per row, the most similar leaf of that label."""
 
 LeafLookup = Callable[[np.ndarray], np.ndarray]
 """lookup(chunk ids) -> their leaf vectors, one row each (float32)."""
@@ -66,6 +67,8 @@ class LiveTree:
         """Label of each abstract node on or below the join layer."""
         self.tops: dict[int, set[int]] = {}
         """The nodes on the join layer of each label (its partition's subtree roots)."""
+        self.pure = True
+        """False while nodes up to the join layer mix labels (until a split replaces it)."""
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -171,6 +174,7 @@ class LiveTree:
             mixed += label == MIXED
             if self.layer[node] == join and label != MIXED:
                 self.tops.setdefault(label, set()).add(node)
+        self.pure = mixed == 0
         return mixed
 
     def _label(self, key: int) -> int:
@@ -346,10 +350,11 @@ class LiveTree:
             tree = build_tree(vectors, mode=pair_mode, max_children=self.max_children)
             self._adopt(tree, chunk_ids, vectors)
             return
-        near_ids, similarity = nearest(vectors)
         if self.join is not None:
-            near_ids = np.asarray(near_ids, np.int64)
+            self._raise_join()
             labels = self.label_of(chunk_ids)
+            near_ids, similarity = nearest(vectors, labels)
+            near_ids = np.asarray(near_ids, np.int64)
             grafted = np.zeros(len(chunk_ids), bool)
             far = similarity < threshold
             for label in np.unique(labels[far]).tolist():  # far leaves: a subtree per label
@@ -361,6 +366,7 @@ class LiveTree:
             self._insert_labelled(chunk_ids[keep], vectors[keep], near_ids[keep], stale)
             self._refresh(stale)
             return
+        near_ids, similarity = nearest(vectors)
         far = similarity < threshold
         if far.sum() >= 2:
             self._insert_subtree(chunk_ids[far], vectors[far], pair_mode, stale)
@@ -455,9 +461,29 @@ class LiveTree:
         above it."""
         self._join_top(key, vector, stale)
 
+    def _raise_join(self) -> None:
+        """With one partition only, the join layer follows the root up (so later subtrees and
+        partitions join as high as they can); its nodes in between get the label."""
+        if (self.root is None or self.root < 0 or self.join is None or len(self.tops) != 1
+                or not self.pure):
+            return
+        if self.level(self.root) <= self.join:
+            return
+        (label,) = self.tops
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            if node > 0 and self.layer[node] > self.join:
+                self.labels[node] = label
+                stack.extend(self.children[node])
+        self.join = self.level(self.root)
+        self.tops = {label: {self.root}}
+
     def _join_top(self, top: int, vector: np.ndarray, stale: set[int]) -> None:
         """Lift a partition's node (or leaf) to the join layer and join it above that."""
         assert self.join is not None and self.root is not None
+        while self.level(self.root) < self.join:  # a lone leaf (or short tree) of one partition
+            self.root = self._new_node([self.root], self.level(self.root) + 1)
         for level in range(self.level(top) + 1, self.join + 1):
             top = self._new_node([top], level)
         if self.level(self.root) <= self.join:

@@ -82,8 +82,10 @@ def test_live_edits_keep_partitions_pure(seed: int) -> None:
     def label_of(ids: np.ndarray) -> np.ndarray:
         return np.array([labels[int(i)] for i in ids], np.int64)
 
-    def nearest(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def nearest(rows: np.ndarray, want=None) -> tuple[np.ndarray, np.ndarray]:
         ids = np.array(sorted(vectors), np.int64)
+        if want is not None and seed % 4 == 1:  # the same partition's nearest leaf, at times
+            ids = np.array([i for i in ids.tolist() if labels[i] == want[0]] or [1], np.int64)
         scores = rows @ np.stack([vectors[int(i)] for i in ids]).T
         best = np.argmax(scores, axis=1)
         return ids[best], scores[np.arange(len(rows)), best]
@@ -119,3 +121,28 @@ def test_an_unpartitioned_live_tree_puts_a_twin_beside_another_label() -> None:
     tree, keys = live.to_tree()
     leaf_labels = np.array([labels[-int(k)] for k in keys[: tree.n_leaves]], np.int64)
     assert mixing(tree, leaf_labels, 1)
+
+
+def test_a_lone_leaf_and_a_leaf_of_another_label_stay_equi_depth() -> None:
+    x = clustered(2, np.array([0, 1]), 5)
+    live = LiveTree.from_tree(build_tree(x[:1]), np.array([1]), x[:1], 5)
+    labels = {1: 0, 2: 1}
+    live.partition(1, lambda ids: np.array([labels[int(i)] for i in ids], np.int64))
+    live.insert(np.array([2]), x[1:], lambda rows, want=None: (np.array([1]), np.ones(1)), 0.0)
+    assert live_mixing(live, labels) == []
+    assert live.to_tree()[0].is_equi_depth()
+
+
+def test_one_partition_raises_its_join_layer_as_it_grows() -> None:
+    """A tree that started as one small partition keeps joining new subtrees high up."""
+    rng = np.random.default_rng(7)
+    x = clustered(300, np.zeros(300), 7, twins=False)
+    labels = dict.fromkeys(range(1, 301), 0)
+    live = LiveTree.from_tree(build_tree(x[:3], max_children=4), np.arange(1, 4), x[:3], 4)
+    live.partition(live.depth, lambda ids: np.array([labels[int(i)] for i in ids], np.int64))
+    for start in range(3, 300, 30):
+        ids = np.arange(start + 1, min(start + 31, 301))
+        live.insert(ids, x[start:start + len(ids)], lambda rows, want=None: (
+            np.ones(len(rows), np.int64), np.zeros(len(rows))), threshold=float(rng.random()))
+    assert live_mixing(live, labels) == []
+    assert live.join >= live.depth - 1 and live.depth >= 3
