@@ -39,7 +39,9 @@ def write_corpus(root: Path) -> None:
 
 
 def folder_of(path: str) -> str:
-    return Path(path).parent.name
+    """The top folder under docs/ that holds a file."""
+    parts = Path(path).parts
+    return parts[len(parts) - 1 - parts[::-1].index("docs") + 1]
 
 
 def paths_of(kb: KnowledgeBase, ids) -> dict[int, str]:
@@ -161,6 +163,19 @@ def test_a_new_file_joins_its_partitions_subtree(kb, docs):
     assert len(leaves_below(kb.tree_index.view, top)) > 1  # beside other hr leaves, not alone
 
 
+def test_a_file_moved_to_another_partition_leaves_its_old_subtree(kb, docs):
+    old, new = docs / "eng" / "note3.md", docs / "ops" / "moved" / "note3.md"
+    new.parent.mkdir()
+    old.rename(new)  # the same name: its chunks and leaves stay, only their path changes
+    assert kb.rename(old, new)
+    deadline = time.monotonic() + 120
+    while kb.tree_status().get("splitting") or mixing_nodes(kb, join_of(kb)):
+        assert time.monotonic() < deadline, "the moved file still shares nodes with eng/"
+        assert len(kb.query("volcano lava", k=3)["results"]) == 3
+        time.sleep(0.2)
+    assert kb.tree_status()["state"] == "ok"
+
+
 def test_a_boundary_added_later_splits_the_tree_in_the_background(tmp_path, docs, minilm):
     kb = open_kb(docs, tmp_path / "data", minilm, None)
     try:
@@ -170,10 +185,10 @@ def test_a_boundary_added_later_splits_the_tree_in_the_background(tmp_path, docs
         deadline = time.monotonic() + 120
         while kb.tree_status().get("splitting"):  # queries go on with the current tree
             assert time.monotonic() < deadline, "the split did not finish"
-            assert len(kb.query("hiking diary by the lake", k=3)) == 3
+            assert len(kb.query("hiking diary by the lake", k=3)["results"]) == 3
         assert kb.tree_status()["state"] == "ok"
         assert mixing_nodes(kb, join_of(kb)) == []
-        assert len(kb.query("hiking diary by the lake", k=3, mode="tree")) == 3
+        assert len(kb.query("hiking diary by the lake", k=3, mode="tree")["results"]) == 3
         assert not kb.set_boundaries([str(docs / "eng"), str(docs / "hr")])  # nothing to split
     finally:
         kb.close()
