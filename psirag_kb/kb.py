@@ -183,6 +183,16 @@ class KnowledgeBase:
         self.writer.call(lambda: stores.build_tree(*stores.tree_vectors()),
                          key="rebuild-tree")
 
+    def set_boundaries(self, grants: Iterable[str] | None = None,
+                       roots: Iterable[Path | str] | None = None) -> bool:
+        """Partition the tree at these granted folders and files and watched folders (None
+        keeps the current ones), so no abstract mixes text of different readers; True when the
+        tree is being split in the background (queries go on with the current tree)."""
+        paths = None if grants is None else [str(g) for g in grants]
+        folders = None if roots is None else [Path(r) for r in roots]
+        return self.writer.call(lambda: self.stores.set_boundaries(paths, folders),
+                                key="boundaries")
+
     def checkpoint(self) -> None:
         """Persist the hnswlib index and checkpoint DuckDB (cheap to redo; done on close)."""
         self.writer.call(self.stores.checkpoint_now, key="checkpoint")
@@ -300,6 +310,8 @@ class KnowledgeBase:
         shown = {"state": state["state"]} | (
             {"reason": state.get("reason", ""), "since": state.get("since")}
             if state["state"] != "ok" else {})
+        if self.stores.splitting:
+            shown["splitting"] = True
         return self.tree_index.status() | shown
 
     def status(self, *, access: Access = OWNER) -> dict[str, Any]:
