@@ -22,7 +22,7 @@ from psirag_kb.ingest.embedding import QueryEmbedder
 from psirag_kb.search.adjacent import MARGIN, MAX_DEPTH, merge_adjacent
 from psirag_kb.search.fusion import certain_hits, fuse
 from psirag_kb.search.multiround import auto_rank, multi_round
-from psirag_kb.search.phrases import no_match_note, phrase_scope, quoted
+from psirag_kb.search.phrases import no_match_note, phrase_scope, required
 from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
 from psirag_kb.search.rows import result_rows
@@ -152,7 +152,7 @@ class QueryEngine:
             mode = "hybrid"
         # "quoted text" must occur: BM25 filters by the phrases, the others rank among the
         # chunks holding them (auto and agent pass the text on to each round's rank)
-        phrases = quoted(text) if sparse_ok and mode not in ("auto", "agent") else []
+        phrases = required(text) if sparse_ok and mode not in ("auto", "agent") else []
         if mode == "sparse" and sparse_ok:  # BM25 filters by the paths: no id lookup
             return Ranking(*self.sparse.search(text, k, paths, phrases))
         if scope is not None and len(scope) == 0:
@@ -263,7 +263,7 @@ class QueryEngine:
             result["in"] = list(asked(within))
         if self.stale:
             result["degraded"] = sorted(self.stale)
-        if not results and (phrases := quoted(text)):
+        if not results and (phrases := required(text)):
             note = no_match_note(phrases) if note is None else f"{note}; {no_match_note(phrases)}"
         if note is not None:
             result["note"] = note

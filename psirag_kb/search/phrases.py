@@ -23,6 +23,22 @@ def quoted(text: str) -> list[str]:
     return list(dict.fromkeys(p for p in found if phrase_words(p)))
 
 
+SEARCH_WORDS = 4
+"""At most this many words outside the quotes make a search whose quoted phrases must occur;
+a longer question that quotes a title ("Which album of \"X\" ...") searches its words as usual,
+since the passages it needs (the singer's, the album's) need not hold the title."""
+
+
+def required(text: str) -> list[str]:
+    """The quoted phrases that must occur in every result: those of a search (the quotes and at
+    most SEARCH_WORDS other words), none for a question that quotes a name in passing."""
+    phrases = quoted(text)
+    if not phrases:
+        return []
+    outside = _QUOTED.sub(" ", text)
+    return phrases if len(phrase_words(outside).split()) <= SEARCH_WORDS else []
+
+
 Search = Callable[..., tuple[np.ndarray, np.ndarray]]
 """SparseIndex.search: (text, k, within paths, phrases) -> (ids, scores)."""
 

@@ -7,7 +7,7 @@ import pytest
 
 from psirag_kb.config import Config, ConfigError, parse_config
 from psirag_kb.search.fusion import CERTAIN_MAX, certain_hits, fuse, promote
-from psirag_kb.search.phrases import no_match_note, quoted
+from psirag_kb.search.phrases import no_match_note, quoted, required
 from psirag_kb.search.retrieval import Ranking, rrf
 from psirag_kb.storage.sparse import SparseIndex
 
@@ -125,3 +125,13 @@ def test_search_keeps_only_chunks_holding_every_phrase(index: SparseIndex) -> No
     assert index.search("memory", 5, phrases=["running dogs"])[0].tolist() == [2]
     assert index.search("memory", 5, phrases=["running dogs", "function"])[0].tolist() == []
     assert index.search("memory", 5, ["/d"], ["running"])[0].tolist() in ([1, 2], [2, 1])
+
+
+def test_quotes_are_required_in_a_search_not_in_a_question_quoting_a_title() -> None:
+    assert required('copyright "notice stays intact"') == ["notice stays intact"]
+    assert required('error "connection refused" nginx upstream') == ["connection refused"]
+    question = ('"Wonderland by Night" is a song included in the 1968 album "A Man Without Love" '
+                "by an English pop singer that has sold more than how many records worldwide?")
+    assert quoted(question) == ["Wonderland by Night", "A Man Without Love"]
+    assert required(question) == []
+    assert required("no quotes at all") == []
