@@ -137,9 +137,11 @@ class QueryEngine:
     # -- ranking ----------------------------------------------------------------------------
 
     def rank(self, text: str, mode: str, k: int, within: Within | None = None,
-             vector: np.ndarray | None = None, access: Access = OWNER) -> Ranking:
+             vector: np.ndarray | None = None, access: Access = OWNER,
+             phrases: list[str] | None = None) -> Ranking:
         """Chunk ids for a query in one mode, best first (a stale index is left out); every
-        retriever searches only the scope (see `scope_of`) before taking its top k."""
+        retriever searches only the scope (see `scope_of`) before taking its top k, and only
+        chunks holding the `phrases` that must occur (by default the text's own)."""
         if mode not in EVAL_MODES:
             raise KBError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
         scope = self.scope_of(within, access)
@@ -152,7 +154,10 @@ class QueryEngine:
             mode = "hybrid"
         # "quoted text" must occur: BM25 filters by the phrases, the others rank among the
         # chunks holding them (auto and agent pass the text on to each round's rank)
-        phrases = required(text) if sparse_ok and mode not in ("auto", "agent") else []
+        if phrases is None:
+            phrases = required(text)
+        if not sparse_ok or mode in ("auto", "agent"):
+            phrases = []
         if mode == "sparse" and sparse_ok:  # BM25 filters by the paths: no id lookup
             return Ranking(*self.sparse.search(text, k, paths, phrases))
         if scope is not None and len(scope) == 0:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from psirag_kb.errors import KBError
+from psirag_kb.search.phrases import required
 from psirag_kb.search.retrieval import Ranking
 from psirag_kb.search.rows import result_row
 
@@ -164,7 +165,8 @@ def multi_round(
     vector = engine.embed_query(question) if vector is None else vector
     hops = max(1, rounds if rounds is not None else predict_hops(engine, question, vector))
     depth = max(depth, k)
-    first = engine.rank(question, mode, depth, scope, vector=vector).ids
+    phrases = required(question)
+    first = engine.rank(question, mode, depth, scope, vector=vector, phrases=phrases).ids
     lists, queries = [first], [(1, question)]
     frontier, seen = first, set(first.tolist())
     for number in range(2, hops + 1):
@@ -176,8 +178,8 @@ def multi_round(
             break
         vectors = engine.embed_queries(texts)
         found: list[int] = []
-        for text, expanded in zip(texts, vectors, strict=True):
-            ids = engine.rank(text, mode, depth, scope, vector=expanded).ids
+        for text, expanded in zip(texts, vectors, strict=True):  # the question's quotes hold
+            ids = engine.rank(text, mode, depth, scope, vector=expanded, phrases=phrases).ids
             lists.append(ids)
             queries.append((number, text))
             found.extend(i for i in ids.tolist() if i not in seen)

@@ -289,7 +289,7 @@ class Stores:
         live = self.tree_index.live
         if self.tree_missing or live.root is None or live.join is None:
             return False
-        return any(label == MIXED for label in live.labels.values())
+        return any(label == MIXED for label in live.parts.values())
 
     def set_boundaries(self, grants: Iterable[str] | None = None,
                        roots: Iterable[Path | str] | None = None) -> bool:

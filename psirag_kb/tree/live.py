@@ -65,7 +65,7 @@ class LiveTree:
         self.join: int | None = None
         """The join layer of a partitioned tree: nodes on or below it never mix labels."""
         self.label_of: LabelOf | None = None
-        self.labels: dict[int, int] = {}
+        self.parts: dict[int, int] = {}
         """Label of each abstract node on or below the join layer."""
         self.tops: dict[int, set[int]] = {}
         """The nodes on the join layer of each label (its partition's subtree roots)."""
@@ -155,7 +155,7 @@ class LiveTree:
         """Keep this tree partitioned from now on (nodes up to `join` pure); labels every node
         up to it and returns how many of them mix labels (0 for a tree that respects them)."""
         self.join, self.label_of = join, label_of
-        self.labels, self.tops = {}, {}
+        self.parts, self.tops = {}, {}
         if self.root is None or self.root < 0:
             return 0
         firsts = [node for node, level in self.layer.items() if level == 1]
@@ -165,14 +165,14 @@ class LiveTree:
         starts = np.cumsum([0] + [len(group) for group in kids[:-1]])
         low, high = np.minimum.reduceat(leaf, starts), np.maximum.reduceat(leaf, starts)
         marks = np.where(low == high, low, MIXED).tolist()
-        self.labels = dict(zip(firsts, marks, strict=True))
+        self.parts = dict(zip(firsts, marks, strict=True))
         for node in sorted((n for n, level in self.layer.items() if 1 < level <= join),
                            key=self.level):
-            first = self.labels[self.children[node][0]]
-            same = all(self.labels[k] == first for k in self.children[node])
-            self.labels[node] = first if same else MIXED
+            first = self.parts[self.children[node][0]]
+            same = all(self.parts[k] == first for k in self.children[node])
+            self.parts[node] = first if same else MIXED
         mixed = 0
-        for node, label in self.labels.items():
+        for node, label in self.parts.items():
             mixed += label == MIXED
             if self.layer[node] == join and label != MIXED:
                 self.tops.setdefault(label, set()).add(node)
@@ -184,7 +184,7 @@ class LiveTree:
         if key < 0:
             assert self.label_of is not None
             return int(self.label_of(np.array([-key], np.int64))[0])
-        return self.labels.get(key, MIXED)
+        return self.parts.get(key, MIXED)
 
     def _adopt(self, tree: Tree, chunk_ids: np.ndarray, leaf_vectors: np.ndarray,
                keep: bool = True) -> int:
@@ -242,7 +242,7 @@ class LiveTree:
             self.touched.add(kid)
         if self.join is not None and layer <= self.join:
             label = self._label(kids[0])
-            self.labels[node] = label
+            self.parts[node] = label
             if layer == self.join:
                 self.tops.setdefault(label, set()).add(node)
         self.vectors[node] = self._centroid(node)
@@ -276,7 +276,7 @@ class LiveTree:
     def _drop(self, node: int) -> None:
         """Forget an abstract node that has no children left."""
         del self.children[node], self.layer[node], self.vectors[node]
-        label = self.labels.pop(node, None)
+        label = self.parts.pop(node, None)
         if label is not None and node in self.tops.get(label, ()):
             self.tops[label].discard(node)
             if not self.tops[label]:
@@ -432,7 +432,7 @@ class LiveTree:
         root = self._adopt(tree, chunk_ids, vectors)
         for key in range(first, self.next_id):
             if self.layer[key] <= self.join:
-                self.labels[key] = label
+                self.parts[key] = label
                 if self.layer[key] == self.join:
                     self.tops.setdefault(label, set()).add(key)
         tops = sorted(self.tops.get(label, set()) - set(range(first, self.next_id)))
@@ -477,7 +477,7 @@ class LiveTree:
         while stack:
             node = stack.pop()
             if node > 0 and self.layer[node] > self.join:
-                self.labels[node] = label
+                self.parts[node] = label
                 stack.extend(self.children[node])
         self.join = self.level(self.root)
         self.tops = {label: {self.root}}
@@ -637,7 +637,7 @@ class LiveTree:
         first = self.next_id
         top = self._adopt(tree, chunk_ids, vectors, keep=False)
         if self.join is not None:  # one partition's leaves: the new nodes carry its label
-            self.labels.update((key, self.labels[node]) for key in range(first, self.next_id))
+            self.parts.update((key, self.parts[node]) for key in range(first, self.next_id))
         kids = self.children[top]
         self.children[node] = list(kids)
         for kid in kids:

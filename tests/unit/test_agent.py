@@ -57,7 +57,7 @@ class StubKB:
         return within
 
     def rank(self, text: str, mode: str, k: int, within: Any = None,
-             vector: Any = None) -> Ranking:
+             vector: Any = None, phrases: Any = None) -> Ranking:
         ids = [r["chunk_id"] for r in self.query(text, mode, k)["results"]]
         return Ranking(np.array(ids, dtype=np.int64), np.ones(len(ids), dtype=np.float32))
 
