@@ -135,12 +135,12 @@ class Web:
         """Run a daemon call on the worker threads."""
         return await anyio.to_thread.run_sync(function, limiter=self.threads)
 
-    def render(self, request: Request, name: str, status: int = 200,
+    def render(self, request: Request, name: str, code: int = 200,
                session: Session | None = None, **values: Any) -> HTMLResponse:
         """A template as a page (no caching: it shows one person's documents)."""
         html = self.templates.get_template(name).render(
             request=request, session=session, modes=MODES, **values)
-        return HTMLResponse(html, status, headers={"Cache-Control": "no-store"})
+        return HTMLResponse(html, code, headers={"Cache-Control": "no-store"})
 
     def access_of(self, session: Session) -> Access | None:
         """What the signed-in person may read now (None once their token is revoked)."""
@@ -402,7 +402,7 @@ class Web:
     async def status(self, request: Request, session: Session, access: Access) -> Response:
         """GET /status: files by state, problems and freshness, as far as the person may read."""
         status = await self.call(lambda: self.daemon.status(access=access))
-        return self.render(request, "status.html", session=session, status=status,
+        return self.render(request, "status.html", session=session, info=status,
                            everything=access.everything)
 
 

@@ -37,6 +37,8 @@ def where(item: dict[str, Any]) -> str:
     """A location a person reads: `p. 4`, `slide 3 "Results"`, `sheet Q1 rows 2-41`,
     `lines 12-18` ("" for a corpus record)."""
     location = item.get("location")
+    if isinstance(location, dict) and set(location) == {"lines"}:
+        item, location = location, None
     if isinstance(location, dict) and location:
         return describe(location)
     lines = item.get("lines")
