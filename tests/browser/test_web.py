@@ -21,7 +21,7 @@ EVIL = ("# Payload\npwned payload <script>window.__pwned = 1; alert('x')</script
 NOTES = {
     "team-a/apples.md": "# Orchards\nApples grow in orchards; apple trees flower in spring.\n",
     "team-a/pears.md": "# Pears\nPears ripen after picking, unlike apples on the tree.\n",
-    "team-a/evil.md": EVIL,
+    "team-a/evil.txt": EVIL,
     "team-b/secret.md": "# Bananas\nBanana secret plans: the merger closes in March.\n",
 }
 
