@@ -121,7 +121,8 @@ class Daemon:
         self.refresher.start()
         threading.Thread(target=self._warm_up, name="psirag-warm-up", daemon=True).start()
         log.info("daemon %d serving %s (page %s) for %s, watching %s", os.getpid(),
-                 self.api.url, self.web.url if self.web is not None else "off", self.data_dir, ", ".join(map(str, self.folders)) or "nothing")
+                 self.api.url, self.web.url if self.web is not None else "off", self.data_dir,
+                 ", ".join(map(str, self.folders)) or "nothing")
 
     def _web_server(self, token: str) -> Any:
         """The team's page on [web] port (None when [web] enabled is false)."""
