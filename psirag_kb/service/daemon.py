@@ -425,7 +425,7 @@ def run_daemon(config: Config, watch: Sequence[Path] = (), embedder: Any = None,
         for number, handler in previous.items():
             signal.signal(number, handler)
         raise
-    page = f", the page at {daemon.web.url}" if daemon.web is not None else ""
+    page = f"; the page at {daemon.web.url}" if daemon.web is not None else ""
     print(f"psirag-kb daemon {os.getpid()} serving {daemon.api.url if daemon.api else ''}"
           f"{page}; Ctrl-C stops it", flush=True)
     try:
