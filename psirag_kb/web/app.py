@@ -128,6 +128,7 @@ class Web:
                                      autoescape=select_autoescape(default=True,
                                                                   default_for_string=True))
         self.templates.globals.update(where=where, file_name=file_name, highlight=highlight)
+        self.templates.filters["flat"] = lambda text: " ".join(str(text).split())
 
     # -- plumbing ---------------------------------------------------------------------------
 
