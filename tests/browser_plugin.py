@@ -17,13 +17,16 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
 
 
 def chromium_path() -> str | None:
-    """Debian's Chromium (or PSIRAG_KB_CHROMIUM), when it and Playwright are installed."""
+    """Debian's Chromium (or the one PSIRAG_KB_CHROMIUM names), when it and Playwright are
+    installed."""
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
         return None
-    for candidate in (os.environ.get("PSIRAG_KB_CHROMIUM", ""), "/usr/bin/chromium",
-                      shutil.which("chromium") or "", shutil.which("chromium-browser") or ""):
+    chosen = os.environ.get("PSIRAG_KB_CHROMIUM")  # set: only that one (tests the skip)
+    candidates = [chosen] if chosen is not None else [
+        "/usr/bin/chromium", shutil.which("chromium") or "", shutil.which("chromium-browser") or ""]
+    for candidate in candidates:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
