@@ -136,7 +136,8 @@ class Daemon:
         port = 0 if api.port == 0 and web.port == WebConfig().port else web.port
         try:
             return WebServer(self, api.host, port, token, self.people, self.api.limiter,
-                             web.session_minutes, api.allowed_hosts, api.max_connections)
+                             web.session_minutes, api.allowed_hosts, api.max_connections,
+                             self.api.persons)
         except KBError as exc:
             raise KBError(f"the web page cannot listen on port {port} ({exc}); set [web] port "
                           "(or --web-port), or [web] enabled = false") from exc

@@ -41,7 +41,7 @@ from psirag_kb.access import OWNER, Access
 from psirag_kb.errors import AccessDenied, KBError, NodeNotFound
 from psirag_kb.people import People, token_hash
 from psirag_kb.search.retrieval import MODES
-from psirag_kb.service.auth import FailureLimiter, HostPolicy
+from psirag_kb.service.auth import FailureLimiter, HostPolicy, PersonLimiter
 from psirag_kb.web.render import file_name, highlight, where
 from psirag_kb.web.sessions import Session, Sessions, same_token
 
@@ -116,8 +116,9 @@ class Web:
 
     def __init__(self, daemon: Any, owner_token: str, people: People | None,
                  limiter: FailureLimiter, policy: HostPolicy, session_minutes: int,
-                 threads: int = 8) -> None:
+                 persons: PersonLimiter | None = None, threads: int = 8) -> None:
         self.daemon = daemon
+        self.persons = persons
         self.owner_token = owner_token
         self.people = people
         self.limiter = limiter
@@ -170,6 +171,13 @@ class Web:
             if found is None:
                 return RedirectResponse("/signin", 303)
             session, access = found
+            wait = self.persons.wait(access.name) if self.persons is not None and \
+                session.token_sha256 is not None else 0.0
+            if wait > 0:  # the API's per-person limit, shared (the owner is never limited)
+                response = self.error(request, 429, f"more than {self.persons.per_minute} "
+                                      f"requests a minute; retry in {int(wait) + 1} s", session)
+                response.headers["Retry-After"] = str(int(wait) + 1)
+                return response
             try:
                 return await view(request, session, access)
             except WebError as exc:

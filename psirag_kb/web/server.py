@@ -11,7 +11,7 @@ import uvicorn
 from psirag_kb.errors import KBError
 from psirag_kb.people import People
 from psirag_kb.service.api import KEEP_ALIVE_S, TIMEOUT_S, _listen
-from psirag_kb.service.auth import FailureLimiter, HostPolicy
+from psirag_kb.service.auth import FailureLimiter, HostPolicy, PersonLimiter
 from psirag_kb.service.http import MAX_HEAD_BYTES, JSONProtocol
 from psirag_kb.web.app import Web, build_web_app
 
@@ -21,11 +21,12 @@ class WebServer:
 
     def __init__(self, daemon: Any, host: str, port: int, owner_token: str,
                  people: People | None, limiter: FailureLimiter, session_minutes: int,
-                 allowed_hosts: tuple[str, ...] = (), max_connections: int = 256) -> None:
+                 allowed_hosts: tuple[str, ...] = (), max_connections: int = 256,
+                 persons: PersonLimiter | None = None) -> None:
         self.socket = _listen(host, port)
         self.server_address = self.socket.getsockname()[:2]
         policy = HostPolicy(host, allowed_hosts, port=self.server_address[1])
-        self.web = Web(daemon, owner_token, people, limiter, policy, session_minutes)
+        self.web = Web(daemon, owner_token, people, limiter, policy, session_minutes, persons)
         protocol = type("Protocol", (JSONProtocol,), {"head_timeout_s": TIMEOUT_S,
                                                       "max_connections": max_connections})
         config = uvicorn.Config(
