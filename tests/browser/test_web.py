@@ -259,3 +259,27 @@ def test_post_without_the_csrf_token_is_refused(page: Any, team: dict[str, Any])
     assert response.status == 403
     page.goto(team["url"] + "/")
     assert not page.url.endswith("/signin")
+
+
+def test_a_cited_answer_with_an_llm(page: Any, team: dict[str, Any], fake_ollama: Any) -> None:
+    kb = team["daemon"].kb
+    before = kb.config
+    kb.config = before.replace("llm", enabled=True, host=fake_ollama.url, timeout_s=10.0)
+    fake_ollama.script({"action": "answer", "text": "In spring [1].", "cited": [1]})
+    try:
+        sign_in(page, team, team["alice"])
+        page.goto(team["url"] + "/answer")
+        page.fill("form.ask input[name=q]", "When do apple trees flower?")
+        page.click("form.ask button[type=submit]")
+        page.wait_for_selector("#answer-body")
+    finally:
+        kb.config = before
+    assert "In spring" in page.inner_text(".answer-text")
+    assert page.locator("#steps li").count() == 1
+    cited = page.locator("ol.citations li a").first
+    name = cited.inner_text()
+    assert page.get_attribute(".answer-text a.cite", "href") == cited.get_attribute("href")
+    page.click(".answer-text a.cite")
+    page.wait_for_selector("#passage")
+    assert page.inner_text("h1.file").startswith(name)
+    only_own_origin(page, team)
