@@ -295,6 +295,11 @@ class Daemon:
     def original(self, chunk_id: int, *, access: Access = OWNER) -> dict[str, Any]:
         """The indexed file a chunk comes from, for a download when `access` may read it."""
         found = self._kb().original(chunk_id, access=access)
+        real = Path(os.path.realpath(found["path"]))
+        if inside(real, self.data_dir) or (real != Path(found["path"]) and not any(
+                inside(real, Path(os.path.realpath(f))) for f in self.folders)):
+            # a file replaced by a link to somewhere else since it was indexed
+            raise AccessDenied(f"{found['path']} now leads outside the watched folders")
         self._audited(access, "download", chunk_id, 1)
         return found
 

@@ -18,7 +18,7 @@ from daemon_helpers import serving_notes
 
 from psirag_kb.access import Access
 from psirag_kb.config import Config
-from psirag_kb.errors import ChunkNotFound
+from psirag_kb.errors import AccessDenied, ChunkNotFound
 from psirag_kb.service.daemon import Daemon
 
 NOTES = {"a/apples.md": "# Apples\napples in the orchard\n",
@@ -109,3 +109,16 @@ def test_web_disabled_serves_no_page(tmp_path: Path) -> None:
         assert json.loads((tmp_path / "data" / "daemon.json").read_text())["web"] is None
     finally:
         daemon.stop()
+
+
+def test_a_file_swapped_for_a_link_outside_is_not_downloaded(tmp_path: Path) -> None:
+    with serving_notes(tmp_path, NOTES, "apples banana") as (daemon, docs):
+        found = {Path(r["source"]).name: r["chunk_id"] for r in daemon.query(
+            "apples banana", "sparse", 10)["results"]}
+        daemon.watcher.stop()  # the swap stays unseen, as between an event and its reindex
+        outside = tmp_path / "private.txt"
+        outside.write_text("not for the team")
+        (docs / "a" / "apples.md").unlink()
+        (docs / "a" / "apples.md").symlink_to(outside)
+        with pytest.raises(AccessDenied):
+            daemon.original(found["apples.md"])
