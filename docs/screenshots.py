@@ -35,6 +35,7 @@ def main() -> None:
     try:
         wait_for(lambda: daemon.status()["files"].get("indexed", 0) >= 10
                  and not daemon.status()["daemon"]["queue"], timeout=120)
+        daemon.kb.regenerate_abstracts(offline=True)  # the topic path above each result
         shoot(daemon)
     finally:
         daemon.stop()
@@ -60,6 +61,15 @@ def shoot(daemon: Daemon) -> None:
         page.wait_for_selector("#answer-body")
         page.screenshot(path=str(HERE / "web-answer.png"))
         browser.close()
+    small(HERE / "web-search.png", HERE / "web-answer.png")
+
+
+def small(*paths: Path) -> None:
+    """64-colour PNGs (a third of the size; Pillow comes with the embedding stack)."""
+    from PIL import Image
+
+    for path in paths:
+        Image.open(path).convert("RGB").quantize(colors=64).save(path, optimize=True)
 
 
 if __name__ == "__main__":
