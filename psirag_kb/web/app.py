@@ -312,23 +312,29 @@ class Web:
                 result = self.daemon.query(q, mode or None, RESULTS, within=within,
                                            access=access)
                 for item in result["results"]:
-                    item["above"] = self.daemon.path(int(item["chunk_id"]),
-                                                     access=access)["path"]
+                    item["above"] = self.above(int(item["chunk_id"]), access)
                 return result
 
             values["result"] = await self.call(run)
         return self.render(request, "search.html", session=session, **values)
 
+    def above(self, chunk_id: int, access: Access) -> list[dict[str, Any]]:
+        """The topic path above a passage ([] while the tree does not hold it yet)."""
+        try:
+            return list(self.daemon.path(chunk_id, access=access)["path"])
+        except NodeNotFound:
+            return []
+
     async def source(self, request: Request, session: Session, access: Access) -> Response:
         """GET /source/<id>: a passage among its neighbours, where it is, and a download."""
         chunk_id = _number(request.path_params["chunk_id"], "passage")
         found = await self.call(lambda: self.daemon.chunk(chunk_id, NEIGHBOURS, access=access))
-        above = await self.call(lambda: self.daemon.path(chunk_id, access=access))
+        above = await self.call(lambda: self.above(chunk_id, access))
         q = request.query_params.get("q", "")[:MAX_QUERY_CHARS]
         before = [n for n in found.get("neighbours", []) if n["offset"] < 0]
         after = [n for n in found.get("neighbours", []) if n["offset"] > 0]
         return self.render(request, "source.html", session=session, chunk=found, q=q,
-                           before=before, after=after, above=above["path"],
+                           before=before, after=after, above=above,
                            downloadable=bool(found.get("path")))
 
     async def download(self, request: Request, session: Session, access: Access) -> Response:

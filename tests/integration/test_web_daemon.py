@@ -18,7 +18,7 @@ from daemon_helpers import serving_notes
 
 from psirag_kb.access import Access
 from psirag_kb.config import Config
-from psirag_kb.errors import AccessDenied, ChunkNotFound
+from psirag_kb.errors import AccessDenied, ChunkNotFound, NodeNotFound
 from psirag_kb.service.daemon import Daemon
 
 NOTES = {"a/apples.md": "# Apples\napples in the orchard\n",
@@ -122,3 +122,19 @@ def test_a_file_swapped_for_a_link_outside_is_not_downloaded(tmp_path: Path) -> 
         (docs / "a" / "apples.md").symlink_to(outside)
         with pytest.raises(AccessDenied):
             daemon.original(found["apples.md"])
+
+
+def test_results_outside_the_tree_still_show(tmp_path: Path) -> None:
+    with serving_notes(tmp_path, NOTES, "apples banana") as (daemon, _):
+        browser = Browser(daemon.web.url)
+        assert browser.sign_in(daemon.api.token) == 303
+
+        def missing(chunk_id: int, **_: Any) -> dict[str, Any]:
+            raise NodeNotFound(f"chunk {chunk_id} is not in the tree; run the query again")
+
+        daemon.path = missing  # a passage indexed a moment ago, its tree update pending
+        status, html, _ = browser.get("/?q=apples&mode=sparse")
+        assert status == 200 and "apples.md" in html
+        chunk = re.search(r"/source/(\d+)", html).group(1)
+        status, html, _ = browser.get(f"/source/{chunk}")
+        assert status == 200 and "apples in the orchard" in html
