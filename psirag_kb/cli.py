@@ -323,6 +323,8 @@ def _since(when: float | None) -> str:
 
 def _print_results(result: dict[str, Any]) -> None:
     print(f"{len(result['results'])} results for {result['query']!r} ({result['mode']})")
+    if result.get("note"):
+        print(result["note"])
     for item in result["results"]:
         where = place(item)
         text = " ".join(item["text"].split())

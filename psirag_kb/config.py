@@ -129,6 +129,12 @@ class RetrievalConfig:
     """The constant of reciprocal rank fusion."""
     fuse_dense: bool = True
     """Also fuse the flat dense results in hybrid mode."""
+    certain_first: tuple[str, ...] = ("phrase", "margin")
+    """BM25's certain hits come first in every fused mode (and tree mode): "phrase", a few
+    chunks hold the whole query as a phrase; "margin", BM25's best score is certain_margin
+    times its runner-up's. Empty: plain reciprocal rank fusion."""
+    certain_margin: float = 2.0
+    """How far BM25's best score must lie above the second's for the "margin" signal."""
     reranker: str = ""
     """Path of a local cross-encoder model; empty for none."""
 
@@ -264,6 +270,7 @@ _CHOICES = {
     ("retrieval", "fusion"): {"rrf", "rerank"},
     ("retrieval", "tree_search"): {"collapsed", "beam"},
 }
+_LIST_CHOICES = {("retrieval", "certain_first"): {"phrase", "margin"}}
 
 
 def _coerce(where: str, value: Any, kind: Any, base: Path) -> Any:
@@ -317,6 +324,9 @@ def _section(name: str, values: dict[str, Any], base: Path) -> Any:
         choices = _CHOICES.get((name, key))
         if choices and kwargs[key] not in choices:
             raise ConfigError(f"{where} must be one of {', '.join(sorted(choices))}")
+        items = _LIST_CHOICES.get((name, key))
+        if items and not set(kwargs[key]) <= items:
+            raise ConfigError(f"{where} may hold only {', '.join(sorted(items))}")
     section = cls(**kwargs)
     for key in known:
         value = getattr(section, key)
@@ -342,6 +352,8 @@ def parse_config(data: dict[str, Any], base: Path) -> Config:
         raise ConfigError(
             "[retrieval] fusion = \"rerank\" needs [retrieval] reranker = <local model folder>"
         )
+    if config.retrieval.certain_margin < 1:
+        raise ConfigError("[retrieval] certain_margin must be at least 1")
     if config.tree.max_children < 3:
         raise ConfigError("[tree] max_children must be at least 3")
     return config

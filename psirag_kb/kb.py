@@ -26,7 +26,7 @@ from psirag_kb.ingest.embedding import (
     make_embedder,
     yield_cores,
 )
-from psirag_kb.ingest.ingestion import Ingestion, IngestReport, Progress
+from psirag_kb.ingest.ingestion import CLOSE_WAIT_S, Ingestion, IngestReport, Progress
 from psirag_kb.paths import resolved
 from psirag_kb.search.engine import QueryEngine, Within, asked
 from psirag_kb.search.rerank import Reranker
@@ -117,7 +117,9 @@ class KnowledgeBase:
     # -- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Finish the running write, drop queued ones, save what is only in memory, close."""
+        """Stop ingests after their committed batch, finish the running write, drop queued
+        ones, save what is only in memory, close."""
+        self.ingestion.stop(CLOSE_WAIT_S)
         self.stores.close()
 
     def __enter__(self) -> KnowledgeBase:
@@ -180,6 +182,16 @@ class KnowledgeBase:
         stores = self.stores
         self.writer.call(lambda: stores.build_tree(*stores.tree_vectors()),
                          key="rebuild-tree")
+
+    def set_boundaries(self, grants: Iterable[str] | None = None,
+                       roots: Iterable[Path | str] | None = None) -> bool:
+        """Partition the tree at these granted folders and files and watched folders (None
+        keeps the current ones), so no abstract mixes text of different readers; True when the
+        tree is being split in the background (queries go on with the current tree)."""
+        paths = None if grants is None else [str(g) for g in grants]
+        folders = None if roots is None else [Path(r) for r in roots]
+        return self.writer.call(lambda: self.stores.set_boundaries(paths, folders),
+                                key="boundaries")
 
     def checkpoint(self) -> None:
         """Persist the hnswlib index and checkpoint DuckDB (cheap to redo; done on close)."""
@@ -303,6 +315,8 @@ class KnowledgeBase:
         shown = {"state": state["state"]} | (
             {"reason": state.get("reason", ""), "since": state.get("since")}
             if state["state"] != "ok" else {})
+        if self.stores.splitting:
+            shown["splitting"] = True
         return self.tree_index.status() | shown
 
     def status(self, *, access: Access = OWNER) -> dict[str, Any]:

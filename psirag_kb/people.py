@@ -169,6 +169,11 @@ class People:
                                        stamp)
             return self._snapshot
 
+    def grant_paths(self) -> list[str]:
+        """Every path granted to anyone, once each: the boundaries the tree is partitioned at."""
+        people = self._reload(strict=False).people.values()
+        return sorted({grant for person in people for grant in person.grants})
+
     def access_for(self, token: str) -> Access | None:
         """The Access of the person holding `token`, or None for no such (or a revoked) token."""
         return self.access_by_hash(token_hash(token))

@@ -232,6 +232,7 @@ class CachedEmbedder:
         self._dir = Path(cache_dir).expanduser() / "embeddings" / safe
         self._keys: dict[str, int] | None = None
         self._vectors: np.ndarray | None = None
+        self._mutex = threading.Lock()  # ingest pipelines may embed from several threads
 
     @property
     def dim(self) -> int:  # type: ignore[override]
@@ -263,6 +264,11 @@ class CachedEmbedder:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Return cached vectors, embedding and saving only texts not seen before."""
+        with self._mutex:
+            return self._embed(texts)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """`embed` under the cache's lock."""
         self._open()
         assert self._keys is not None and self._vectors is not None
         keys = [content_hash(t) for t in texts]

@@ -7,10 +7,13 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from concurrent.futures import Future
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +25,7 @@ from psirag_kb.ingest.context import file_title, fit
 from psirag_kb.ingest.documents import is_supported, link_inside, link_outside, read_document
 from psirag_kb.ingest.formats.bounds import UnpackLimits
 from psirag_kb.ingest.pdf import awaits_ocr, tesseract_ready
+from psirag_kb.ingest.pipeline import POLL_S, Pipeline, Prepared
 from psirag_kb.paths import inside, resolved
 from psirag_kb.storage.store import (
     UNAVAILABLE,
@@ -31,6 +35,7 @@ from psirag_kb.storage.store import (
     indexed_text,
     restored_note,
 )
+from psirag_kb.storage.writer import Cancelled, WriterClosed
 
 if TYPE_CHECKING:
     from psirag_kb.config import Config
@@ -42,6 +47,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BATCH_FILES = 64
+BATCH_CHUNKS = 256
+"""A batch ends after the file that brings it to this many chunks: a commit every few seconds
+with MiniLM on two cores, so a stop or a kill loses little."""
+EMBED_SLICE = 32
+"""Chunks embedded per call, the model's batch size: a stop waits for one slice (4 s at load 12
+on two cores), and another ingest's embedding (a one-line edit) gets the model between two
+slices. Slices of 16 embedded at half the speed on the loaded machine."""
+SMALL_INGEST = 8
+"""Ingests of more files than this run one at a time (the bulk lane); smaller ones never wait
+for it, so an edit is committed while a folder is being indexed."""
+STALE_RETRIES = 2
+"""Times a batch whose files changed meanwhile is prepared again before the writer reads it."""
+CLOSE_WAIT_S = 3.0
+"""How long closing waits for a reader thread to notice the stop."""
 
 Progress = Callable[[int, int, str], None]
 """progress(done, total, current item)"""
@@ -75,6 +94,15 @@ class IngestReport:
     def timed(self, stage: str, seconds: float) -> None:
         """Add time to a stage."""
         self.seconds[stage] = round(self.seconds.get(stage, 0.0) + seconds, 3)
+
+    def merge(self, other: IngestReport) -> None:
+        """Add a committed batch's counts, problems and times."""
+        for item in fields(self):  # every count, so a new counter is never left out
+            if item.type in ("int", int):
+                setattr(self, item.name, getattr(self, item.name) + getattr(other, item.name))
+        self.problems.extend(other.problems)
+        for stage, seconds in other.seconds.items():
+            self.timed(stage, seconds)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -182,8 +210,9 @@ def read_records(path: Path, data: bytes) -> list[ChunkRow]:
 class Ingestion:
     """Files and corpora in, removals and renames, written through the stores' writer.
 
-    Every public method hands its work to the writer thread and waits for it; the same request
-    for the same paths, made again while the first is still queued, shares its result.
+    A file ingest reads on a reader thread and embeds on an embedder thread (`pipeline.py`) and
+    hands the writer thread only ready batches; removals, renames and corpora are writer tasks.
+    Large ingests run one at a time; small ones (an edited file) interleave with them.
     """
 
     def __init__(self, config: Config, embedder: Embedder, stores: Stores) -> None:
@@ -192,6 +221,24 @@ class Ingestion:
         self.embedder = embedder
         self.stores = stores
         self.embed_seconds = 0.0
+        self._lane = threading.Lock()
+        self._stopping = threading.Event()
+        self._readers = 0
+        self._running = 0
+        self._idle = threading.Condition()
+
+    def stop(self, wait_s: float = 0.0) -> None:
+        """Stop every running and later ingest after its committed batch (the knowledge base
+        is closing); wait up to `wait_s` for reader threads inside a batch (one file at most)
+        to stop using the store."""
+        self._stopping.set()
+        with self._idle:
+            self._idle.wait_for(lambda: self._readers == 0, wait_s)
+
+    def _check_stop(self) -> None:
+        """Raise `Cancelled` when closing (asked between files, slices and batches)."""
+        if self._stopping.is_set() or self.writer.closed:
+            raise Cancelled("stopped after the committed batch")
 
     @property
     def store(self) -> Store:
@@ -243,13 +290,26 @@ class Ingestion:
         so a folder moved mid-ingest keeps its leaves).
         """
         paths = [Path(os.path.abspath(os.path.expanduser(raw))) for raw in paths]
-        key = ("ingest", tuple(map(str, paths)), keep_vanished)
-        return self.writer.call(lambda: self._ingest(paths, progress, keep_vanished), key=key)
+        if self.writer.closed:
+            raise WriterClosed("the knowledge base is closing; the write was not done")
+        with self._idle:
+            self._running += 1
+        try:
+            return self._ingest(paths, progress, keep_vanished)
+        finally:
+            with self._idle:
+                self._running -= 1
 
-    def _ingest(self, paths: list[Path], progress: Progress | None,
-                keep_vanished: bool) -> IngestReport:
-        """`ingest` on the writer thread."""
-        report = IngestReport()
+    @property
+    def running(self) -> int:
+        """File ingests in progress (they read and embed before the writer sees them)."""
+        return self._running
+
+    def _plan(self, paths: list[Path], keep_vanished: bool, report: IngestReport
+              ) -> tuple[list[Path], list[str], dict[Path, Path], dict[str, str]]:
+        """The files to read (once each, whatever the overlap of the paths named), the known
+        paths to remove, each file's folder (a named file's parent) and the files whose folder
+        vanished (-> why), from a listing and a snapshot of the records."""
         named: list[tuple[Path, Path]] = []  # (file, folder it was found in or its parent)
         removals: list[str] = []
         vanished: dict[str, str] = {}  # path of a file whose folder vanished -> why
@@ -276,25 +336,35 @@ class Ingestion:
             report.failed += 1
             report.problems.append((_printable(path), "failed",
                                     "file name is not valid UTF-8; rename the file to index it"))
-        linked = self._external_links(files, folders, report)
-        files = [p for p in files if p not in linked]
-        build = self.stores.last_build
-        with self.stores.bulk():
-            removals = self._renames(files, removals, report)
-            self._mark_unavailable(vanished, report)
+        return files, removals, folders, vanished
+
+    def _ingest(self, paths: list[Path], progress: Progress | None,
+                keep_vanished: bool) -> IngestReport:
+        """`ingest`: plan, apply removals and renames, then read, embed and commit batches
+        (in a pipeline; one batch after another when already on the writer thread)."""
+        report = IngestReport()
+        inline = self.writer.on_writer_thread()
+        large = len(paths) > SMALL_INGEST or any(path.is_dir() for path in paths)
+        with self._bulk_lane() if large and not inline else nullcontext():
+            files, removals, folders, vanished = self._plan(paths, keep_vanished, report)
+            linked = self._external_links(files, folders, report)
+            files = [p for p in files if p not in linked]
+            build = self.stores.last_build
             changed = [c for c in linked.values() if c is not None]
-            if removals or changed:
-                self._apply(changed, removals, report)
-                report.removed += len(removals)
-            total = len(files)
-            for start in range(0, total, BATCH_FILES):
-                self.writer.check_cancel()
-                batch = files[start:start + BATCH_FILES]
-                self._ingest_batch(batch, report, keep_vanished)
-                if progress:
-                    progress(min(start + len(batch), total), total, str(batch[-1]))
-            body_done = time.perf_counter()
-        report.timed("tree", time.perf_counter() - body_done)  # a bulk ingest builds it here
+            expected = self.store.records(removals)
+            pairs = self._rename_pairs(files, expected)
+            owned = self.writer.call(
+                lambda: self._begin(changed, removals, expected, pairs, vanished, report))
+            stopped = True
+            try:
+                if inline:
+                    self._ingest_inline(files, report, progress, keep_vanished)
+                else:
+                    self._ingest_pipelined(files, report, progress, keep_vanished)
+                stopped = False
+            finally:
+                if owned:  # a bulk ingest builds the tree here, unless the KB is closing
+                    self._end_bulk(stopped, report)
         if self.stores.last_build is not build:
             report.tree_build = self.stores.last_build
         return report
@@ -372,6 +442,183 @@ class Ingestion:
 
         return self.writer.call(run, key=("vanish", tuple(map(str, keys))))
 
+    @contextmanager
+    def _bulk_lane(self) -> Iterator[None]:
+        """Hold the lane of large ingests (waiting for the one running, unless closing)."""
+        while not self._lane.acquire(timeout=POLL_S):
+            self._check_stop()
+        try:
+            yield
+        finally:
+            self._lane.release()
+
+    def _end_bulk(self, stopped: bool, report: IngestReport) -> None:
+        """Build the tree a bulk ingest deferred; a closing knowledge base leaves it to the
+        next start (which finds chunks without a tree and rebuilds it)."""
+        closing = stopped and (self._stopping.is_set() or self.writer.closed)
+        started = time.perf_counter()
+        try:
+            self.writer.call(lambda: self.stores.end_bulk(build=not closing))
+        except WriterClosed:
+            return
+        report.timed("tree", time.perf_counter() - started)
+
+    def _begin(self, changed: list[FileChange], removals: list[str],
+               expected: dict[str, FileRecord], pairs: list[tuple[str, str]],
+               vanished: dict[str, str], report: IngestReport) -> bool:
+        """On the writer: defer the tree of a bulk ingest, apply renames (chunks headed by the
+        old file name are read again), removals, files whose folder vanished and linked files'
+        states; True when this call must end the bulk."""
+        owned = self.stores.begin_bulk()
+        left = set(removals)
+        for old, new in pairs:
+            if self.stores.rename(old, new, self._name_header(old, new)):
+                left.discard(old)
+                report.renamed += 1
+        self._mark_unavailable(vanished, report)
+        current = self.store.records(left)
+        removals = [p for p in removals if p in left and current.get(p) == expected.get(p)]
+        if removals or changed:
+            self._apply(changed, removals, report)
+            report.removed += len(removals)
+        return owned
+
+    def _ingest_inline(self, files: list[Path], report: IngestReport,
+                       progress: Progress | None, keep_vanished: bool) -> None:
+        """Read, embed and commit batch after batch on the writer thread itself."""
+        total = len(files)
+        for start in range(0, total, BATCH_FILES):
+            self.writer.check_cancel()
+            batch = files[start:start + BATCH_FILES]
+            self._ingest_batch(batch, report, keep_vanished)
+            if progress:
+                progress(min(start + len(batch), total), total, str(batch[-1]))
+
+    def _ingest_pipelined(self, files: list[Path], report: IngestReport,
+                          progress: Progress | None, keep_vanished: bool) -> None:
+        """Read on a reader thread, embed on an embedder thread, commit ready batches on the
+        writer; this thread waits (a Ctrl-C stops the pipeline after its committed batch)."""
+        total, done = len(files), 0
+
+        def committed(prepared: Prepared, future: Future) -> None:
+            nonlocal done
+            try:
+                fresh = future.result()
+            except WriterClosed as exc:  # closing: the batch is read again at the next start
+                raise Cancelled("the knowledge base closed before the batch was committed") \
+                    from exc
+            batch = prepared.report if fresh else self._redo(prepared, keep_vanished)
+            report.merge(batch)
+            done += len(prepared.paths)
+            if progress:
+                progress(done, total, str(prepared.paths[-1]))
+
+        interrupted = threading.Event()
+
+        def check_stop() -> None:
+            if interrupted.is_set():
+                raise Cancelled("interrupted")
+            self._check_stop()
+
+        pipeline = Pipeline(
+            prepare=lambda paths: self._prepare_batch(paths, keep_vanished, BATCH_CHUNKS),
+            embed=lambda prepared: self._embed(prepared.pending, prepared.report),
+            commit=lambda prepared: self.writer.submit(lambda: self._commit(prepared)),
+            committed=committed, check_stop=check_stop, batch_files=BATCH_FILES,
+        )
+        outcome: list[BaseException] = []
+
+        def embed_and_commit() -> None:
+            try:
+                pipeline.run(files)
+            except BaseException as exc:  # noqa: BLE001 - raised again by the caller
+                outcome.append(exc)
+
+        # the model runs on a thread of its own, as it did on the writer: on the caller's
+        # (the main) thread it embedded at half the speed (BENCHMARKS.md, issue 24)
+        worker = threading.Thread(target=embed_and_commit, name="psirag-embedder", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(POLL_S)
+        except BaseException:  # Ctrl-C: stop after the committed batch
+            interrupted.set()
+            worker.join()
+            raise
+        if outcome:
+            raise outcome[0]
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Count a batch being read, so closing can wait until no reader uses the store."""
+        with self._idle:
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._readers -= 1
+                self._idle.notify_all()
+
+    def _prepare_batch(self, paths: list[Path], keep_vanished: bool,
+                       max_chunks: int | None) -> tuple[Prepared, list[Path]]:
+        """Read and chunk files from a snapshot of their records, and pick the chunks to
+        embed (off the writer); returns the batch and the paths left for the next one."""
+        with self._reading():
+            self._check_stop()
+            report = IngestReport()
+            started = time.perf_counter()
+            records = self.store.records(str(p) for p in paths)
+            changes, taken = self._read_batch(paths, records, report, keep_vanished,
+                                              max_chunks)
+            report.timed("read", time.perf_counter() - started)
+            self._check_stop()
+            kept = [c for c in changes if c.state != "removed"]
+            pending = self._reuse(kept, records, report)
+        expected = {c.path: records.get(c.path) for c in changes}
+        return Prepared(paths[:taken], changes, expected, report, pending), paths[taken:]
+
+    def _commit(self, prepared: Prepared) -> bool:
+        """On the writer: apply a ready batch, or nothing (False) when one of its files or
+        records changed since it was prepared."""
+        if self._stale(prepared):
+            return False
+        removals = [c.path for c in prepared.changes if c.state == "removed"]
+        changes = [c for c in prepared.changes if c.state != "removed"]
+        if changes or removals:
+            self._apply(changes, removals, prepared.report)
+        return True
+
+    def _stale(self, prepared: Prepared) -> bool:
+        """Whether a record changed since the batch was prepared (another write came between)
+        or a file read for it changed or vanished on disk since."""
+        current = self.store.records(prepared.expected)
+        for change in prepared.changes:
+            if current.get(change.path) != prepared.expected[change.path]:
+                return True
+            if change.state == "indexed" and not change.keep_chunks:
+                try:
+                    stat = os.stat(change.path)
+                except OSError:
+                    return True
+                if (stat.st_size, stat.st_mtime) != (change.size, change.mtime):
+                    return True
+        return False
+
+    def _redo(self, prepared: Prepared, keep_vanished: bool) -> IngestReport:
+        """Prepare a stale batch again and commit it; after `STALE_RETRIES` the writer reads
+        it itself, against the records it holds."""
+        paths = prepared.paths
+        for _ in range(STALE_RETRIES):
+            self._check_stop()
+            again, _ = self._prepare_batch(paths, keep_vanished, None)
+            self._embed(again.pending, again.report)
+            if self.writer.call(lambda batch=again: self._commit(batch)):
+                return again.report
+        report = IngestReport()
+        self.writer.call(lambda: self._ingest_batch(paths, report, keep_vanished))
+        return report
+
     def _external_links(self, files: list[Path], folders: dict[Path, Path],
                         report: IngestReport) -> dict[Path, FileChange | None]:
         """Symlinks to files outside their folder, each with its skipped state (None when that
@@ -399,29 +646,31 @@ class Ingestion:
         report.timed("tree", tree)
         report.timed("store", time.perf_counter() - started - tree)
 
-    def _renames(self, files: list[Path], removals: list[str], report: IngestReport) -> list[str]:
-        """Turn a vanished file plus a new file with the same content into a rename."""
-        if not removals:
-            return removals
-        by_hash = {}
-        for path, record in self.store.records(removals).items():
+    def _rename_pairs(self, files: list[Path],
+                      expected: dict[str, FileRecord]) -> list[tuple[str, str]]:
+        """(vanished path, new path) of new files with a vanished file's content (hashed here,
+        off the writer)."""
+        by_hash: dict[str, str] = {}
+        for path, record in expected.items():
             if record.state == "indexed" and record.hash:
                 by_hash.setdefault(record.hash, path)
-        known = self.store.records(str(p) for p in files) if by_hash else {}
-        left = set(removals)
+        if not by_hash:
+            return []
+        known = self.store.records(str(p) for p in files)
+        pairs = []
         for path in files:
-            if not by_hash or str(path) in known:
+            if not by_hash:
+                break
+            if str(path) in known:
                 continue
             try:
                 digest = path_hash(path)
             except OSError:
                 continue
             old = by_hash.pop(digest, None)
-            if old is not None and self.stores.rename(old, str(path), self._name_header(
-                    old, path)):
-                left.discard(old)
-                report.renamed += 1
-        return [p for p in removals if p in left]
+            if old is not None:
+                pairs.append((old, str(path)))
+        return pairs
 
     def is_indexed(self, path: Path | str) -> bool:
         """Whether a file, or anything below a folder, is known to the knowledge base."""
@@ -531,9 +780,15 @@ class Ingestion:
         return awaits_ocr(record.reason) and tesseract_ready(self.config.ingest.ocr)
 
     def _reuse_and_embed(self, changes: list[FileChange], report: IngestReport) -> None:
-        """Keep chunks whose hash is unchanged; embed the others in one pass."""
-        pending: list[ChunkRow] = []
+        """Keep chunks whose hash is unchanged; embed the others."""
         records = self.store.records(change.path for change in changes)
+        self._embed(self._reuse(changes, records, report), report)
+
+    def _reuse(self, changes: list[FileChange], records: dict[str, FileRecord],
+               report: IngestReport) -> list[ChunkRow]:
+        """Give chunks whose hash the file's stored chunks have their stored id; return the
+        chunks left to embed."""
+        pending: list[ChunkRow] = []
         for change in changes:
             record = records.get(change.path)
             known = self.store.chunk_hashes(record.id) if record else []
@@ -549,23 +804,41 @@ class Ingestion:
                     report.chunks_kept += 1
                 else:
                     pending.append(row)
-        if pending:
-            started = time.perf_counter()
-            vectors = self.embedder.embed([row.indexed for row in pending])
-            self.embed_seconds += time.perf_counter() - started
-            report.timed("embed", time.perf_counter() - started)
-            for row, vector in zip(pending, vectors, strict=True):
-                row.vector = vector
-            report.chunks_embedded += len(pending)
+        return pending
 
-    def _ingest_batch(
-        self, paths: list[Path], report: IngestReport, keep_vanished: bool = False
-    ) -> None:
-        """Prepare, embed and commit a batch of files."""
-        changes = []
+    def _embed(self, rows: list[ChunkRow], report: IngestReport) -> None:
+        """Embed chunks in slices of similar length (a stop is noticed between slices)."""
+        if not rows:
+            return
         started = time.perf_counter()
-        records = self.store.records(str(p) for p in paths)
+        order = sorted(rows, key=lambda row: len(row.indexed))
+        inline = self.writer.on_writer_thread()
+        for start in range(0, len(order), EMBED_SLICE):
+            if not inline:
+                self._check_stop()
+            part = order[start:start + EMBED_SLICE]
+            vectors = self.embedder.embed([row.indexed for row in part])
+            for row, vector in zip(part, vectors, strict=True):
+                row.vector = vector
+        elapsed = time.perf_counter() - started
+        self.embed_seconds += elapsed
+        report.timed("embed", elapsed)
+        report.chunks_embedded += len(rows)
+
+    def _read_batch(
+        self, paths: list[Path], records: dict[str, FileRecord], report: IngestReport,
+        keep_vanished: bool = False, max_chunks: int | None = None,
+    ) -> tuple[list[FileChange], int]:
+        """Read and chunk files until they run out or (after at least one) their chunks reach
+        `max_chunks`; returns the changes and how many paths were taken."""
+        changes = []
+        chunks = taken = 0
         for path in paths:
+            if max_chunks is not None and taken and chunks >= max_chunks:
+                break
+            if not self.writer.on_writer_thread():
+                self._check_stop()
+            taken += 1
             try:
                 change = self._prepare(path, records.get(str(path)), report, keep_vanished)
             except Exception as exc:  # noqa: BLE001 - one bad file never stops the run
@@ -578,6 +851,16 @@ class Ingestion:
                                     keep_chunks=True)
             if change is not None:
                 changes.append(change)
+                chunks += len(change.chunks)
+        return changes, taken
+
+    def _ingest_batch(
+        self, paths: list[Path], report: IngestReport, keep_vanished: bool = False
+    ) -> None:
+        """Prepare, embed and commit a batch of files (on the writer thread)."""
+        started = time.perf_counter()
+        records = self.store.records(str(p) for p in paths)
+        changes, _ = self._read_batch(paths, records, report, keep_vanished)
         report.timed("read", time.perf_counter() - started)
         removals = [c.path for c in changes if c.state == "removed"]
         changes = [c for c in changes if c.state != "removed"]
@@ -685,3 +968,4 @@ class Ingestion:
             return len(targets)
 
         return self.writer.call(run, key=("remove", keys))
+

@@ -52,12 +52,16 @@ class TokenCounter:
 
     Works with both tokenizer kinds sentence-transformers hands out: a transformers tokenizer
     (transformer models), called with `truncation=False`, and a `tokenizers.Tokenizer` (static
-    models), of which it keeps its own copy with truncation and padding off.
+    models, and the engine of a fast transformers tokenizer), of which it keeps its own copy with
+    truncation and padding off, so reader threads count tokens while the model embeds.
     """
 
     def __init__(self, tokenizer: Any) -> None:
         from tokenizers import Tokenizer
 
+        backend = getattr(tokenizer, "backend_tokenizer", None)  # a fast tokenizer's engine
+        if isinstance(backend, Tokenizer):
+            tokenizer = backend  # a copy of its own: counting never waits for a batch's encode
         if isinstance(tokenizer, Tokenizer):
             own = Tokenizer.from_str(tokenizer.to_str())
             own.no_truncation()

@@ -20,7 +20,9 @@ from psirag_kb.config import Config
 from psirag_kb.errors import ChunkNotFound, KBError
 from psirag_kb.ingest.embedding import QueryEmbedder
 from psirag_kb.search.adjacent import MARGIN, MAX_DEPTH, merge_adjacent
+from psirag_kb.search.fusion import certain_hits, fuse
 from psirag_kb.search.multiround import auto_rank, multi_round
+from psirag_kb.search.phrases import no_match_note, phrase_scope, quoted
 from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
 from psirag_kb.search.rows import result_rows
@@ -148,8 +150,11 @@ class QueryEngine:
         tree_ok = not self.stores.tree_missing
         if mode == "tree" and not tree_ok:  # BM25 and the dense index stand in for it
             mode = "hybrid"
+        # "quoted text" must occur: BM25 filters by the phrases, the others rank among the
+        # chunks holding them (auto and agent pass the text on to each round's rank)
+        phrases = quoted(text) if sparse_ok and mode not in ("auto", "agent") else []
         if mode == "sparse" and sparse_ok:  # BM25 filters by the paths: no id lookup
-            return Ranking(*self.sparse.search(text, k, paths))
+            return Ranking(*self.sparse.search(text, k, paths, phrases))
         if scope is not None and len(scope) == 0:
             return Ranking.empty()
         if scope is not None and self._whole(scope):  # every chunk readable: no filter needed
@@ -160,16 +165,24 @@ class QueryEngine:
             return multi_round(self, text, k, within=scope, vector=vector).ranking
         if mode == "auto":
             return auto_rank(self, text, k, scope, vector)
+        if phrases:
+            scope = phrase_scope(self.sparse.search, text, phrases, paths,
+                                 OWNER if scope is None else scope.access)
+            if len(scope) == 0:
+                return Ranking.empty()
         query = self.embed_query(text) if vector is None else vector
         if mode in ("dense", "sparse"):  # sparse lands here only while BM25 is rebuilt
             if dense_ok:
                 return Ranking(*self._near(query, k, scope))
             return self.tree_search(query, k, scope=scope)
-        if mode == "tree":
-            return self.tree_search(query, k, scope=scope)
-        rankings = []
-        if sparse_ok:
-            rankings.append(Ranking(*self.sparse.search(text, per, paths)))
+        signals = retrieval.certain_first
+        bm25 = (Ranking(*self.sparse.search(text, per, paths, phrases))
+                if sparse_ok and (mode != "tree" or signals) else None)
+        certain = None if bm25 is None else certain_hits(
+            text, bm25, signals, retrieval.certain_margin, self.sparse.phrase_hits, paths)
+        if mode == "tree":  # one list: BM25's certain hits first, BM25 is not fused
+            return fuse([self.tree_search(query, k, scope=scope)], retrieval.rrf_k, k, certain)
+        rankings = [] if bm25 is None else [bm25]
         near = None  # one ANN search serves the dense ranking and the tree's candidates
         if dense_ok and (mode != "hybrid" or retrieval.fuse_dense or not tree_ok):
             near = self._near(query, max(per, CANDIDATES), scope)
@@ -180,8 +193,9 @@ class QueryEngine:
             candidates = rrf(rankings, retrieval.rrf_k).ids
             hits = self.store.hits(candidates.tolist())
             candidates = np.array([i for i in candidates.tolist() if i in hits], dtype=np.int64)
+            # the cross-encoder reads each candidate's text: it judges exact words itself
             return self.reranker.rerank(text, candidates, [hits[i].text for i in candidates], k)
-        return rrf(rankings, retrieval.rrf_k, limit=k)
+        return fuse(rankings, retrieval.rrf_k, k, certain)
 
     def _whole(self, scope: Scope) -> bool:
         """Whether a person's scope holds every chunk (one count, kept with the scope)."""
@@ -249,6 +263,8 @@ class QueryEngine:
             result["in"] = list(asked(within))
         if self.stale:
             result["degraded"] = sorted(self.stale)
+        if not results and (phrases := quoted(text)):
+            note = no_match_note(phrases) if note is None else f"{note}; {no_match_note(phrases)}"
         if note is not None:
             result["note"] = note
         return result

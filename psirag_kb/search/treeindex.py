@@ -13,7 +13,8 @@ from psirag_kb.search.scope import Scope
 from psirag_kb.search.treeview import TreeView
 from psirag_kb.tree import build_tree
 from psirag_kb.tree.build import resolve_mode
-from psirag_kb.tree.live import LeafLookup, LiveTree, Nearest
+from psirag_kb.tree.live import LabelOf, LeafLookup, LiveTree, Nearest
+from psirag_kb.tree.partition import build_partitioned
 
 Neighbours = Callable[..., tuple[np.ndarray, np.ndarray]]
 """neighbours(query, k, scope=None) -> (chunk ids, cosines) of the most similar leaves (an ANN
@@ -39,16 +40,24 @@ class TreeIndex:
     def build(
         cls, chunk_ids: np.ndarray, leaf_vectors: np.ndarray, config: TreeConfig,
         next_id: int = 1, lookup: LeafLookup | None = None, neighbours: Neighbours | None = None,
+        label_of: LabelOf | None = None,
     ) -> TreeIndex:
-        """Build a tree over all leaves at once (Algorithm 1 and rebalancing)."""
+        """Build a tree over all leaves at once (Algorithm 1 and rebalancing); with `label_of`,
+        one subtree per partition label, joined only above them (`tree/partition.py`)."""
         started = time.perf_counter()
         timings: dict = {}
-        tree = build_tree(
-            leaf_vectors, mode=config.pair_mode, max_children=config.max_children, knn=config.knn,
-            exact_max=config.exact_max_leaves, timings=timings,
-        )
+        options = {"mode": config.pair_mode, "max_children": config.max_children,
+                   "knn": config.knn, "exact_max": config.exact_max_leaves}
+        if label_of is None:
+            tree = build_tree(leaf_vectors, timings=timings, **options)
+        else:
+            tree, join = build_partitioned(leaf_vectors, label_of(chunk_ids), **options)
+            timings["mode"] = resolve_mode(config.pair_mode, len(chunk_ids),
+                                           config.exact_max_leaves)
         live = LiveTree.from_tree(tree, chunk_ids, leaf_vectors, config.max_children, next_id,
                                   lookup)
+        if label_of is not None:
+            live.partition(join, label_of)
         live.clear_changes()
         index = cls(live, config, neighbours)
         index.build_s = time.perf_counter() - started
@@ -174,7 +183,8 @@ class TreeIndex:
         """Broken invariants of the live tree (empty when it is valid)."""
         if self.empty:
             return []
-        return self.live.to_tree()[0].problems(self.config.max_children)
+        return self.live.to_tree()[0].problems(self.config.max_children,
+                                               1 if self.live.join is not None else 2)
 
     def status(self) -> dict:
         """The `tree` object of `status --json`, from the last published view."""

@@ -34,6 +34,8 @@ __all__ = ["Daemon", "DaemonError", "DataDirLock", "configure_logging", "run_dae
 LOG_FILE = "daemon.log"
 LOG_BYTES = 5_000_000
 LOG_BACKUPS = 3
+BOUNDARIES_EVERY_S = 2.0
+"""How often the daemon looks for grants that moved the tree's partition boundaries."""
 
 
 def configure_logging(data_dir: Path, verbose: bool = False) -> None:
@@ -65,6 +67,8 @@ class Daemon:
         self.jobs: Jobs | None = None
         self.refresher: AbstractRefresher | None = None
         self.people: People | None = None
+        self._grants: list[str] = []
+        """The grants the tree is partitioned at (as people.json held them)."""
         self.audit: AuditLog | None = None
         self.started = 0.0
         self._lock = DataDirLock(self.data_dir)
@@ -85,8 +89,13 @@ class Daemon:
                      or ensure_token_file(self.data_dir))
             self.kb = KnowledgeBase(self.config, self.embedder)
             self.people = People(self.data_dir)
+            self._grants = self.people.grant_paths()  # what the stores partitioned at on open
             self.audit = AuditLog(self.data_dir, api.audit_max_bytes, api.audit_backups,
                                   api.audit_queries)
+            if watch_only := set(self.folders) - set(self.config.watch.folders):
+                log.info("partitioning the tree at --watch folders too: %s",
+                         ", ".join(map(str, sorted(watch_only))))
+                self.kb.set_boundaries(roots=self.folders)  # each its own subtree
             self.api = APIServer(self, api.host, api.port, token, api.max_body_bytes,
                                  allowed_hosts=api.allowed_hosts, mcp_server=_mcp_server(self),
                                  max_connections=api.max_connections,
@@ -156,7 +165,19 @@ class Daemon:
         jobs.add("maintain", self.kb.maintain, watch.maintain_interval_s)
         jobs.add("store", self._store_maintenance, watch.store_interval_s)
         jobs.add("people", self._people_seen, 60.0)
+        jobs.add("boundaries", self._grants_changed, BOUNDARIES_EVERY_S)
         return jobs
+
+    def _grants_changed(self) -> bool:
+        """Partition the tree at the grants people.json holds now (a new grant splits the
+        affected subtree in the background; reads obey the grant at once meanwhile)."""
+        if self.people is None or self.kb is None:
+            return False
+        grants = self.people.grant_paths()
+        if grants == self._grants:
+            return False
+        self._grants = grants
+        return self.kb.set_boundaries(grants=grants)
 
     def request_stop(self) -> None:
         """Ask `wait` to return (safe from a signal handler)."""
@@ -175,6 +196,8 @@ class Daemon:
         log.info("daemon stopping")
         if self.web is not None:
             self.web.stop()
+        if self.kb is not None:
+            self.kb.ingestion.stop()  # running ingests end after their committed batch
         if self.api is not None:
             self.api.stop()
         if self.watcher is not None:
@@ -227,7 +250,8 @@ class Daemon:
     def _busy(self) -> bool:
         """Whether files are waiting or being indexed, or writes are queued."""
         assert self.watcher is not None
-        return self.watcher.queue_size > 0 or self.kb.writer.queued > 0
+        return (self.watcher.queue_size > 0 or self.kb.writer.queued > 0
+                or self.kb.ingestion.running > 0)
 
     def _people_seen(self, every_s: float = 60.0) -> dict[str, Any]:
         """Write down when people last used their tokens (for `users list`)."""
@@ -257,7 +281,7 @@ class Daemon:
             return {"pid": os.getpid(), "url": self.api.url, "started": self.started}
         return {
             "pid": os.getpid(), "url": self.api.url, "started": self.started,
-            "queue": self.watcher.queue_size + self.kb.writer.queued,
+            "queue": self.watcher.queue_size + self.kb.writer.queued + self.kb.ingestion.running,
             "processed": self.watcher.processed,
             "errors": list(self.watcher.errors)[-10:], "jobs": self.jobs.status(),
             "abstracts": None if self.refresher is None else self.refresher.status(),

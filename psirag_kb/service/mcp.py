@@ -412,7 +412,8 @@ def build_server(backend: Backend,
 
     @server.tool(description=SEARCH, annotations=READ_ONLY)
     def search(
-        query: Annotated[str, Field(description="the question or search terms")],
+        query: Annotated[str, Field(description="the question or search terms; \"quoted text\" "
+                                                "must occur in every result as written")],
         k: Annotated[int, Field(description=f"number of results, 1-{MAX_K}",
                                 json_schema_extra={"minimum": 1, "maximum": MAX_K})] = 10,
         mode: Annotated[str, Field(

@@ -16,6 +16,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from psirag_kb.ingest.documents import is_supported, link_inside
+from psirag_kb.ingest.ingestion import SMALL_INGEST
 from psirag_kb.paths import inside
 from psirag_kb.storage.writer import Cancelled
 
@@ -111,6 +112,12 @@ class FolderWatcher:
         """Watched folders found missing, whose files were marked unavailable."""
         self._thread = threading.Thread(target=self._run, name="psirag-watcher", daemon=True)
         self._busy = False
+        self._bulk: deque[tuple[list[Path], list[Path], list[Path]]] = deque()
+        """Large work for the bulk thread: (folders to scan, files to ingest, paths gone)."""
+        self._bulk_busy = False
+        self._bulk_wake = threading.Event()
+        self._bulk_thread = threading.Thread(target=self._run_bulk, name="psirag-watcher-bulk",
+                                             daemon=True)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -120,15 +127,18 @@ class FolderWatcher:
             self._schedule(folder)
         self._observer.start()
         self._thread.start()
+        self._bulk_thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop watching; the worker finishes the batch it is committing."""
         self._stop.set()
         self._wake.set()
+        self._bulk_wake.set()
         self._observer.stop()
         self._observer.join(timeout)
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+        for thread in (self._thread, self._bulk_thread):
+            if thread.is_alive():
+                thread.join(timeout)
 
     def _schedule(self, folder: Path) -> None:
         """Watch one folder, unless it does not exist (it is checked again later)."""
@@ -210,7 +220,9 @@ class FolderWatcher:
     def queue_size(self) -> int:
         """Paths waiting to be processed (including the one being processed)."""
         with self._mutex:
-            return len(self._pending) + len(self._moves) + len(self._scans) + int(self._busy)
+            return (len(self._pending) + len(self._moves) + len(self._scans) + int(self._busy)
+                    + sum(len(s) + len(f) + len(m) for s, f, m in self._bulk)
+                    + int(self._bulk_busy))
 
     def scan(self, folders: Iterable[Path] | None = None) -> None:
         """Queue a full ingest of folders (all watched ones by default)."""
@@ -306,6 +318,42 @@ class FolderWatcher:
             self._wake.wait(max(0.01, min(next_due - time.monotonic(), ROOT_CHECK_S)))
             self._wake.clear()
 
+    def _run_bulk(self) -> None:
+        """The bulk thread: folder scans and large sets of files, one after another, while
+        the watcher thread goes on with moves, removals and a few edited files at a time."""
+        while not self._stop.is_set():
+            with self._mutex:
+                work = self._bulk.popleft() if self._bulk else None
+                self._bulk_busy = work is not None
+            if work is None:
+                self._bulk_wake.wait(ROOT_CHECK_S)
+                self._bulk_wake.clear()
+                continue
+            scans, files, missing = work
+            try:
+                if missing and files and self._ingest_with_removals(missing, files):
+                    files = missing = []
+                if missing:
+                    self._remove(missing)
+                if scans:
+                    present = [s for s in scans if s.is_dir()]
+                    report = self._guard("scan", ", ".join(map(str, present)), self.kb.ingest,
+                                         present, self.check_stop, True)
+                    self._log_report("scanned " + ", ".join(map(str, present)), report)
+                for start in range(0, len(files), BATCH_PATHS):
+                    self._ingest(files[start:start + BATCH_PATHS])
+            except Stopping:
+                break
+            finally:
+                with self._mutex:
+                    self._bulk_busy = False
+
+    def _hand_over(self, scans: list[Path], files: list[Path], missing: list[Path]) -> None:
+        """Queue large work for the bulk thread."""
+        with self._mutex:
+            self._bulk.append((scans, files, missing))
+        self._bulk_wake.set()
+
     def _check_roots(self) -> None:
         """Notice watched folders that vanished (their files become unavailable, not removed)
         or came back (rescanned: unchanged files are indexed again without being embedded)."""
@@ -373,20 +421,22 @@ class FolderWatcher:
             if not folder.is_dir() and any(folder in path.parents for path in missing):
                 self._lost.add(folder)  # so it is rescanned when it comes back
         missing = [p for p in missing if p not in self.folders]  # see _check_roots
+        present = [s for s in dict.fromkeys(scans) if s.is_dir() and not _linked_folder(s)]
+        # a folder and one inside it are one scan: a walk that lists a file twice indexes it twice
+        present = [s for s in present if not any(p in s.parents for p in present)]
+        self.processed += len(ready) + len(moves) + len(present)
+        # scans and many files go to the bulk thread: edits that follow are not held up by them
+        if len(files) > SMALL_INGEST:  # a vanished file may be one of them, moved
+            self._hand_over(present, files, missing)
+            return
         if missing and files and self._ingest_with_removals(missing, files):
             files = missing = []
         if missing:
             self._remove(missing)
-        present = [s for s in dict.fromkeys(scans) if s.is_dir() and not _linked_folder(s)]
-        # a folder and one inside it are one scan: a walk that lists a file twice indexes it twice
-        present = [s for s in present if not any(p in s.parents for p in present)]
         if present:
-            report = self._guard("scan", ", ".join(map(str, present)), self.kb.ingest,
-                                 present, self.check_stop, True)
-            self._log_report("scanned " + ", ".join(map(str, present)), report)
+            self._hand_over(present, [], [])
         for start in range(0, len(files), BATCH_PATHS):
             self._ingest(files[start:start + BATCH_PATHS])
-        self.processed += len(ready) + len(moves) + len(present)
 
     def _remove(self, missing: list[Path]) -> None:
         """Bring vanished paths up to date in one commit (a deleted file is removed, a large

@@ -42,6 +42,11 @@ def plain_query(text: str) -> str:
     return " ".join(kept or words)
 
 
+def phrase_words(text: str) -> str:
+    """The words of a phrase as the query parser takes them between quotes (no syntax)."""
+    return " ".join(_SYNTAX.sub(" ", text).split())
+
+
 Document = tuple[int, str, str | None]
 """(chunk id, text, path of its file or None for a corpus record) as the index takes it."""
 
@@ -187,19 +192,46 @@ class SparseIndex:
         self._publish()
         self._set_generation(generation)
 
-    def search(self, text: str, k: int,
-               within: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, text: str, k: int, within: Sequence[str] | None = None,
+               phrases: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
         """Top-k chunk ids and BM25 scores for a query; with `within` (normalised absolute
-        paths), only among chunks of files that are, or lie below, one of them."""
+        paths), only among chunks of files that are, or lie below, one of them; with
+        `phrases`, only among chunks holding every one of them (scored by the words alone)."""
         words = plain_query(text)
         if not words or (within is not None and not within):
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         query, _errors = self.index.parse_query_lenient(words, ["text"])
-        if within is not None:  # a filter with score 0: BM25 scores stay as they are
-            scope = tantivy.Query.term_set_query(self.schema, "scope", list(within))
+        filters = [self._phrase(p) for p in phrases]
+        if within is not None:
+            filters.append(tantivy.Query.term_set_query(self.schema, "scope", list(within)))
+        return self._hits(query, filters, k)
+
+    def phrase_hits(self, text: str, k: int, within: Sequence[str] | None = None,
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """Up to k chunks holding the whole text as one phrase (stopwords and the header
+        included, words stemmed as indexed), best first, with their BM25 scores."""
+        if not phrase_words(text) or (within is not None and not within):
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        filters = [] if within is None else [
+            tantivy.Query.term_set_query(self.schema, "scope", list(within))]
+        return self._hits(self._phrase(text), filters, k)
+
+    def _phrase(self, text: str) -> tantivy.Query:
+        """The query for chunks holding the text's words in a row."""
+        words = phrase_words(text)
+        if not words:  # no word at all (punctuation): matches everything
+            return tantivy.Query.all_query()
+        query, _errors = self.index.parse_query_lenient(f'"{words}"', ["text"])
+        return query
+
+    def _hits(self, query: tantivy.Query, filters: list[tantivy.Query],
+              k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k ids and scores of a query that must also match each filter (score 0)."""
+        if filters:  # filters score 0: BM25 scores stay as they are
             query = tantivy.Query.boolean_query([
                 (tantivy.Occur.Must, query),
-                (tantivy.Occur.Must, tantivy.Query.const_score_query(scope, 0.0)),
+                *((tantivy.Occur.Must, tantivy.Query.const_score_query(f, 0.0))
+                  for f in filters),
             ])
         searcher = self.searcher
         hits = searcher.search(query, k, count=False).hits  # no total count: WAND may skip

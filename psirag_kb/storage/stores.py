@@ -20,14 +20,17 @@ import numpy as np
 
 from psirag_kb.config import Config
 from psirag_kb.errors import KBError, StoreError
+from psirag_kb.people import People
 from psirag_kb.search.scope import Scope, exact_top
 from psirag_kb.search.treeindex import TreeIndex
 from psirag_kb.search.treeview import TreeView
 from psirag_kb.storage.dense import DenseIndex, exact_scope
+from psirag_kb.storage.partitions import Partitions
 from psirag_kb.storage.sparse import SparseIndex
 from psirag_kb.storage.store import Delta, FileChange, Store
 from psirag_kb.storage.writer import Writer, WriterClosed
 from psirag_kb.tree.live import LiveTree
+from psirag_kb.tree.partition import MIXED
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +63,19 @@ class Stores:
         self.tree_index: TreeIndex
         self._closing = threading.Event()
         """Set by `close`: a background tree rebuild stops retrying."""
+        self.splitting = False
+        """Whether a tree partitioned at new boundaries is being built in the background (the
+        current tree serves queries meanwhile)."""
         self.sync_derived()
+        self.partitions = Partitions(self.store, config.watch.folders,
+                                     People(config.data_dir).grant_paths())
         self.load_tree()
         self.merge_duplicates()
         self.writer = Writer()
         self.writer.before_task = self.repair_derived
         self.store.owner = self.writer.thread
+        if self._unpartitioned():
+            self.start_split("the stored tree mixes readers across the boundaries")
 
     def close(self) -> None:
         """Finish the running write, drop queued ones, save what is only in memory, close."""
@@ -263,8 +273,49 @@ class Stores:
         return self.store.all_vectors(np.float32 if small else np.float16)
 
     def _index(self, live: LiveTree) -> TreeIndex:
-        """A tree index over a live tree, wired to the dense index."""
+        """A tree index over a live tree, wired to the dense index and partitioned at the
+        boundaries (a loaded tree keeps its join layer; one without keeps its depth)."""
+        live.label_of = self.partitions.label_of
+        if live.root is not None:
+            join = self.store.meta().get("partition_join")
+            live.partition(int(join) if join else max(1, live.depth), live.label_of)
         return TreeIndex(live, self.config.tree, self.neighbours)
+
+    # -- partitions -------------------------------------------------------------------------
+
+    def _unpartitioned(self) -> bool:
+        """Whether the tree has a node on or below its join layer whose leaves different
+        people may read (labels changed since it was built)."""
+        live = self.tree_index.live
+        if self.tree_missing or live.root is None or live.join is None:
+            return False
+        return any(label == MIXED for label in live.labels.values())
+
+    def set_boundaries(self, grants: Iterable[str] | None = None,
+                       roots: Iterable[Path | str] | None = None) -> bool:
+        """Partition the tree at these grant paths and watched roots (None keeps the current
+        ones; on the writer); True when the tree must be split, which then happens in the
+        background."""
+        self.partitions.set(grants, roots)
+        live = self.tree_index.live
+        if live.root is not None and live.join is not None:
+            live.partition(live.join, self.partitions.label_of)
+        if not self._unpartitioned():
+            return False
+        self.start_split("new boundaries")
+        return True
+
+    def start_split(self, reason: str) -> None:
+        """Rebuild the tree partitioned at the current boundaries in a background thread; the
+        current tree serves queries and takes writes until the new one is swapped in."""
+        if self.splitting or self.tree_state["state"] != "ok":
+            return
+        log.info("splitting the tree at the boundaries in the background (%s)", reason)
+        self.splitting = True
+        thread = threading.Thread(target=self._rebuild_tree, name="psirag-tree-split",
+                                  daemon=True)
+        thread.start()
+
 
     def load_tree(self) -> None:
         """Load the stored tree; one that is missing or does not fit the chunks is left to a
@@ -320,6 +371,13 @@ class Stores:
                 if self._closing.is_set():
                     return
                 reason = f"rebuild failed: {type(exc).__name__}: {exc}"
+                if self.splitting:  # the current tree goes on serving: retry, else give up
+                    log.warning("splitting the tree failed (attempt %d: %s)", attempt, exc)
+                    if attempt == TREE_REBUILD_ATTEMPTS or self._closing.wait(
+                            min(longest, first * 2 ** (attempt - 1))):
+                        self.splitting = False
+                        return
+                    continue
                 if attempt == TREE_REBUILD_ATTEMPTS:
                     log.error("rebuilding the tree failed %d times (%s); queries use BM25 and "
                               "the dense index until `maintain` or the next start rebuilds it",
@@ -340,13 +398,13 @@ class Stores:
         ids, vectors = self.tree_vectors()
         next_id = int(self.store.meta().get("next_node_id", "1"))
         index = TreeIndex.build(ids, vectors, self.config.tree, next_id, self.leaf_vectors,
-                                self.neighbours)
+                                self.neighbours, self.partitions.label_of)
         del vectors
         self.writer.call(lambda: self._adopt_tree(index, ids), key="tree-rebuild")
 
     def _adopt_tree(self, index: TreeIndex, ids: np.ndarray) -> None:
         """Swap in a tree built in the background after catching it up with the chunks."""
-        if not self.tree_missing:
+        if not (self.tree_missing or self.splitting):
             return
         current = self.store.chunk_ids()
         removed = np.setdiff1d(ids, current)
@@ -357,6 +415,10 @@ class Stores:
         index.view = TreeView.full(index.live)
         self.tree_seconds += index.build_s
         self.tree_state = {"state": "ok"}
+        self.splitting = False
+        index.live.partition(index.live.join, self.partitions.label_of)  # boundaries may have
+        if self._unpartitioned():  # changed again while it was built
+            self.start_split("boundaries changed during the split")
         log.info("rebuilt the tree over %d leaves in %.1f s (%s pairs); %d added and %d "
                  "removed meanwhile", len(current), index.build_s, index.build_mode,
                  len(added), len(removed))
@@ -370,12 +432,14 @@ class Stores:
         else:
             with self.store.lean():  # the build needs the memory more than DuckDB's cache
                 self.tree_index = TreeIndex.build(ids, vectors, self.config.tree, next_id,
-                                                  self.leaf_vectors, self.neighbours)
+                                                  self.leaf_vectors, self.neighbours,
+                                                  self.partitions.label_of)
             self.tree_seconds += self.tree_index.build_s
             log.info("built tree over %d leaves in %.2f s (%s pairs)", len(ids),
                      self.tree_index.build_s, self.tree_index.build_mode)
         self.store.save_tree(self.tree_index.live)
         self.tree_state = {"state": "ok"}
+        self.splitting = False
         self.last_build = {"leaves": int(len(ids)), "seconds": round(self.tree_index.build_s, 2),
                            "mode": self.tree_index.build_mode or None}
 
@@ -393,15 +457,20 @@ class Stores:
             live.clear_changes()
             self.tree_index.publish(touched, dropped)
 
-    def nearest(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Most similar existing leaf (chunk id, cosine) per vector, from the dense index."""
+    def nearest(self, vectors: np.ndarray,
+                parts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Most similar existing leaf (chunk id, cosine) per vector, from the dense index; with
+        partition labels per vector, only leaves of the same partition count."""
         live = self.tree_index.live
         labels, scores = self.dense.search_many(vectors, 8)
+        found = None if parts is None else self.partitions.label_of(labels.ravel()).reshape(
+            labels.shape).tolist()
         best = np.full(len(vectors), -1, dtype=np.int64)
         similarity = np.full(len(vectors), -1.0, dtype=np.float32)
         for row in range(len(vectors)):
-            for label, score in zip(labels[row].tolist(), scores[row].tolist(), strict=True):
-                if live.has_leaf(label):
+            for at, (label, score) in enumerate(zip(labels[row].tolist(), scores[row].tolist(),
+                                                    strict=True)):
+                if live.has_leaf(label) and (found is None or found[row][at] == parts[row]):
                     best[row], similarity[row] = label, score
                     break
         return best, similarity
@@ -418,14 +487,28 @@ class Stores:
     @contextmanager
     def bulk(self) -> Iterator[None]:
         """Defer tree updates when the tree is empty, then build it once at the end."""
-        if not self.tree_index.empty or self.defer_tree or self.tree_state["state"] == "rebuilding":
+        if not self.begin_bulk():
             yield
             return
-        self.defer_tree = True
         try:
             yield
         finally:
-            self.defer_tree = False
+            self.end_bulk()
+
+    def begin_bulk(self) -> bool:
+        """Defer tree updates when the tree is empty (writer thread); True when this call did,
+        and must then call `end_bulk`. Other writes meanwhile skip the tree as well: the build
+        at the end covers every chunk committed by then."""
+        if not self.tree_index.empty or self.defer_tree or self.tree_state["state"] == "rebuilding":
+            return False
+        self.defer_tree = True
+        return True
+
+    def end_bulk(self, build: bool = True) -> None:
+        """Stop deferring and build the whole tree once (writer thread); without `build` (the
+        knowledge base is closing) the next start rebuilds it."""
+        self.defer_tree = False
+        if build:
             self.build_tree(*self.tree_vectors())
 
     # -- writes -----------------------------------------------------------------------------
@@ -445,6 +528,11 @@ class Stores:
         if delta is None:
             return False
         self.update_derived(delta)
+        ids = np.asarray([i for i, _, _ in delta.moved], np.int64)
+        if self.partitions.moved(ids, new) and self.tree_index.live.join is not None:
+            self.tree_index.live.partition(self.tree_index.live.join, self.partitions.label_of)
+            if self._unpartitioned():
+                self.start_split(f"{old} moved to another partition")
         return True
 
     def checkpoint_now(self) -> None:

@@ -36,12 +36,11 @@ class _Task:
 
 
 class Writer:
-    """Runs write tasks one at a time on its own thread; a pending task with the same key is
-    shared instead of queued twice."""
+    """Runs write tasks one at a time on its own thread; a request whose key matches the last
+    queued task is shared with it instead of queued twice (never reordering effects)."""
 
     def __init__(self, name: str = "psirag-writer") -> None:
         self._queue: deque[_Task] = deque()
-        self._pending: dict[Hashable, _Task] = {}
         self._mutex = threading.Lock()
         self._ready = threading.Condition(self._mutex)
         self._closed = False
@@ -56,16 +55,16 @@ class Writer:
     # -- submitting ---------------------------------------------------------------------------
 
     def submit(self, func: Callable[[], T], key: Hashable | None = None) -> Future:
-        """Queue a write; with `key`, join a not yet started task queued under the same key."""
+        """Queue a write; with `key`, join the last queued task when it has the same key and has
+        not started (joining an earlier one would run this request before the tasks queued
+        after it)."""
         with self._mutex:
             if self._closed:
                 raise WriterClosed("the knowledge base is closing; the write was not done")
-            if key is not None and key in self._pending:
-                return self._pending[key].future
+            if key is not None and self._queue and self._queue[-1].key == key:
+                return self._queue[-1].future
             task = _Task(func, key)
             self._queue.append(task)
-            if key is not None:
-                self._pending[key] = task
             self._ready.notify()
         return task.future
 
@@ -93,6 +92,11 @@ class Writer:
             raise Cancelled("stopped after the committed batch")
 
     @property
+    def closed(self) -> bool:
+        """Whether the writer refuses new writes (the knowledge base is closing)."""
+        return self._closed
+
+    @property
     def queued(self) -> int:
         """Tasks waiting or running."""
         with self._mutex:
@@ -108,8 +112,6 @@ class Writer:
                 if not self._queue:
                     return
                 task = self._queue.popleft()
-                if task.key is not None:
-                    self._pending.pop(task.key, None)
                 self.running = task.key if task.key is not None else getattr(
                     task.func, "__name__", "write")
             if not task.future.set_running_or_notify_cancel():
@@ -134,7 +136,6 @@ class Writer:
             self._closed = True
             self._cancel.set()
             dropped, self._queue = list(self._queue), deque()
-            self._pending.clear()
             self._ready.notify_all()
         for task in dropped:
             if task.future.set_running_or_notify_cancel():

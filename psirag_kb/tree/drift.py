@@ -104,7 +104,9 @@ def repair(
         node = stack.pop()
         if node not in live.edited:
             continue
-        if len(live.leaves_under(node)) <= max_leaves:
+        if live.join is not None and live.level(node) > live.join:  # never rebuilt across labels
+            stack.extend(k for k in live.children[node] if k > 0)
+        elif len(live.leaves_under(node)) <= max_leaves:
             candidates.append(node)
         else:
             stack.extend(k for k in live.children[node] if k > 0)

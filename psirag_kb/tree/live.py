@@ -16,14 +16,19 @@ import numpy as np
 
 from psirag_kb.tree.build import build_tree
 from psirag_kb.tree.model import Tree
+from psirag_kb.tree.partition import MIXED, build_partitioned
 from psirag_kb.tree.rebalance import principal_halves
 from psirag_kb.tree.vectors import abstract_vectors, normalise
 
-Nearest = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
-"""nearest(vectors) -> (chunk id of the most similar existing leaf, its cosine) per row."""
+Nearest = Callable[..., tuple[np.ndarray, np.ndarray]]
+"""nearest(vectors[, labels]) -> (chunk id of the most similar existing leaf, its cosine) per
+row; with a partition label per row, the most similar leaf of that label."""
 
 LeafLookup = Callable[[np.ndarray], np.ndarray]
 """lookup(chunk ids) -> their leaf vectors, one row each (float32)."""
+
+LabelOf = Callable[[np.ndarray], np.ndarray]
+"""label_of(chunk ids) -> the partition label of each chunk (int64): who may read it."""
 
 
 def leaf_key(chunk_id: int) -> int:
@@ -57,6 +62,15 @@ class LiveTree:
         self.touched: set[int] = set()
         self.dropped: set[int] = set()
         self.next_id = next_id
+        self.join: int | None = None
+        """The join layer of a partitioned tree: nodes on or below it never mix labels."""
+        self.label_of: LabelOf | None = None
+        self.labels: dict[int, int] = {}
+        """Label of each abstract node on or below the join layer."""
+        self.tops: dict[int, set[int]] = {}
+        """The nodes on the join layer of each label (its partition's subtree roots)."""
+        self.pure = True
+        """False while nodes up to the join layer mix labels (until a split replaces it)."""
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -137,6 +151,41 @@ class LiveTree:
         live._adopt(tree, np.asarray(chunk_ids, np.int64), vectors, keep=lookup is None)
         return live
 
+    def partition(self, join: int, label_of: LabelOf) -> int:
+        """Keep this tree partitioned from now on (nodes up to `join` pure); labels every node
+        up to it and returns how many of them mix labels (0 for a tree that respects them)."""
+        self.join, self.label_of = join, label_of
+        self.labels, self.tops = {}, {}
+        if self.root is None or self.root < 0:
+            return 0
+        firsts = [node for node, level in self.layer.items() if level == 1]
+        kids = [self.children[node] for node in firsts]
+        flat = -np.asarray([k for group in kids for k in group], np.int64)
+        leaf = label_of(flat)
+        starts = np.cumsum([0] + [len(group) for group in kids[:-1]])
+        low, high = np.minimum.reduceat(leaf, starts), np.maximum.reduceat(leaf, starts)
+        marks = np.where(low == high, low, MIXED).tolist()
+        self.labels = dict(zip(firsts, marks, strict=True))
+        for node in sorted((n for n, level in self.layer.items() if 1 < level <= join),
+                           key=self.level):
+            first = self.labels[self.children[node][0]]
+            same = all(self.labels[k] == first for k in self.children[node])
+            self.labels[node] = first if same else MIXED
+        mixed = 0
+        for node, label in self.labels.items():
+            mixed += label == MIXED
+            if self.layer[node] == join and label != MIXED:
+                self.tops.setdefault(label, set()).add(node)
+        self.pure = mixed == 0
+        return mixed
+
+    def _label(self, key: int) -> int:
+        """Label of a leaf or of a node on or below the join layer."""
+        if key < 0:
+            assert self.label_of is not None
+            return int(self.label_of(np.array([-key], np.int64))[0])
+        return self.labels.get(key, MIXED)
+
     def _adopt(self, tree: Tree, chunk_ids: np.ndarray, leaf_vectors: np.ndarray,
                keep: bool = True) -> int:
         """Add an array tree's nodes under fresh ids; returns the key of its root."""
@@ -191,6 +240,11 @@ class LiveTree:
         for kid in kids:
             self.parent[kid] = node
             self.touched.add(kid)
+        if self.join is not None and layer <= self.join:
+            label = self._label(kids[0])
+            self.labels[node] = label
+            if layer == self.join:
+                self.tops.setdefault(label, set()).add(node)
         self.vectors[node] = self._centroid(node)
         self.touched.add(node)
         self.dirty.add(node)
@@ -222,6 +276,11 @@ class LiveTree:
     def _drop(self, node: int) -> None:
         """Forget an abstract node that has no children left."""
         del self.children[node], self.layer[node], self.vectors[node]
+        label = self.labels.pop(node, None)
+        if label is not None and node in self.tops.get(label, ()):
+            self.tops[label].discard(node)
+            if not self.tops[label]:
+                del self.tops[label]
         self.abstracts.pop(node, None)
         self.labels.pop(node, None)
         self.abstract_vectors.pop(node, None)
@@ -285,8 +344,30 @@ class LiveTree:
             return
         stale: set[int] = set()
         if self.root is None:
+            if self.label_of is not None:
+                tree, join = build_partitioned(vectors, self.label_of(chunk_ids),
+                                               mode=pair_mode, max_children=self.max_children)
+                self._adopt(tree, chunk_ids, vectors)
+                self.partition(join, self.label_of)
+                return
             tree = build_tree(vectors, mode=pair_mode, max_children=self.max_children)
             self._adopt(tree, chunk_ids, vectors)
+            return
+        if self.join is not None:
+            self._raise_join()
+            labels = self.label_of(chunk_ids)
+            near_ids, similarity = nearest(vectors, labels)
+            near_ids = np.asarray(near_ids, np.int64)
+            grafted = np.zeros(len(chunk_ids), bool)
+            far = similarity < threshold
+            for label in np.unique(labels[far]).tolist():  # far leaves: a subtree per label
+                chosen = far & (labels == label)
+                if chosen.sum() >= 2:
+                    self._graft(chunk_ids[chosen], vectors[chosen], label, pair_mode, stale)
+                    grafted |= chosen
+            keep = ~grafted
+            self._insert_labelled(chunk_ids[keep], vectors[keep], near_ids[keep], stale)
+            self._refresh(stale)
             return
         near_ids, similarity = nearest(vectors)
         far = similarity < threshold
@@ -312,6 +393,107 @@ class LiveTree:
         if target is None or target not in self.children:
             target = self._descend(self.root, 1, vector)
         self._attach(key, target, stale)
+        self._split(target, stale)
+
+    def _insert_labelled(self, chunk_ids: np.ndarray, vectors: np.ndarray, near_ids: np.ndarray,
+                         stale: set[int]) -> None:
+        """Leaf collapse inside each leaf's own partition: beside its most similar leaf of the
+        same label, else down that partition's subtree, else as a new partition's subtree."""
+        assert self.label_of is not None and self.join is not None
+        labels = self.label_of(chunk_ids).tolist()
+        near_labels = np.full(len(near_ids), MIXED, np.int64)
+        known = near_ids > 0
+        near_labels[known] = self.label_of(near_ids[known])
+        for chunk_id, vector, near, label, near_label in zip(
+                chunk_ids.tolist(), vectors, near_ids.tolist(), labels, near_labels.tolist(),
+                strict=True):
+            key = leaf_key(chunk_id)
+            self._own[key] = vector
+            self._leaves += 1
+            self.touched.add(key)
+            target = self.parent.get(leaf_key(near)) if near_label == label else None
+            if target is None or target not in self.children:
+                tops = sorted(self.tops.get(label, ()))
+                if not tops:
+                    self._new_partition(key, vector, stale)
+                    continue
+                target = self._descend(self._most_similar(tops, vector), 1, vector)
+            self._attach(key, target, stale)
+            self._split(target, stale)
+
+    def _graft(self, chunk_ids: np.ndarray, vectors: np.ndarray, label: int, pair_mode: str,
+               stale: set[int]) -> None:
+        """Far leaves of one label as a subtree of their own (abstract node collapse), cut
+        below the join layer and joined inside their partition's subtree (or, for a label the
+        tree has not seen, lifted to the join layer and joined above it)."""
+        assert self.join is not None
+        tree = build_tree(vectors, mode=pair_mode, max_children=self.max_children)
+        first = self.next_id
+        root = self._adopt(tree, chunk_ids, vectors)
+        for key in range(first, self.next_id):
+            if self.layer[key] <= self.join:
+                self.labels[key] = label
+                if self.layer[key] == self.join:
+                    self.tops.setdefault(label, set()).add(key)
+        tops = sorted(self.tops.get(label, set()) - set(range(first, self.next_id)))
+        cut = min(self.level(root), self.join - 1 if tops else self.join)
+        pieces, above, stack = [], [], [root]
+        while stack:
+            node = stack.pop()
+            if self.level(node) <= cut:
+                pieces.append(node)
+            else:
+                above.append(node)
+                stack.extend(self.children[node])
+        for node in above:
+            for kid in self.children[node]:
+                self.parent.pop(kid, None)
+            self.children[node] = []
+            self._drop(node)
+        for piece in pieces:
+            vector = self.vectors_of([piece])[0]
+            if tops:
+                target = self._descend(self._most_similar(tops, vector), cut + 1, vector)
+                self._attach(piece, target, stale)
+                self._split(target, stale)
+            else:
+                self._join_top(piece, vector, stale)
+
+    def _new_partition(self, key: int, vector: np.ndarray, stale: set[int]) -> None:
+        """A leaf of a label the tree has not seen: lifted alone to the join layer and joined
+        above it."""
+        self._join_top(key, vector, stale)
+
+    def _raise_join(self) -> None:
+        """With one partition only, the join layer follows the root up (so later subtrees and
+        partitions join as high as they can); its nodes in between get the label."""
+        if (self.root is None or self.root < 0 or self.join is None or len(self.tops) != 1
+                or not self.pure):
+            return
+        if self.level(self.root) <= self.join:
+            return
+        (label,) = self.tops
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            if node > 0 and self.layer[node] > self.join:
+                self.labels[node] = label
+                stack.extend(self.children[node])
+        self.join = self.level(self.root)
+        self.tops = {label: {self.root}}
+
+    def _join_top(self, top: int, vector: np.ndarray, stale: set[int]) -> None:
+        """Lift a partition's node (or leaf) to the join layer and join it above that."""
+        assert self.join is not None and self.root is not None
+        while self.level(self.root) < self.join:  # a lone leaf (or short tree) of one partition
+            self.root = self._new_node([self.root], self.level(self.root) + 1)
+        for level in range(self.level(top) + 1, self.join + 1):
+            top = self._new_node([top], level)
+        if self.level(self.root) <= self.join:
+            self.root = self._new_node([self.root, top], self.join + 1)
+            return
+        target = self._descend(self.root, self.join + 1, vector)
+        self._attach(top, target, stale)
         self._split(target, stale)
 
     def _most_similar(self, nodes: list[int], vector: np.ndarray) -> int:
@@ -396,7 +578,8 @@ class LiveTree:
                 self._drop(node)
                 if up is not None:
                     heapq.heappush(heap, (self.level(up), up))
-            elif len(kids) == 1 and node != self.root:
+            elif len(kids) == 1 and node != self.root and (
+                    self.join is None or self.level(node) > self.join):
                 target = self._peer(node)
                 if target is None:
                     continue
@@ -408,7 +591,8 @@ class LiveTree:
                 self._drop(node)
                 if up is not None:
                     heapq.heappush(heap, (self.level(up), up))
-        while self.root is not None and self.root > 0 and len(self.children[self.root]) == 1:
+        while self.root is not None and self.root > 0 and len(self.children[self.root]) == 1 \
+                and (self.join is None or self.level(self.root) > self.join):
             old = self.root
             self.root = self.children[old][0]
             self.parent.pop(self.root, None)
@@ -450,7 +634,10 @@ class LiveTree:
         for current in old:
             self._drop(current)
         self._leaves -= len(chunk_ids)  # adopted again below
+        first = self.next_id
         top = self._adopt(tree, chunk_ids, vectors, keep=False)
+        if self.join is not None:  # one partition's leaves: the new nodes carry its label
+            self.labels.update((key, self.labels[node]) for key in range(first, self.next_id))
         kids = self.children[top]
         self.children[node] = list(kids)
         for kid in kids:

@@ -61,8 +61,9 @@ class Tree:
             current = np.where(alive, up, current)
         return steps
 
-    def problems(self, max_children: int) -> list[str]:
-        """Every broken invariant, described in one line each; empty for a valid tree."""
+    def problems(self, max_children: int, min_children: int = 2) -> list[str]:
+        """Every broken invariant, described in one line each; empty for a valid tree (a
+        partitioned tree lifts short partitions by nodes of one child: min_children 1)."""
         found: list[str] = []
         n_nodes = self.n_nodes
         if len(self.children) != n_nodes or self.layer.shape[0] != n_nodes:
@@ -82,8 +83,9 @@ class Tree:
                 if self.layer[node] != 0:
                     found.append(f"leaf {node} is on layer {self.layer[node]}")
                 continue
-            if not 2 <= len(kids) <= max_children:
-                found.append(f"node {node} has {len(kids)} children (allowed 2..{max_children})")
+            if not min_children <= len(kids) <= max_children:
+                found.append(f"node {node} has {len(kids)} children "
+                             f"(allowed {min_children}..{max_children})")
             for kid in kids:
                 if self.parent[kid] != node:
                     found.append(f"child {kid} of {node} has parent {self.parent[kid]}")

@@ -312,3 +312,18 @@ def test_a_revoked_token_is_refused_within_seconds(team, capsys, monkeypatch) ->
     assert "winter heating" not in audit  # [api] audit_queries is off
     assert any(line["person"] == "owner" and line["action"] == "users add"
                and line.get("scope") == "temp" for line in lines)  # `users add` went by the API
+
+
+def test_a_new_grant_moves_the_trees_boundaries(team, capsys, monkeypatch) -> None:
+    memo = str(team.docs / "shared" / "memo-0.md")  # a file no one was granted alone
+    partitions = team.daemon.kb.stores.partitions
+    assert memo not in partitions.grants
+    monkeypatch.delenv("PSIRAG_KB_TOKEN", raising=False)
+    assert main(["--data-dir", str(team.data_dir), "users", "grant", "ed", "--read", memo]) == 0
+    try:
+        wait_for(lambda: memo in partitions.grants, 15)  # the daemon split the tree at it
+    finally:
+        assert main(["--data-dir", str(team.data_dir), "users", "ungrant", "ed", "--read",
+                     memo]) == 0
+    wait_for(lambda: memo not in partitions.grants, 15)
+    capsys.readouterr()

@@ -15,6 +15,7 @@ from psirag_kb.service.mcp import (
     build_server,
     location,
     node_result,
+    search_result,
     snippet,
     status_result,
     within,
@@ -88,6 +89,13 @@ def test_snippet_is_one_line_cut_at_a_word():
     long = snippet("word " * 200)
     assert long.endswith("…") and len(long) <= 301 and "  " not in long
     assert snippet("x" * 500).startswith("x" * 300)
+
+
+def test_search_result_passes_on_the_note_of_a_quote_found_nowhere():
+    note = 'no indexed text contains "x y"'
+    out = search_result({"query": '"x y"', "mode": "hybrid", "results": [], "note": note})
+    assert out["results"] == [] and out["note"] == note
+    assert "note" not in search_result({"query": "x", "mode": "hybrid", "results": [PASSAGE]})
 
 
 def test_location_prefers_the_document_location_then_a_page_then_lines():

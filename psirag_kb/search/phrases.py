@@ -1,0 +1,42 @@
+"""Quoted phrases in a query: "like this" means the phrase must occur in a result."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import numpy as np
+
+from psirag_kb.access import OWNER, Access
+from psirag_kb.search.scope import Scope
+from psirag_kb.storage.sparse import phrase_words
+
+PHRASE_CANDIDATES = 1000
+"""Chunks holding the quoted phrases (the best by BM25) that dense and tree search rank among."""
+
+_QUOTED = re.compile(r'["“”„]([^"“”„]+)["“”„]')
+
+
+def quoted(text: str) -> list[str]:
+    """The phrases between double quotes (straight or curly) that hold a word, each once."""
+    found = (" ".join(m.group(1).split()) for m in _QUOTED.finditer(text))
+    return list(dict.fromkeys(p for p in found if phrase_words(p)))
+
+
+Search = Callable[..., tuple[np.ndarray, np.ndarray]]
+"""SparseIndex.search: (text, k, within paths, phrases) -> (ids, scores)."""
+
+
+def phrase_scope(search: Search, text: str, phrases: list[str],
+                 paths: tuple[str, ...] | None, access: Access = OWNER) -> Scope:
+    """The chunks (within `paths` when given) that hold every phrase, at most
+    PHRASE_CANDIDATES of them, the best for the query's words by BM25, for this person."""
+    ids, _ = search(text, PHRASE_CANDIDATES, paths, phrases)
+    return Scope(paths or (), ids, access)
+
+
+def no_match_note(phrases: list[str]) -> str:
+    """What a query whose quoted phrases occur nowhere is told."""
+    shown = ", ".join(f'"{p}"' for p in phrases)
+    return (f"no indexed text contains {shown}: quoted text must occur as written; "
+            "remove the quotes to search for the words")
