@@ -65,7 +65,7 @@ def main() -> None:
             raise SystemExit("ingest failed")
         ingest_s = round(time.perf_counter() - started, 1)
     proc = cli(data, "daemon", "--port", "0", stdout=subprocess.PIPE,
-               stderr=subprocess.DEVNULL, text=True)
+               stderr=(data / "daemon.out").open("a"), text=True)
     try:
         line = proc.stdout.readline()
         page = re.search(r"the page at (\S+);", line).group(1).rstrip("/")

@@ -42,7 +42,7 @@ from psirag_kb.errors import AccessDenied, KBError, NodeNotFound
 from psirag_kb.people import People, token_hash
 from psirag_kb.search.retrieval import MODES
 from psirag_kb.service.auth import FailureLimiter, HostPolicy, PersonLimiter
-from psirag_kb.web.render import file_name, highlight, where
+from psirag_kb.web.render import file_name, highlight, title, where
 from psirag_kb.web.sessions import Session, Sessions, same_token
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,8 @@ class Web:
         self.templates = Environment(loader=FileSystemLoader(HERE / "templates"),
                                      autoescape=select_autoescape(default=True,
                                                                   default_for_string=True))
-        self.templates.globals.update(where=where, file_name=file_name, highlight=highlight)
+        self.templates.globals.update(where=where, file_name=file_name, highlight=highlight,
+                                     title=title)
         self.templates.filters["flat"] = lambda text: " ".join(str(text).split())
 
     # -- plumbing ---------------------------------------------------------------------------

@@ -51,3 +51,9 @@ def where(item: dict[str, Any]) -> str:
 def file_name(source: str) -> str:
     """The last part of a path (the whole source for a corpus record)."""
     return source.rstrip("/").rsplit("/", 1)[-1] or source
+
+
+def title(node: dict[str, Any]) -> str:
+    """A topic's display label, else its abstract (a label that is not text is ignored)."""
+    label = node.get("label")
+    return label if isinstance(label, str) and label else str(node.get("abstract") or "")

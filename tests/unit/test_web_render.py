@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from psirag_kb.web.render import highlight, where
+from psirag_kb.web.render import highlight, title, where
 from psirag_kb.web.sessions import Sessions, same_token
 
 
@@ -38,3 +38,9 @@ def test_sessions_keep_only_a_hash_and_end() -> None:
     expired = Sessions(lifetime_s=-1)
     old, _ = expired.open("bob", None)
     assert expired.get(old) is None
+
+
+def test_a_topic_shows_its_label_else_its_abstract() -> None:
+    assert title({"label": "orchards, spring", "abstract": "apples pears"}) == "orchards, spring"
+    assert title({"label": "", "abstract": "apples pears"}) == "apples pears"
+    assert title({"label": -1, "abstract": "apples pears"}) == "apples pears"
