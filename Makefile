@@ -51,6 +51,7 @@ run: $(STAMP)
 	  tries=$$((tries + 1)); [ $$tries -lt 240 ] || { echo "the daemon did not answer in 2 min"; exit 1; }; \
 	  sleep 0.5; \
 	done; \
+	$(BIN)/python -c "import json; print('the web page (sign in with $(DATA)/api.token):', json.load(open('$(DATA)/daemon.json')).get('web'))"; \
 	if [ -t 0 ] && [ -t 1 ]; then \
 	  $(KB) tui; \
 	else \

@@ -145,6 +145,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="also watch this folder (repeatable; adds to [watch] folders)")
     daemon.add_argument("--host", help="bind address (overrides [api] host)")
     daemon.add_argument("--port", type=int, help="TCP port, 0 for any (overrides [api] port)")
+    daemon.add_argument("--web-port", type=int, metavar="N",
+                        help="the team's web page on port N, 0 for any (overrides [web] port)")
+    daemon.add_argument("--no-web", action="store_true", help="serve no web page")
     return parser
 
 
@@ -591,6 +594,10 @@ def cmd_daemon(args: argparse.Namespace, config: Config) -> int:
         config = config.replace("api", host=args.host)
     if args.port is not None:
         config = config.replace("api", port=args.port)
+    if args.web_port is not None:
+        config = config.replace("web", port=args.web_port, enabled=True)
+    if args.no_web:
+        config = config.replace("web", enabled=False)
     return run_daemon(config, [p.resolve() for p in args.watch], verbose=args.verbose)
 
 

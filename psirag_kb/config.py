@@ -217,6 +217,18 @@ class APIConfig:
 
 
 @dataclass(frozen=True)
+class WebConfig:
+    """The web page for the team, served by the daemon on its own port (on [api] host)."""
+
+    enabled: bool = True
+    """Serve the page (sign in with a personal token or the owner's api.token)."""
+    port: int = 8766
+    """TCP port of the page; 0 picks a free one (daemon.json records the URL as "web")."""
+    session_minutes: int = 480
+    """A signed-in browser's session ends after this many minutes (sign in again)."""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration."""
 
@@ -228,6 +240,7 @@ class Config:
     llm: LLMConfig = field(default_factory=LLMConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
     api: APIConfig = field(default_factory=APIConfig)
+    web: WebConfig = field(default_factory=WebConfig)
 
     @property
     def data_dir(self) -> Path:

@@ -304,6 +304,11 @@ class KnowledgeBase:
         `access` may not read is not found, as one that does not exist."""
         return self.engine.chunk(chunk_id, neighbours, access)
 
+    def original(self, chunk_id: int, *, access: Access = OWNER) -> dict[str, Any]:
+        """The indexed file of a chunk ({"path", "source"}) when `access` may read it (see
+        `QueryEngine.original`)."""
+        return self.engine.original(chunk_id, access)
+
     def tree_status(self) -> dict[str, Any]:
         """Shape of the tree, and whether it waits for a rebuild."""
         state = self.stores.tree_state

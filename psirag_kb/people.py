@@ -176,7 +176,11 @@ class People:
 
     def access_for(self, token: str) -> Access | None:
         """The Access of the person holding `token`, or None for no such (or a revoked) token."""
-        digest = token_hash(token)
+        return self.access_by_hash(token_hash(token))
+
+    def access_by_hash(self, digest: str) -> Access | None:
+        """The Access of the person whose token has this SHA-256 (a web session keeps only the
+        hash), or None once that token is revoked or rotated."""
         snapshot = self._reload(strict=False)
         name = snapshot.by_hash.get(digest)
         person = snapshot.people.get(name) if name is not None else None

@@ -36,7 +36,7 @@ def scanned_pdf(path: Path, pages: list[str]) -> Path:
     images[0].save(path, "PDF", resolution=150, save_all=True, append_images=images[1:])
     return path
 
-pytest_plugins = ["fake_ollama"]  # tests/fake_ollama.py: the `fake_ollama` fixture
+pytest_plugins = ["fake_ollama", "browser_plugin"]  # fixtures: `fake_ollama`, `browser`
 
 
 @pytest.fixture(autouse=True)

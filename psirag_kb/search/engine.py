@@ -384,6 +384,16 @@ class QueryEngine:
                            for row in rows if row.id != hit.id],
         }
 
+    def original(self, chunk_id: int, access: Access = OWNER) -> dict[str, Any]:
+        """The indexed file a chunk comes from ({"path", "source"}), for a download; a chunk the
+        person may not read, or one from a corpus record, is not found."""
+        rows = self.store.around(chunk_id, 0) if 0 < chunk_id < 2**63 else []
+        hit = next((row for row in rows if row.id == chunk_id), None)
+        if hit is None or hit.origin != "file" or not access.may_read(hit.path):
+            raise ChunkNotFound(f"no file for chunk {chunk_id}: it was never indexed from a "
+                                "file you may read, or its file has changed since")
+        return {"path": hit.path, "source": hit.source}
+
 
 def asked(within: Within) -> tuple[str, ...]:
     """The normalised paths a query asked for (what its result's "in" lists)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from psirag_kb.access import OWNER, Access
-from psirag_kb.config import Config
+from psirag_kb.config import Config, WebConfig
 from psirag_kb.errors import AccessDenied, KBError
 from psirag_kb.paths import inside, spelled_under
 from psirag_kb.people import People
@@ -62,6 +62,7 @@ class Daemon:
         self.embedder = embedder
         self.kb: Any = None
         self.api: APIServer | None = None
+        self.web: Any = None
         self.watcher: FolderWatcher | None = None
         self.jobs: Jobs | None = None
         self.refresher: AbstractRefresher | None = None
@@ -102,6 +103,7 @@ class Daemon:
                                  people=self.people,
                                  person_requests_per_minute=api.person_requests_per_minute,
                                  audit=self.audit)
+            self.web = self._web_server(token)
             self.watcher = FolderWatcher(self.kb, self.folders, self.config.watch.quiet_period_s,
                                          self.data_dir)
             self.jobs = self._jobs()
@@ -109,12 +111,16 @@ class Daemon:
                 self.kb, self._busy, self.config.watch.abstracts_quiet_s,
                 arriving=lambda: self.watcher is not None and self.watcher.queue_size > 0)
         except BaseException:
+            if self.api is not None:
+                self.api.socket.close()
             self._close_kb()
             self._lock.release()
             raise
         self.started = time.time()
         self.kb.stores.start_tree_rebuild()  # a missing tree is rebuilt while queries go on
         self.api.start()
+        if self.web is not None:
+            self.web.start()
         self._write_info()
         # folders dropped from [watch] folders lose the files they left unavailable
         self.kb.forget_unwatched(self.folders)
@@ -123,8 +129,27 @@ class Daemon:
         self.jobs.start()
         self.refresher.start()
         threading.Thread(target=self._warm_up, name="psirag-warm-up", daemon=True).start()
-        log.info("daemon %d serving %s for %s, watching %s", os.getpid(), self.api.url,
-                 self.data_dir, ", ".join(map(str, self.folders)) or "nothing")
+        log.info("daemon %d serving %s (page %s) for %s, watching %s", os.getpid(),
+                 self.api.url, self.web.url if self.web is not None else "off", self.data_dir,
+                 ", ".join(map(str, self.folders)) or "nothing")
+
+    def _web_server(self, token: str) -> Any:
+        """The team's page on [web] port (None when [web] enabled is false)."""
+        web, api = self.config.web, self.config.api
+        if not web.enabled:
+            return None
+        from psirag_kb.web.server import WebServer
+
+        assert self.api is not None
+        # an API on any free port (tests, `make run`) puts the page on one too, unless set
+        port = 0 if api.port == 0 and web.port == WebConfig().port else web.port
+        try:
+            return WebServer(self, api.host, port, token, self.people, self.api.limiter,
+                             web.session_minutes, api.allowed_hosts, api.max_connections,
+                             self.api.persons)
+        except KBError as exc:
+            raise KBError(f"the web page cannot listen on port {port} ({exc}); set [web] port "
+                          "(or --web-port), or [web] enabled = false") from exc
 
     def _warm_up(self) -> None:
         """Load the embedding model now, so the first query does not wait for it."""
@@ -169,6 +194,8 @@ class Daemon:
         self._stopping.set()
         self._stop.set()
         log.info("daemon stopping")
+        if self.web is not None:
+            self.web.stop()
         if self.kb is not None:
             self.kb.ingestion.stop()  # running ingests end after their committed batch
         if self.api is not None:
@@ -199,7 +226,7 @@ class Daemon:
         """daemon.json: how clients find us (written atomically)."""
         assert self.api is not None
         info = {"pid": os.getpid(), "url": self.api.url, "data_dir": str(self.data_dir),
-                "started": self.started}
+                "started": self.started, "web": None if self.web is None else self.web.url}
         temporary = self.data_dir / (DAEMON_FILE + ".tmp")
         temporary.write_text(json.dumps(info), encoding="utf-8")
         os.replace(temporary, self.data_dir / DAEMON_FILE)
@@ -287,6 +314,17 @@ class Daemon:
         found = self._kb().chunk(chunk_id, neighbours, access=access)
         self._audited(access, "fetch", chunk_id, 1 + len(found.get("before", []))
                       + len(found.get("after", [])))
+        return found
+
+    def original(self, chunk_id: int, *, access: Access = OWNER) -> dict[str, Any]:
+        """The indexed file a chunk comes from, for a download when `access` may read it."""
+        found = self._kb().original(chunk_id, access=access)
+        real = Path(os.path.realpath(found["path"]))
+        if inside(real, self.data_dir) or (real != Path(found["path"]) and not any(
+                inside(real, Path(os.path.realpath(f))) for f in self.folders)):
+            # a file replaced by a link to somewhere else since it was indexed
+            raise AccessDenied(f"{found['path']} now leads outside the watched folders")
+        self._audited(access, "download", chunk_id, 1)
         return found
 
     def answer(self, text: str, k: int | None = None,
@@ -417,8 +455,9 @@ def run_daemon(config: Config, watch: Sequence[Path] = (), embedder: Any = None,
         for number, handler in previous.items():
             signal.signal(number, handler)
         raise
-    print(f"psirag-kb daemon {os.getpid()} serving {daemon.api.url if daemon.api else ''}; "
-          "Ctrl-C stops it", flush=True)
+    page = f"; the page at {daemon.web.url}" if daemon.web is not None else ""
+    print(f"psirag-kb daemon {os.getpid()} serving {daemon.api.url if daemon.api else ''}"
+          f"{page}; Ctrl-C stops it", flush=True)
     try:
         while not daemon.wait(1.0):
             pass

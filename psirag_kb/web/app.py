@@ -1,0 +1,471 @@
+"""The page's routes: thin views over the daemon's methods, each called with the person's Access.
+
+Who may read what is decided below (the engine answers "not found" for what a person may not
+read); the routes only find the session's Access and render. Every response carries a strict
+Content-Security-Policy; every POST needs the session's (or the sign-in form's) CSRF token and
+is refused when a browser says it comes from another site.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import os
+import re
+import secrets
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+import anyio
+import anyio.to_thread
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from psirag_kb.access import OWNER, Access
+from psirag_kb.errors import AccessDenied, KBError, NodeNotFound
+from psirag_kb.people import People, token_hash
+from psirag_kb.search.retrieval import MODES
+from psirag_kb.service.auth import FailureLimiter, HostPolicy, PersonLimiter
+from psirag_kb.web.render import file_name, highlight, title, where
+from psirag_kb.web.sessions import Session, Sessions, same_token
+
+log = logging.getLogger(__name__)
+
+HERE = Path(__file__).parent
+COOKIE = "psirag_session"
+PRE_COOKIE = "psirag_signin"
+"""Before sign-in: the sign-in form's CSRF token, matched against this cookie."""
+RESULTS = 10
+NEIGHBOURS = 2
+MAX_FORM_BYTES = 16_384
+MAX_QUERY_CHARS = 2_000
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
+       "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
+       "form-action 'self'; frame-ancestors 'none'")
+HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"same-origin"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+]
+
+
+class WebError(Exception):
+    """A request the page answers with an error page and a status code."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Headers:
+    """ASGI middleware: security headers on every response, Host checked on every request."""
+
+    def __init__(self, inner: ASGIApp, policy: HostPolicy) -> None:
+        self.inner = inner
+        self.policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.inner(scope, receive, send)
+            return
+        host = _header(scope, b"host")
+        if not self.policy.host_allowed(host):
+            await _plain(403, "this Host is not a name of this server")(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *HEADERS]
+            await send(message)
+
+        await self.inner(scope, receive, sending)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _plain(status: int, text: str) -> Response:
+    return Response(text, status, media_type="text/plain; charset=utf-8")
+
+
+class Web:
+    """The page over one daemon: sessions, sign-in and the views."""
+
+    def __init__(self, daemon: Any, owner_token: str, people: People | None,
+                 limiter: FailureLimiter, policy: HostPolicy, session_minutes: int,
+                 persons: PersonLimiter | None = None, threads: int = 8) -> None:
+        self.daemon = daemon
+        self.persons = persons
+        self.owner_token = owner_token
+        self.people = people
+        self.limiter = limiter
+        self.policy = policy
+        self.sessions = Sessions(session_minutes * 60.0)
+        self.threads = anyio.CapacityLimiter(threads)
+        self.templates = Environment(loader=FileSystemLoader(HERE / "templates"),
+                                     autoescape=select_autoescape(default=True,
+                                                                  default_for_string=True))
+        self.templates.globals.update(where=where, file_name=file_name, highlight=highlight,
+                                     title=title)
+        self.templates.filters["flat"] = lambda text: " ".join(str(text).split())
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def call(self, function: Callable[[], Any]) -> Any:
+        """Run a daemon call on the worker threads."""
+        return await anyio.to_thread.run_sync(function, limiter=self.threads)
+
+    def render(self, request: Request, name: str, code: int = 200,
+               session: Session | None = None, **values: Any) -> HTMLResponse:
+        """A template as a page (no caching: it shows one person's documents)."""
+        html = self.templates.get_template(name).render(
+            request=request, session=session, modes=MODES, **values)
+        return HTMLResponse(html, code, headers={"Cache-Control": "no-store"})
+
+    def access_of(self, session: Session) -> Access | None:
+        """What the signed-in person may read now (None once their token is revoked)."""
+        if session.token_sha256 is None:
+            return OWNER
+        if self.people is None:
+            return None
+        return self.people.access_by_hash(session.token_sha256)
+
+    def signed_in(self, request: Request) -> tuple[Session, Access] | None:
+        """The request's session and Access, or None."""
+        session = self.sessions.get(request.cookies.get(COOKIE))
+        if session is None:
+            return None
+        access = self.access_of(session)
+        if access is None:
+            self.sessions.close(request.cookies.get(COOKIE))
+            return None
+        return session, access
+
+    def page(self, view: Callable[..., Any]) -> Callable[[Request], Any]:
+        """A GET view for a signed-in person; others go to the sign-in page."""
+
+        async def endpoint(request: Request) -> Response:
+            found = self.signed_in(request)
+            if found is None:
+                return RedirectResponse("/signin", 303)
+            session, access = found
+            wait = self.persons.wait(access.name) if self.persons is not None and \
+                session.token_sha256 is not None else 0.0
+            if wait > 0:  # the API's per-person limit, shared (the owner is never limited)
+                response = self.error(request, 429, f"more than {self.persons.per_minute} "
+                                      f"requests a minute; retry in {int(wait) + 1} s", session)
+                response.headers["Retry-After"] = str(int(wait) + 1)
+                return response
+            try:
+                return await view(request, session, access)
+            except WebError as exc:
+                return self.error(request, exc.status, str(exc), session)
+            except NodeNotFound as exc:
+                return self.error(request, 404, str(exc), session)
+            except AccessDenied as exc:
+                return self.error(request, 403, str(exc), session)
+            except KBError as exc:
+                return self.error(request, 400, str(exc), session)
+
+        return endpoint
+
+    def error(self, request: Request, status: int, message: str,
+              session: Session | None = None) -> HTMLResponse:
+        """An error page."""
+        return self.render(request, "error.html", status, session, status=status,
+                           message=message)
+
+    async def form(self, request: Request) -> dict[str, str]:
+        """A POSTed urlencoded form (bounded), after the cross-site checks."""
+        origin = request.headers.get("origin")
+        if request.headers.get("sec-fetch-site") == "cross-site" or not \
+                self.policy.origin_allowed(origin, request.headers.get("host")):
+            raise WebError(403, "a form from another site is refused")
+        length = request.headers.get("content-length", "")
+        if not length.isdigit() or int(length) > MAX_FORM_BYTES:
+            raise WebError(413, "the form is missing its length or too large")
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            raise WebError(413, "the form is too large")
+        try:
+            fields = parse_qs(body.decode("utf-8"), max_num_fields=20)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise WebError(400, f"the form cannot be read ({exc})") from None
+        return {key: values[0] for key, values in fields.items()}
+
+    # -- sign in and out --------------------------------------------------------------------
+
+    async def signin_page(self, request: Request) -> Response:
+        """GET /signin: the token form, with a fresh sign-in CSRF token in a cookie."""
+        if self.signed_in(request) is not None:
+            return RedirectResponse("/", 303)
+        return self.signin_form(request, 200, "")
+
+    def signin_form(self, request: Request, status: int, message: str) -> Response:
+        csrf = secrets.token_urlsafe(32)
+        response = self.render(request, "signin.html", status, csrf=csrf, message=message)
+        response.set_cookie(PRE_COOKIE, csrf, max_age=600, httponly=True, samesite="strict",
+                            secure=request.url.scheme == "https", path="/signin")
+        return response
+
+    async def signin(self, request: Request) -> Response:
+        """POST /signin: a right token opens a session; wrong ones meet the limiter (which
+        never refuses the right token: it is checked first)."""
+        try:
+            fields = await self.form(request)
+        except WebError as exc:
+            return self.error(request, exc.status, str(exc))
+        if not same_token(fields.get("csrf"), request.cookies.get(PRE_COOKIE) or "\x00"):
+            return self.signin_form(request, 403, "The form expired; sign in again.")
+        token = fields.get("token", "").strip()
+        name, digest = self.who(token)
+        if name is None:
+            client = request.client.host if request.client else "?"
+            wait = self.limiter.retry_after(client)
+            if wait > 0:
+                return self.signin_form(request, 429, f"Too many wrong tokens; retry in "
+                                                      f"{int(wait) + 1} s.")
+            self.limiter.failed(client)
+            return self.signin_form(request, 401, "That token is not accepted.")
+        session_id, _ = self.sessions.open(name, digest)
+        response = RedirectResponse("/", 303)
+        response.set_cookie(COOKIE, session_id, max_age=int(self.sessions.lifetime_s),
+                            httponly=True, samesite="strict",
+                            secure=request.url.scheme == "https", path="/")
+        response.delete_cookie(PRE_COOKIE, path="/signin")
+        return response
+
+    def who(self, token: str) -> tuple[str | None, str | None]:
+        """(name, token hash) of a token: the owner's api.token has no hash; (None, None) for
+        a wrong one."""
+        if token and hmac.compare_digest(token.encode("utf-8", "surrogateescape"),
+                                         self.owner_token.encode()):
+            return OWNER.name, None
+        if token and self.people is not None:
+            access = self.people.access_for(token)
+            if access is not None:
+                return access.name, token_hash(token)
+        return None, None
+
+    async def signout(self, request: Request) -> Response:
+        """POST /signout: ends the session (with its CSRF token)."""
+        session = self.sessions.get(request.cookies.get(COOKIE))
+        try:
+            fields = await self.form(request)
+        except WebError as exc:
+            return self.error(request, exc.status, str(exc), session)
+        if session is None:
+            return RedirectResponse("/signin", 303)
+        if not same_token(fields.get("csrf"), session.csrf):
+            return self.error(request, 403, "the form's token is wrong; reload the page", session)
+        self.sessions.close(request.cookies.get(COOKIE))
+        response = RedirectResponse("/signin", 303)
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    # -- views ------------------------------------------------------------------------------
+
+    def folders(self, access: Access) -> list[str]:
+        """The folders offered in the filter: the watched ones the person may read, then their
+        grants (the engine limits every search to the grants whatever is asked)."""
+        shown = [str(f) for f in self.daemon.folders if access.may_read(str(f))]
+        return list(dict.fromkeys([*shown, *(access.grants or ())]))
+
+    async def search(self, request: Request, session: Session, access: Access) -> Response:
+        """GET /?q=...&in=...&mode=...: the search box and, with a query, the results."""
+        params = request.query_params
+        q = params.get("q", "")[:MAX_QUERY_CHARS]
+        mode = params.get("mode") or ""
+        inside = params.get("in") or ""
+        if mode and mode not in MODES:
+            raise WebError(400, f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        if inside and (not os.path.isabs(inside) or "\x00" in inside):
+            raise WebError(400, "the folder filter takes an absolute path")
+        values: dict[str, Any] = {"q": q, "mode": mode, "inside": inside,
+                                  "folders": self.folders(access), "result": None}
+        if q.strip():
+            within = [inside] if inside else None
+
+            def run() -> dict[str, Any]:
+                result = self.daemon.query(q, mode or None, RESULTS, within=within,
+                                           access=access)
+                for item in result["results"]:
+                    item["above"] = self.above(int(item["chunk_id"]), access)
+                return result
+
+            values["result"] = await self.call(run)
+        return self.render(request, "search.html", session=session, **values)
+
+    def above(self, chunk_id: int, access: Access) -> list[dict[str, Any]]:
+        """The topic path above a passage ([] while the tree does not hold it yet)."""
+        try:
+            return list(self.daemon.path(chunk_id, access=access)["path"])
+        except NodeNotFound:
+            return []
+
+    async def source(self, request: Request, session: Session, access: Access) -> Response:
+        """GET /source/<id>: a passage among its neighbours, where it is, and a download."""
+        chunk_id = _number(request.path_params["chunk_id"], "passage")
+        found = await self.call(lambda: self.daemon.chunk(chunk_id, NEIGHBOURS, access=access))
+        above = await self.call(lambda: self.above(chunk_id, access))
+        q = request.query_params.get("q", "")[:MAX_QUERY_CHARS]
+        before = [n for n in found.get("neighbours", []) if n["offset"] < 0]
+        after = [n for n in found.get("neighbours", []) if n["offset"] > 0]
+        return self.render(request, "source.html", session=session, chunk=found, q=q,
+                           before=before, after=after, above=above,
+                           downloadable=bool(found.get("path")))
+
+    async def download(self, request: Request, session: Session, access: Access) -> Response:
+        """GET /download/<id>: the original file as an attachment, never rendered."""
+        chunk_id = _number(request.path_params["chunk_id"], "passage")
+        found = await self.call(lambda: self.daemon.original(chunk_id, access=access))
+        path = Path(found["path"])
+        if not path.is_file():
+            raise WebError(404, f"{file_name(found['source'])} is no longer on disk")
+        name = file_name(found["source"])
+        return FileResponse(path, media_type="application/octet-stream",
+                            content_disposition_type="attachment", filename=name,
+                            headers={"Cache-Control": "no-store"})
+
+    async def answer(self, request: Request, session: Session, access: Access) -> Response:
+        """GET /answer?q=...: with JavaScript (js=1) a page that streams the steps; without, the
+        whole answer once it is ready."""
+        q = request.query_params.get("q", "")[:MAX_QUERY_CHARS]
+        streamed = request.query_params.get("js") == "1"
+        values: dict[str, Any] = {"q": q, "streamed": streamed, "answer": None, "steps": []}
+        if q.strip() and not streamed:
+            steps: list[dict[str, Any]] = []
+            result = await self.call(lambda: self.daemon.answer(q, None, steps.append,
+                                                                access=access))
+            values |= {"answer": shaped(result), "steps": steps}
+        if q.strip() and streamed:
+            values["stream"] = "/answer/stream?" + urlencode({"q": q})
+        return self.render(request, "answer.html", session=session, **values)
+
+    async def answer_stream(self, request: Request, session: Session,
+                            access: Access) -> Response:
+        """GET /answer/stream?q=...: server-sent events, one `step` per retrieval, then the
+        rendered `answer` (or an `failed` message)."""
+        q = request.query_params.get("q", "")[:MAX_QUERY_CHARS]
+        if not q.strip():
+            raise WebError(400, "the question is empty")
+        fragment = self.templates.get_template("answer_body.html")
+        return StreamingResponse(self.events(q, access, fragment), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})
+
+    async def events(self, q: str, access: Access, fragment: Any) -> AsyncIterator[bytes]:
+        """The agent's steps as they complete, then its answer."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
+
+        def emit(kind: str, value: Any) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+
+        def run() -> None:
+            try:
+                result = self.daemon.answer(q, None, lambda s: emit("step", s), access=access)
+                emit("answer", fragment.render(answer=shaped(result)))
+            except KBError as exc:
+                emit("failed", str(exc))
+            except Exception as exc:  # noqa: BLE001 - a failing answer never stops the server
+                log.exception("streamed answer failed")
+                emit("failed", f"internal error ({type(exc).__name__}); see daemon.log")
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+
+        worker = asyncio.ensure_future(self.call(run))
+        count = 0
+        while (item := await queue.get()) is not None:
+            kind, value = item
+            if kind == "step":
+                count += 1
+                value = {"n": count, "query": str(value.get("query", "")),
+                         "passages": len(value.get("passages") or []),
+                         "action": str(value.get("action") or "retrieve")}
+            yield f"event: {kind}\ndata: {json.dumps(value)}\n\n".encode()
+        await worker
+
+    async def tree(self, request: Request, session: Session, access: Access) -> Response:
+        """GET /tree and /tree/<node>: a node's abstract and its children, down to passages."""
+        raw = request.path_params.get("node_id")
+        node_id = None if raw is None else _number(raw, "topic", signed=True)
+        node = await self.call(lambda: self.daemon.node(node_id, access=access))
+        return self.render(request, "tree.html", session=session, node=node)
+
+    async def status(self, request: Request, session: Session, access: Access) -> Response:
+        """GET /status: files by state, problems and freshness, as far as the person may read."""
+        status = await self.call(lambda: self.daemon.status(access=access))
+        return self.render(request, "status.html", session=session, info=status,
+                           everything=access.everything)
+
+
+def shaped(result: dict[str, Any]) -> dict[str, Any]:
+    """An agent result as the page shows it: MCP's shape (the same note without an LLM), with
+    the answer's [n] markers linked to their citations."""
+    from psirag_kb.service.mcp import answer_result
+
+    out = dict(answer_result(result))
+    numbers = {int(c.get("number") or i + 1): c for i, c in enumerate(out["citations"])}
+    out["answer_html"] = _cited(out.get("answer") or "", numbers)
+    return out
+
+
+def _cited(text: str, numbers: dict[int, Any]) -> Markup:
+    """The answer escaped, each known [n] made a link to its source view."""
+    escaped = str(escape(text))
+
+    def link(match: re.Match[str]) -> str:
+        cited = numbers.get(int(match.group(1)))
+        if cited is None:
+            return match.group(0)
+        return f'<a class="cite" href="/source/{int(cited["id"])}">[{int(match.group(1))}]</a>'
+
+    return Markup(re.sub(r"\[(\d{1,4})\]", link, escaped))
+
+
+def _number(raw: str, what: str, signed: bool = False) -> int:
+    if not re.fullmatch(r"-?\d{1,18}" if signed else r"\d{1,18}", raw):
+        raise WebError(404, f"no {what} {raw}")
+    return int(raw)
+
+
+def build_web_app(web: Web) -> ASGIApp:
+    """The page's ASGI application: routes, static files, security headers."""
+    routes = [
+        Route("/", web.page(web.search)),
+        Route("/signin", web.signin_page, methods=["GET"]),
+        Route("/signin", web.signin, methods=["POST"]),
+        Route("/signout", web.signout, methods=["POST"]),
+        Route("/source/{chunk_id}", web.page(web.source)),
+        Route("/download/{chunk_id}", web.page(web.download)),
+        Route("/answer", web.page(web.answer)),
+        Route("/answer/stream", web.page(web.answer_stream)),
+        Route("/tree", web.page(web.tree)),
+        Route("/tree/{node_id}", web.page(web.tree)),
+        Route("/status", web.page(web.status)),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    return Headers(Starlette(routes=routes), web.policy)
