@@ -147,6 +147,11 @@ class LLMConfig:
     """Use Ollama at all."""
     host: str = ""
     """Ollama URL; empty means OLLAMA_HOST or http://127.0.0.1:11434."""
+    hosts: tuple[str, ...] = ()
+    """Several Ollama URLs (instead of `host`): abstracts and answers are spread over them, and
+    a host that fails is backed off while the others go on."""
+    host_concurrency: int = 1
+    """Requests each host is given at once (abstracts run that many per host in parallel)."""
     abstract_model: str = "llama3.1:8b"
     """Model that writes abstracts."""
     agent_model: str = "llama3.1:8b"
@@ -315,11 +320,29 @@ def _section(name: str, values: dict[str, Any], base: Path) -> Any:
         if items and not set(kwargs[key]) <= items:
             raise ConfigError(f"{where} may hold only {', '.join(sorted(items))}")
     section = cls(**kwargs)
+    if name == "llm":
+        _check_hosts(section)
     for key in known:
         value = getattr(section, key)
         if isinstance(value, int) and not isinstance(value, bool) and value <= 0 and key != "port":
             raise ConfigError(f"[{name}] {key} must be positive, not {value}")
     return section
+
+
+def _check_hosts(llm: LLMConfig) -> None:
+    """Refuse [llm] hosts beside host, a URL without http(s)://, and a host listed twice."""
+    if not llm.hosts:
+        return
+    if llm.host:
+        raise ConfigError("set either [llm] host or [llm] hosts, not both")
+    seen: set[str] = set()
+    for url in llm.hosts:
+        if not url.startswith(("http://", "https://")) or len(url.split("://", 1)[1]) == 0:
+            raise ConfigError(f"[llm] hosts: {url!r} is not an http:// or https:// URL")
+        key = url.rstrip("/").lower()
+        if key in seen:
+            raise ConfigError(f"[llm] hosts lists {url} twice (raise host_concurrency instead)")
+        seen.add(key)
 
 
 def parse_config(data: dict[str, Any], base: Path) -> Config:
