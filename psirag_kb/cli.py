@@ -398,7 +398,9 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
         f"files: {files['indexed']} indexed, {files.get('unavailable', 0)} unavailable, "
         f"{files['skipped']} skipped, {files['failed']} failed"
     )
-    print(f"chunks: {status['chunks']}   model: {status['model']} ({status['dim']}-d)")
+    device = (f" on {status['device']} ({status['device_reason']})"
+              if status.get("device") else "")
+    print(f"chunks: {status['chunks']}   model: {status['model']} ({status['dim']}-d){device}")
     tree = status["tree"]
     print(f"tree: depth {tree['depth']}, {tree['abstract_nodes']} abstract nodes, "
           f"nodes per layer {tree['nodes_per_layer']}")
