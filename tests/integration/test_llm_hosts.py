@@ -10,7 +10,7 @@ import pytest
 
 from psirag_kb.answer.hosts import LLMPool
 from psirag_kb.cli import _abstracts_line
-from psirag_kb.config import LLMConfig
+from psirag_kb.config import Config, LLMConfig
 from psirag_kb.errors import ConfigError, LLMError
 from psirag_kb.kb import KnowledgeBase
 from tests.fake_ollama import FakeOllama
@@ -144,3 +144,20 @@ def test_host_concurrency_bounds_the_chats_in_flight(two_hosts):
 def test_hosts_config_is_strict(config, values, problem):
     with pytest.raises(ConfigError, match=problem):
         config.replace("llm", **values)
+
+
+def test_agent_answers_through_the_live_host(two_hosts, tmp_path):
+    from conftest import FakeEmbedder
+
+    healthy = two_hosts[1]
+    healthy.script({"action": "answer", "text": "pole to pole", "cited": [1]})
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "tern.txt").write_text("The arctic tern flies from pole to pole.\n")
+    config = Config().with_data_dir(tmp_path / "data").replace(
+        "llm", enabled=True, hosts=[closed_port_url(), healthy.url], timeout_s=10.0)
+    with KnowledgeBase(config, embedder=FakeEmbedder()) as kb:
+        kb.ingest([notes])
+        result = kb.answer("Where does the arctic tern fly?", k=3)
+    assert result["status"] == "answered" and result["answer"] == "pole to pole"
+    assert len(healthy.chats) == 1
