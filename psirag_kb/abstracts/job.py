@@ -227,7 +227,8 @@ class AbstractJob:
             if info.dirty:
                 by_layer[info.layer].append(node)
         total = sum(len(nodes) for nodes in by_layer.values())
-        if use_llm:
+        measured = use_llm  # per-host rates over this run
+        if measured:
             self._mark, self._ended = self.llm.mark(), None
         self.progress.start(total if max_nodes is None else min(total, max_nodes))
         self._report()
@@ -255,7 +256,7 @@ class AbstractJob:
             log.debug("abstract regeneration gave way; the abstracts written so far are kept")
         finally:
             self.progress.stop()
-            if use_llm:
+            if measured:
                 self._ended = time.monotonic()
             self.last_run = time.time()
             self.last_result = {  # counted per commit: right after an interruption too
