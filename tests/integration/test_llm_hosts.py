@@ -113,7 +113,6 @@ def test_agent_chats_go_to_a_live_host_and_every_host_failing_is_one_error(two_h
 
 def test_host_concurrency_bounds_the_chats_in_flight(two_hosts):
     gate = threading.Event()
-    busy: list[int] = []
     for server in two_hosts:
         server.script(fn=lambda body: (gate.wait(10), "done")[1])
     pool = LLMPool(LLMConfig(enabled=True, hosts=tuple(s.url for s in two_hosts),
@@ -122,12 +121,12 @@ def test_host_concurrency_bounds_the_chats_in_flight(two_hosts):
     threads = [threading.Thread(target=pool.chat, args=(MODEL, HELLO)) for _ in range(6)]
     for thread in threads:
         thread.start()
-    deadline = threading.Event()
-    for _ in range(200):  # poll until four chats are in flight on the servers
-        busy = [h["busy"] for h in pool.report()]
+    pause = threading.Event()
+    for _ in range(200):  # poll (10 s at most) until four chats are in flight on the servers
         if sum(len(s.chats) for s in two_hosts) >= 4:
             break
-        deadline.wait(0.05)
+        pause.wait(0.05)
+    busy = [h["busy"] for h in pool.report()]
     assert busy == [2, 2]  # two wait for a slot
     gate.set()
     for thread in threads:
