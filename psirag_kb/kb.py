@@ -19,6 +19,7 @@ from psirag_kb.access import OWNER, Access
 from psirag_kb.answer.agent import answer_question
 from psirag_kb.config import Config
 from psirag_kb.errors import AccessDenied, KBError
+from psirag_kb.ingest.device import device_of
 from psirag_kb.ingest.embedding import (
     Embedder,
     QueryEmbedder,
@@ -338,6 +339,7 @@ class KnowledgeBase:
             "chunks": self.store.chunk_count(),
             "model": self.embedder.name,
             "dim": self.dim,
+            **dict(zip(("device", "device_reason"), device_of(self.embedder), strict=True)),
             "generation": self.store.generation,
             "indexes": self.stores.index_status(),
             "writer": {"queued": self.writer.queued, "running": _label(self.writer.running)},

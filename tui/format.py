@@ -297,6 +297,13 @@ def status_markup(status: dict[str, Any], where_: str, now: float | None = None)
         error = abstracts.get("last_error")
         llm = ("[red]unavailable[/]: " + escape(_brief(error, 60))) if error else "[green]ok[/]"
         out.append(f"[b]LLM[/b] Ollama {llm}")
+        hosts = abstracts.get("hosts") or []
+        for host in hosts if len(hosts) > 1 else []:
+            state = (f"[yellow]backed off {host.get('backoffs', 0)}x, retry in "
+                     f"{host.get('backed_off_s', 0):.0f} s[/]" if host.get("backed_off_s")
+                     else f"{host.get('backoffs', 0)} backoffs")
+            out.append(f"  {escape(str(host.get('host')))} {host.get('rate_per_s', 0):.2f} "
+                       f"chats/s, {host.get('answered', 0)} answered, {state}")
     elif source:
         out.append("[b]LLM[/b] off (offline keyword abstracts; set "
                    + escape("[llm] enabled = true") + ")")

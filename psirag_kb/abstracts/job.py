@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from psirag_kb.abstracts.labels import Work, label_batch, offline_abstracts
 from psirag_kb.abstracts.writers import KeywordAbstractor, LLMAbstractor
+from psirag_kb.answer.hosts import spread
 from psirag_kb.errors import LLMError, LLMUnavailable
 
 if TYPE_CHECKING:
@@ -96,9 +97,9 @@ class AbstractJob:
         self.llm_abstractor: LLMAbstractor | None = None
         self.llm = None
         if config.llm.enabled:
-            from psirag_kb.answer.llm import OllamaLLM
+            from psirag_kb.answer.hosts import LLMPool
 
-            self.llm = OllamaLLM(config.llm)
+            self.llm = LLMPool(config.llm)
             self.llm_abstractor = LLMAbstractor(
                 self.llm, config.llm.abstract_model, kind=config.tree.abstract_kind
             )
@@ -115,6 +116,8 @@ class AbstractJob:
         self._waiting = 0
         self._count = threading.Lock()
         self._yield_to: Callable[[], bool] | None = None
+        self._mark: Any = None
+        self._ended: float | None = None
 
     def stop(self) -> None:
         """End a running regeneration after the node in hand (what it committed stays); later
@@ -125,6 +128,11 @@ class AbstractJob:
         """Raise _Stopped between two nodes when a stop was asked for."""
         if self._stopping.is_set():
             raise _Stopped
+
+    def _between(self) -> None:
+        """Raise between two LLM abstracts when asked to stop or give way."""
+        self._check_stop()
+        self._check_yield()
 
     def _check_yield(self) -> None:
         """Raise _Yielded between two LLM abstracts when a caller waits or `yield_to` asks."""
@@ -137,11 +145,18 @@ class AbstractJob:
             "dirty": self.stores.tree_index.view.dirty,
             "kind": self.config.tree.abstract_kind if self.llm else "keyword",
             "source": "ollama" if self.llm else "offline",
-            **self.progress.snapshot(),
+            **self._snapshot(),
             "last_run": self.last_run,
             "last_result": self.last_result,
             "last_error": self.last_error,
         }
+
+    def _snapshot(self) -> dict[str, Any]:
+        """The progress, with each LLM host's rate over the current (or last) run."""
+        snapshot = self.progress.snapshot()
+        if self.llm is not None:
+            snapshot["hosts"] = self.llm.report(self._mark, self._ended)
+        return snapshot
 
     def llm_due(self) -> bool:
         """Whether an LLM is configured and not inside a backoff after a failure."""
@@ -212,6 +227,9 @@ class AbstractJob:
             if info.dirty:
                 by_layer[info.layer].append(node)
         total = sum(len(nodes) for nodes in by_layer.values())
+        measured = use_llm  # per-host rates over this run
+        if measured:
+            self._mark, self._ended = self.llm.mark(), None
         self.progress.start(total if max_nodes is None else min(total, max_nodes))
         self._report()
         done = failed = 0
@@ -238,6 +256,8 @@ class AbstractJob:
             log.debug("abstract regeneration gave way; the abstracts written so far are kept")
         finally:
             self.progress.stop()
+            if measured:
+                self._ended = time.monotonic()
             self.last_run = time.time()
             self.last_result = {  # counted per commit: right after an interruption too
                 "regenerated": self.progress.done, "failed": self.progress.failed,
@@ -254,7 +274,7 @@ class AbstractJob:
     def _report(self) -> None:
         """Hand the progress to the caller's callback, if any."""
         if self.on_progress is not None:
-            self.on_progress(self.progress.snapshot())
+            self.on_progress(self._snapshot())
 
     def _batch(self, nodes: list[int], layer: int, use_llm: bool) -> tuple[int, int]:
         """Abstract a batch of same-layer nodes, committing as it goes; (written, failed).
@@ -306,24 +326,23 @@ class AbstractJob:
     def _with_llm(self, work: Work, labels: dict[int, dict[int, str]]) -> tuple[int, int]:
         """Ask the LLM node by node, committing each abstract (and the offline labels that
         go with it) as soon as it is written."""
-        assert self.llm_abstractor is not None
+        assert self.llm_abstractor is not None and self.llm is not None
         made = errors = 0
         nodes = work.nodes
-        for number, (node, group) in enumerate(zip(nodes, work.groups, strict=True)):
-            self._check_stop()
-            self._check_yield()
-            try:
-                text = self.llm_abstractor.abstract(group) if group else ""
-            except LLMError as exc:
+        ask = self.llm_abstractor.abstract
+        asks = spread(lambda pair: ask(pair[1]) if pair[1] else "",  # as many as the hosts take
+                      zip(nodes, work.groups, strict=True), self.llm.width, self._between)
+        for number, ((node, _), text, exc) in enumerate(asks):
+            if exc is not None:
                 self._fail(exc)
                 errors += 1
                 self.progress.advance(failed=1)
-                if isinstance(exc, LLMUnavailable):  # the server failed: the rest wait
+                if isinstance(exc, LLMUnavailable):  # every host failed: the rest wait
                     self.progress.advance(skipped=len(nodes) - number - 1)
                     break
                 self._report()
                 continue
-            made += self._commit([(node, text)], work, labels)
+            made += self._commit([(node, text or "")], work, labels)
         self._report()
         return made, errors
 

@@ -56,10 +56,11 @@ class Answer:
 
 @lru_cache(maxsize=4)
 def _client(config: LLMConfig) -> Any:
-    """One Ollama wrapper per LLM configuration, shared by answers and summaries."""
-    from psirag_kb.answer.llm import OllamaLLM
+    """One Ollama wrapper (over [llm] hosts) per LLM configuration, shared by answers and
+    summaries."""
+    from psirag_kb.answer.hosts import LLMPool
 
-    return OllamaLLM(config)
+    return LLMPool(config)
 
 
 def llm_for(config: LLMConfig) -> tuple[Any | None, str]:

@@ -39,11 +39,12 @@ def _installed(model: str, names: set[str]) -> bool:
 class OllamaLLM:
     """A thin, thread-safe wrapper over `ollama.Client` that turns every failure into LLMError."""
 
-    def __init__(self, config: LLMConfig) -> None:
+    def __init__(self, config: LLMConfig, host: str = "") -> None:
+        """`host`: the server's URL (default: the one `ollama_host` gives)."""
         import ollama  # imported lazily: pydantic makes it slow to import
 
         self.config = config
-        self.host = ollama_host(config)
+        self.host = host or ollama_host(config)
         self._client = ollama.Client(host=self.host, timeout=config.timeout_s)
         self._lock = threading.Lock()
         self._checked: dict[str, tuple[float, bool]] = {}

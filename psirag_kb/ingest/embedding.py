@@ -15,6 +15,7 @@ import numpy as np
 from psirag_kb.config import EmbeddingConfig, StorageConfig
 from psirag_kb.errors import ConfigError
 from psirag_kb.ingest.chunking import content_hash
+from psirag_kb.ingest.device import pick_device
 from psirag_kb.ingest.models import TokenCounter, normalise, quiet_offline, resolve_model_path
 
 __all__ = ["CachedEmbedder", "Embedder", "QueryEmbedder", "SentenceTransformerEmbedder",
@@ -56,6 +57,9 @@ class SentenceTransformerEmbedder:
         self._counter: TokenCounter | None = None
         self.yield_cores: Callable[[], bool] | None = None
         """When set and true, batches run on one torch thread, leaving a core to questions."""
+        self.device = ""
+        """The torch device the model runs on, once loaded ([embedding] device resolved)."""
+        self.device_reason = ""
 
     def _load(self):
         """Import torch and load the model (a few seconds, done once)."""
@@ -68,12 +72,14 @@ class SentenceTransformerEmbedder:
                 from transformers.utils import logging as hf_logging
 
                 self._full_threads = torch.get_num_threads()
+                self.device, self.device_reason = pick_device(self._config.device)
 
                 hf_logging.disable_progress_bar()
 
-                log.info("loading embedding model %s", self.name)
+                log.info("loading embedding model %s on %s (%s)", self.name, self.device,
+                         self.device_reason)
                 try:
-                    self._model = SentenceTransformer(path, device=self._config.device)
+                    self._model = SentenceTransformer(path, device=self.device)
                 except Exception as exc:  # noqa: BLE001 - any loader failure is a config problem
                     raise ConfigError(
                         f"embedding model {self.name!r} could not be loaded ({exc}); "

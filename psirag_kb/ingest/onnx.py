@@ -70,6 +70,7 @@ class OnnxEmbedder:
         self._dim: int | None = None
         self.yield_cores: Callable[[], bool] | None = None
         """When set and true, batches run on one thread, leaving a core to questions."""
+        self.device, self.device_reason = "cpu", "ONNX Runtime runs on the CPU"
 
     def for_queries(self) -> OnnxEmbedder:
         """Another instance on one thread, so questions never wait for a file's batch."""

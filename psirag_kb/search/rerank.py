@@ -37,8 +37,10 @@ class Reranker:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 from sentence_transformers import CrossEncoder
 
+                from psirag_kb.ingest.device import pick_device
+
                 try:
-                    self._model = CrossEncoder(self.path, device=self.device)
+                    self._model = CrossEncoder(self.path, device=pick_device(self.device)[0])
                 except Exception as exc:  # noqa: BLE001 - any loader failure is a config problem
                     raise ConfigError(f"reranker {self.path} could not be loaded: {exc}") from exc
         return self._model
