@@ -7,6 +7,7 @@ import hashlib
 import numpy as np
 import pytest
 
+from psirag_kb.kb import KnowledgeBase
 from psirag_kb.storage import dense
 from psirag_kb.storage.dense import DenseIndex
 from psirag_kb.tree.vectors import normalise
@@ -103,3 +104,25 @@ def test_a_small_index_is_searched_exactly(tmp_path):
     many, _ = churn.index.search_many(np.stack([sentence(f, v)[0] for f, (_, v) in
                                                  churn.current.items()]), 1)
     assert many[:, 0].tolist() == [i for i, _ in churn.current.values()]
+
+
+def test_the_writer_rebuilds_a_worn_dense_index(config, fake_embedder, tmp_path, monkeypatch):
+    """Edits through the knowledge base: once deleted vectors outnumber live ones (and
+    COMPACT_MIN), the graph is rebuilt from DuckDB and every note stays findable."""
+    monkeypatch.setattr(dense, "COMPACT_MIN", 4)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for n in range(3):
+        (notes / f"n{n}.md").write_text(f"Note {n} about lighthouse{n} keepers.\n")
+    with KnowledgeBase(config, embedder=fake_embedder) as kb:
+        kb.ingest([notes])
+        most = 0
+        for version in range(12):
+            (notes / "n0.md").write_text(f"Note 0, version {version}, about harbour{version}.\n")
+            kb.ingest([notes / "n0.md"])
+            most = max(most, kb.dense.index.get_current_count())
+        assert kb.dense.count == kb.store.chunk_count() == 3
+        assert kb.dense.deleted <= 4 and most <= 3 + 5  # rebuilt, never more than 5 deleted
+        for text, path in (("harbour11", "n0.md"), ("lighthouse1", "n1.md")):
+            ranking = kb.rank(text, "dense", 1)
+            assert kb.sources(ranking.ids) == [str(notes / path)]
