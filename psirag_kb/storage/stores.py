@@ -163,6 +163,11 @@ class Stores:
             try:
                 self.dense.apply(delta.generation, delta.added_ids, delta.added_vectors,
                                  delta.removed_ids, save=False)
+                if self.dense.worn and self.store.generation == delta.generation:
+                    log.info("dense index: %d deleted vectors beside %d live ones, rebuilding",
+                             self.dense.deleted, self.dense.count)
+                    ids, vectors = self.store.all_vectors()
+                    self.dense.rebuild(delta.generation, ids, vectors, save=False)
             except Exception as exc:  # noqa: BLE001 - DuckDB has the change: rebuild from it
                 self.mark_stale("dense", exc)
 
