@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 
 from psirag_kb.config import Config
@@ -545,7 +546,10 @@ class Stores:
         generation = self.store.generation
         if self.dense.generation != generation and self.dense.memory_generation == generation:
             self.dense.save(generation)
-        self.store.db.execute("CHECKPOINT")
+        try:
+            self.store.db.execute("CHECKPOINT")
+        except duckdb.TransactionException as exc:  # a reader's transaction is open: next time
+            log.info("DuckDB checkpoint put off: %s", exc)
 
     def sizes(self) -> dict[str, int]:
         """Bytes on disk of each store."""

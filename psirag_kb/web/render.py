@@ -54,6 +54,5 @@ def file_name(source: str) -> str:
 
 
 def title(node: dict[str, Any]) -> str:
-    """A topic's display label, else its abstract (a label that is not text is ignored)."""
-    label = node.get("label")
-    return label if isinstance(label, str) and label else str(node.get("abstract") or "")
+    """A topic's display label, else its abstract."""
+    return str(node.get("label") or node.get("abstract") or "")

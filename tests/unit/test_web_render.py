@@ -43,4 +43,3 @@ def test_sessions_keep_only_a_hash_and_end() -> None:
 def test_a_topic_shows_its_label_else_its_abstract() -> None:
     assert title({"label": "orchards, spring", "abstract": "apples pears"}) == "orchards, spring"
     assert title({"label": "", "abstract": "apples pears"}) == "apples pears"
-    assert title({"label": -1, "abstract": "apples pears"}) == "apples pears"
