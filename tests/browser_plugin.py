@@ -52,9 +52,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_sep("=", f"{len(_skipped)} {SKIPPED}", yellow=True, bold=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """A headless Chromium for the whole session."""
+    """A headless Chromium for one test module: Playwright's sync API keeps an event loop
+    running in this thread while it is open, which later asyncio tests cannot share."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
