@@ -548,6 +548,8 @@ def _example_words() -> frozenset[str]:
 
 _EXAMPLE_NAMES = _example_names()
 _EXAMPLE_WORDS = _example_words()
+EXAMPLE_VOCABULARY = _EXAMPLE_NAMES | _EXAMPLE_WORDS
+"""Words of the one-shot example an abstract may use only when its children do."""
 _EXAMPLE_MARKERS = frozenset({"tallcorn", "marshalltown", "oberoi", "bahadur", "ritz-carlton"})
 """Names so particular to the example that one of them, absent from the input, is a copy."""
 _EXAMPLE_PHRASES = tuple(" ".join(_WORD.findall(p.lower())) for p in _EXAMPLE_KEYWORDS.split(", "))

@@ -33,6 +33,10 @@ Assistant:
 """
 """The one-shot example's second turn."""
 
+EXAMPLE_ENTITIES = frozenset(
+    "Tallcorn Marshalltown Iowa Oberoi Mohan Singh Bahadur Delhi Hartford Resorts".split())
+"""Names of the one-shot example an answer may hold only when the passages or question do."""
+
 AGENT_SYSTEM = """\
 You are a careful reading-comprehension and retrieval agent. You answer the user's question \
 from numbered documents, reasoning step by step and asking for more documents when needed.
