@@ -14,6 +14,7 @@ MAX_ECHO = 0.75
 """Share of the question's content words an answer repeats (adding little) to restate it."""
 
 _WORD = re.compile(r"[^\W_]+(?:['’.-][^\W_]+)*")
+_CITATION = re.compile(r"\[\d{1,3}\]")
 _PART = re.compile(r"[^\W_]+")
 _URL = re.compile(r"(?:https?://|www\.)\S+|\b[\w-]+\.(?:com|org|net|io|edu|gov)\b\S*", re.I)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -152,6 +153,7 @@ def check_answer(answer: str, question: str, passages: Sequence[str],
     """Whether an answer rests on its passages: not the question again, no entity of the
     prompt's example (`example_names`) absent from the passages or the question, and its
     words and names in the passages."""
+    answer = _CITATION.sub(" ", answer)
     if restates(answer, question):
         return Verdict(False, "the answer restates the question")
     stems, source_text = _vocabulary(passages)
