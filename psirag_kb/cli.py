@@ -522,12 +522,33 @@ def cmd_distill(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace, config: Config) -> int:
-    """Run upkeep; on a terminal, abstract regeneration shows nodes done, rate and ETA."""
+    """Run upkeep as the data directory's owner, serving the read API meanwhile (so `query` and
+    `status` go on, and show its progress); on a terminal abstract regeneration shows nodes
+    done, rate and ETA, without one it logs a progress line now and then."""
+    from psirag_kb.service.client import daemon_info, running_daemon
+    from psirag_kb.service.daemon import Daemon
+
     _local_only(config, "maintain")
-    with _open(config) as kb, _AbstractBar(kb):
-        report = kb.maintain()
+    if running_daemon(config) is not None:
+        info = daemon_info(config.data_dir) or {}
+        pid = info.get("pid", "?")
+        raise KBError(
+            f"the daemon (pid {pid}, {info.get('url', 'starting')}) owns {config.data_dir} and "
+            f"runs maintain every {config.watch.maintain_interval_s:g} s; `status` shows its "
+            f"progress (stop it with `kill {pid}` to run maintain here)")
+    owner = Daemon(config.replace("api", host="127.0.0.1", port=0), serve_only=True)
+    owner.start()
+    try:
+        with _AbstractBar(owner.kb):
+            report = owner.kb.maintain()
+    finally:
+        owner.stop()
     _print_report(report, args.json)
     return 0
+
+
+PROGRESS_LOG_S = 30.0
+"""Seconds between the progress lines `maintain` logs without a terminal."""
 
 
 class _AbstractBar:
@@ -537,6 +558,7 @@ class _AbstractBar:
     def __init__(self, kb: Any) -> None:
         self.kb = kb
         self.bar = None
+        self.logged = -PROGRESS_LOG_S
         if sys.stderr.isatty():
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -561,8 +583,9 @@ class _AbstractBar:
             print(f"abstracts kept: {done} written before the interruption", file=sys.stderr)
 
     def show(self, progress: dict[str, Any]) -> None:
-        """Draw one progress snapshot of the abstract job."""
-        if self.bar is None or not progress.get("running"):
+        """Draw one progress snapshot of the abstract job (a line now and then without a
+        terminal)."""
+        if not progress.get("running"):
             return
         eta = progress["eta_s"]
         speed = f"{progress['rate_per_s']:.2f} nodes/s, " + (
@@ -570,7 +593,14 @@ class _AbstractBar:
         if progress["failed"]:
             speed += f", {progress['failed']} failed"
         handled = progress["done"] + progress["failed"] + progress["skipped"]
-        self.bar.update(self.task, completed=handled, total=progress["total"], speed=speed)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=handled, total=progress["total"], speed=speed)
+            return
+        now = time.monotonic()
+        if now - self.logged >= PROGRESS_LOG_S or handled >= progress["total"]:
+            self.logged = now
+            print(f"abstracts: {handled}/{progress['total']} nodes, {speed}", file=sys.stderr,
+                  flush=True)
 
 
 def _print_report(report: dict[str, Any], as_json: bool) -> None:
