@@ -98,7 +98,7 @@ def _unsupported_specifics(text: str, source_text: str, stems: set[str]) -> str:
         if not re.search(rf"(?<!\d)(?<!\d[.,]){re.escape(number)}(?!\d)(?![.,]\d)", source_text):
             return f"the number {number!r} is not in the text"
     for name in sorted(names_of(without_urls)):
-        parts = [_stem(w) for w in _WORD.findall(name)]
+        parts = [_stem(w) for w in _PART.findall(name) if not w.isdigit()]
         if parts and not all(p in stems for p in parts):
             return f"the name {name!r} is not in the text"
     return ""

@@ -241,7 +241,7 @@ class QueryEngine:
         if summarize and note is None and is_global(text):  # the whole collection, a folder
             visible = self.tree_visibility(scope)
             shown = overview(self.tree_index.view, visible)
-            results = self._coverage_passages(k or SUMMARY_LEAVES, visible)
+            results = self._coverage_passages(k or SUMMARY_LEAVES, visible, shown)
         elif summarize:
             results = self._summary_passages(text, k or SUMMARY_LEAVES, scope, note is None)
         elif merge:
@@ -286,13 +286,20 @@ class QueryEngine:
         return overview(self.tree_index.view,
                         self.tree_visibility(self.scope_of(within, access)))
 
-    def _coverage_passages(self, k: int, visible: Visibility | None) -> list[dict[str, Any]]:
-        """k leaves covering the tree's top branches, in corpus order."""
-        ids = np.array(coverage_leaves(self.tree_index.view, k, visible), np.int64)
-        hits = self.store.hits(ids.tolist())
-        ids = np.array(sorted((i for i in ids.tolist() if i in hits),
-                              key=lambda i: (hits[i].path, hits[i].ordinal)), np.int64)
-        return result_rows(Ranking(ids, np.ones(len(ids), np.float32)), hits)
+    def _coverage_passages(self, k: int, visible: Visibility | None,
+                           shown: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """k leaves covering the tree's top branches, in corpus order; each entry of `shown`
+        gains the files ("folder/name") its leaves come from."""
+        picked = coverage_leaves(self.tree_index.view, k, visible)
+        ids = [i for leaves in picked.values() for i in leaves]
+        hits = self.store.hits(ids)
+        for entry in shown:
+            files = (Path(hits[i].path or hits[i].source) for i in picked.get(entry["node"], [])
+                     if i in hits)
+            entry["files"] = list(dict.fromkeys(f"{p.parent.name}/{p.name}" for p in files))
+        order = np.array(sorted((i for i in ids if i in hits),
+                                key=lambda i: (hits[i].path, hits[i].ordinal)), np.int64)
+        return result_rows(Ranking(order, np.ones(len(order), np.float32)), hits)
 
     def _merged(self, text: str, mode: str, k: int, scope: Scope | None) -> list[dict[str, Any]]:
         """k results of touching hits merged (see `merge_adjacent`): ranks MARGIN x k chunks,

@@ -10,6 +10,9 @@ from psirag_kb.search.treeview import TreeView
 
 MAX_BRANCHES = 12
 """Top branches an overview lists."""
+MIN_BRANCHES = 4
+"""Fewer top branches than this are opened one layer down (when it does not pass
+MAX_BRANCHES)."""
 TOPICS_PER_BRANCH = 4
 """Labels of a branch's own children shown with it."""
 LABEL_PHRASES = 5
@@ -53,6 +56,12 @@ def branches(view: TreeView, visible: Any | None = None) -> list[int]:
     else:
         tops = [k for k in _kids(view, root, visible) if k > 0] or [root]
     tops = [k for k in tops if k > 0]
+    while len(tops) < MIN_BRANCHES:
+        opened = [c for k in tops for c in (
+            [n for n in _kids(view, k, visible) if n > 0] or [k])]
+        if len(opened) == len(tops) or len(opened) > MAX_BRANCHES:
+            break
+        tops = opened
     return sorted(tops, key=lambda k: -view.nodes[k].leaves)[:MAX_BRANCHES]
 
 
@@ -83,23 +92,23 @@ def overview_text(entries: list[dict[str, Any]]) -> str:
     parts = []
     for number, entry in enumerate(entries, start=1):
         topics = "; ".join(entry["topics"])
+        files = ", ".join(entry.get("files", []))
         parts.append(f"{entry['label'] or 'untitled'} ({entry['leaves']} passages"
-                     f"{': ' + topics if topics else ''}) [{number}]")
+                     f"{': ' + topics if topics else ''}{'; from ' + files if files else ''})"
+                     f" [{number}]")
     return f"{total} passages in {len(entries)} main topics: " + ". ".join(parts) + "."
 
 
-def coverage_leaves(view: TreeView, k: int, visible: Any | None = None) -> list[int]:
+def coverage_leaves(view: TreeView, k: int, visible: Any | None = None) -> dict[int, list[int]]:
     """k leaf chunk ids spread over the top branches in proportion to their size (at least
-    one each), each branch's share spread again over its children down to the leaves: a cost
-    of k times the depth, never a scan of the leaves."""
+    one each), each branch's share spread again over its children down to the leaves, per
+    branch: a cost of k times the depth, never a scan of the leaves."""
     tops = branches(view, visible)
     if not tops:
         root = view.root
-        return [-root] if root is not None and root < 0 else []
-    out: list[int] = []
-    for key, share in zip(tops, _shares([view.nodes[t].leaves for t in tops], k), strict=True):
-        out.extend(_spread(view, key, share, visible))
-    return out[:k]
+        return {0: [-root]} if root is not None and root < 0 else {}
+    return {key: _spread(view, key, share, visible) for key, share in
+            zip(tops, _shares([view.nodes[t].leaves for t in tops], k), strict=True)}
 
 
 def _shares(sizes: list[int], k: int) -> list[int]:
