@@ -445,6 +445,9 @@ def _abstracts_line(abstracts: dict[str, Any]) -> str:
         result = abstracts.get("last_result", {})
         line += (f"; last run {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(last))}: "
                  f"{result.get('regenerated', 0)} written")
+    if abstracts.get("refused"):
+        line += (f"; {abstracts['refused']} LLM abstracts refused as unsupported by their text "
+                 "(the offline ones stay)")
     if abstracts.get("last_error"):
         line += f"; last error: {abstracts['last_error']}"
     return line
