@@ -18,16 +18,19 @@ TOPICS_PER_BRANCH = 4
 LABEL_PHRASES = 5
 """Phrases of a label shown per node."""
 
+_COLLECTION = (r"(?:the|this|these|my|our|that|all(?:\s+the)?)\s+(?:whole\s+|entire\s+)?"
+               r"(?:knowledge\s+base|kb|collection|corpus|folder|directory|docs|documents?"
+               r"|files?|data|library|archive)\b")
+"""The collection or a folder, as a question names it ("this knowledge base", "the folder")."""
 _GLOBAL = re.compile(
-    r"\b(?:what(?:'s|\s+is|\s+are)?\s+(?:this|these|the|my|our|that)\s+(?:whole\s+)?"
-    r"(?:knowledge\s+base|kb|collection|corpus|folder|directory|docs|documents?|files?|data"
-    r"|library|archive)\b.*\babout"
+    rf"\b(?:what(?:'s|\s+is|\s+are)?\s+{_COLLECTION}.*\babout"
     r"|what(?:'s|\s+is)\s+(?:this|it)\s+(?:all\s+)?about"
-    r"|(?:what|which)\s+(?:main\s+)?(?:topics|subjects|themes|areas)"
-    r"|summari[sz]e\s+(?:the|this|my|our|these|all|everything)"
-    r"|(?:an?\s+)?overview\s+of\s+(?:the|this|my|our|everything)"
-    r"|(?:give|show)\s+(?:me\s+)?an?\s+overview"
-    r"|what(?:'s|\s+is)\s+in\s+(?:this|the|my|our)\b)",
+    r"|(?:what|which)\s+(?:main\s+)?(?:topics|subjects|themes|areas)\b(?!.*\b(?:of|in|about)"
+    r"\s+(?!(?:the|this|these|my|our)\b))"
+    rf"|summari[sz]e\s+(?:{_COLLECTION}|everything|it\s+all)"
+    rf"|overview\s+of\s+(?:{_COLLECTION}|everything)"
+    r"|(?:give|show)\s+(?:me\s+)?an?\s+overview\s*[.?!]*$"
+    rf"|what(?:'s|\s+is)\s+in\s+{_COLLECTION})",
     re.IGNORECASE,
 )
 

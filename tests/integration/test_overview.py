@@ -52,6 +52,7 @@ def test_global_questions_are_recognised(question: str) -> None:
 
 @pytest.mark.parametrize("question", [
     "How does Python manage memory for objects?", "What is a Flask blueprint about?",
+    "Summarise the demons", "What topics of Flask apps need a blueprint?",
     "Which licence allows patent use?",
 ])
 def test_questions_about_facts_are_not_global(question: str) -> None:
