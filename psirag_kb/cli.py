@@ -339,11 +339,10 @@ def _print_answer(result: dict[str, Any]) -> None:
         print(f"No answer ({result['status']}): {result['message']}")
     if result["citations"]:
         print("\nCitations:")
+    for cited in result.get("nodes", []):  # a question about the whole collection
+        print(f"  [{cited['number']}] node {cited['node']} ({cited['leaves']} passages): "
+              f"{cited['label']}")
     for number, cited in enumerate(result["citations"], start=1):
-        if "node" in cited:  # a tree node (a question about the whole collection)
-            print(f"  [{cited.get('number', number)}] node {cited['node']} "
-                  f"({cited['leaves']} passages): {cited['label']}")
-            continue
         where = place(cited)
         text = " ".join(cited["text"].split())
         print(f"  [{cited.get('number', number)}] {where}: "
@@ -370,7 +369,7 @@ def cmd_query(args: argparse.Namespace, config: Config) -> int:
             print(f"Note: {result['note']}\n")
         if result.get("summary"):
             print(f"Summary: {result['summary']}\n")
-            for cited in result.get("overview") and result["citations"] or ():
+            for cited in result.get("nodes", []):
                 print(f"  [{cited['number']}] node {cited['node']} ({cited['leaves']} "
                       f"passages): {cited['label']}")
         elif result.get("abstracts"):

@@ -251,7 +251,8 @@ class KnowledgeBase:
         branches (their summary, citing the nodes) in agent mode's shape."""
         found = self.query(text, k=k, summarize=True, within=within, access=access)
         return {"mode": "agent", "query": text, "answer": found["summary"],
-                "status": "answered", "citations": found["citations"], "steps": [],
+                "status": "answered", "citations": found["citations"],
+                "nodes": found["nodes"], "steps": [],
                 "hops": 0, "message": found["message"], "results": found["results"],
                 "overview": found["overview"],
                 **({"in": found["in"]} if "in" in found else {})}

@@ -289,7 +289,7 @@ class QueryEngine:
     def _coverage_passages(self, k: int, visible: Visibility | None,
                            shown: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """k leaves covering the tree's top branches, in corpus order; each entry of `shown`
-        gains the files ("folder/name") its leaves come from."""
+        gains its leaves (`chunk_ids`) and the files ("folder/name") they come from."""
         picked = coverage_leaves(self.tree_index.view, k, visible)
         ids = [i for leaves in picked.values() for i in leaves]
         hits = self.store.hits(ids)
@@ -297,6 +297,7 @@ class QueryEngine:
             files = (Path(hits[i].path or hits[i].source) for i in picked.get(entry["node"], [])
                      if i in hits)
             entry["files"] = list(dict.fromkeys(f"{p.parent.name}/{p.name}" for p in files))
+            entry["chunk_ids"] = [i for i in picked.get(entry["node"], []) if i in hits]
         order = np.array(sorted((i for i in ids if i in hits),
                                 key=lambda i: (hits[i].path, hits[i].ordinal)), np.int64)
         return result_rows(Ranking(order, np.ones(len(order), np.float32)), hits)

@@ -101,8 +101,16 @@ def _overview_summary(engine: Any, result: dict[str, Any], llm: Any | None,
     composed from the labels."""
     entries = result["overview"]
     offline = overview_text(entries)
-    citations = [_node_citation(e, n) for n, e in enumerate(entries, start=1)]
-    result.update(status="overview", summary=offline, citations=citations,
+    passages = {int(p["chunk_id"]): p for p in result["results"]}
+
+    def cite(numbers: list[int]) -> dict[str, Any]:
+        """The nodes numbered so, and the passages under them as citations."""
+        chosen = [entries[n - 1] for n in numbers]
+        ids = {i for e in chosen for i in e.get("chunk_ids", [])}
+        return {"nodes": [_node_citation(e, n) for n, e in zip(numbers, chosen, strict=True)],
+                "citations": [citation(p) for i, p in passages.items() if i in ids]}
+
+    result.update(status="overview", summary=offline, **cite(list(range(1, len(entries) + 1))),
                   message=reason or "composed from the tree's top branches")
     if llm is None or not entries:
         return result
@@ -124,7 +132,5 @@ def _overview_summary(engine: Any, result: dict[str, Any], llm: Any | None,
         return result
     cited = [int(n) for n in _CITED.findall(text) if 1 <= int(n) <= len(entries)]
     chosen = list(dict.fromkeys(cited)) or list(range(1, len(entries) + 1))
-    result.update(status="summarized", summary=text,
-                  citations=[_node_citation(entries[n - 1], n) for n in chosen],
-                  message="")
+    result.update(status="summarized", summary=text, **cite(chosen), message="")
     return result

@@ -62,7 +62,9 @@ def test_questions_about_facts_are_not_global(question: str) -> None:
 def test_the_summary_of_the_sample_folder_names_its_subjects_without_an_llm(kb) -> None:
     result = kb.query(QUESTION, summarize=True)
     assert result["summary"] and names_the_subjects(result["summary"]), result["summary"]
-    nodes = [c["node"] for c in result["citations"]]
+    nodes = [c["node"] for c in result["nodes"]]
+    cited = [c["chunk_id"] for c in result["citations"]]
+    assert cited == [r["chunk_id"] for r in result["results"]]
     assert nodes and nodes == [e["node"] for e in result["overview"]]
     # the passages cover every top branch, not the ones sharing words with the question
     view = kb.tree_index.view
@@ -79,7 +81,7 @@ def test_the_summary_of_the_sample_folder_names_its_subjects_without_an_llm(kb) 
 def test_a_global_question_in_agent_mode_cites_the_nodes(kb) -> None:
     answer = kb.query("What topics does this folder cover?", mode="agent")
     assert answer["status"] == "answered" and names_the_subjects(answer["answer"])
-    assert all("node" in c for c in answer["citations"])
+    assert answer["nodes"] and all(c["chunk_id"] for c in answer["citations"])
 
 
 def test_an_llm_summary_is_kept_only_when_the_branches_support_it(config, minilm, sample,
@@ -98,6 +100,8 @@ def test_an_llm_summary_is_kept_only_when_the_branches_support_it(config, minilm
         kept = kb.query(QUESTION, summarize=True)
         assert kept["status"] == "summarized", kept["message"]
         assert kept["summary"] == written[9:]
-        assert [c["number"] for c in kept["citations"]] == [1, len(labels)]
+        assert [c["number"] for c in kept["nodes"]] == [1, len(labels)]
+        under = {i for e in (kept["overview"][0], kept["overview"][-1]) for i in e["chunk_ids"]}
+        assert {c["chunk_id"] for c in kept["citations"]} == under
         system = fake_ollama.chats[-1].body["messages"][-1]["content"]
         assert all(label in system for label in labels)  # the LLM read the top branches
