@@ -344,6 +344,9 @@ def _print_answer(result: dict[str, Any]) -> None:
         print(f"No answer ({result['status']}): {result['message']}")
     if result["citations"]:
         print("\nCitations:")
+    for cited in result.get("nodes", []):  # a question about the whole collection
+        print(f"  [{cited['number']}] node {cited['node']} ({cited['leaves']} passages): "
+              f"{cited['label']}")
     for number, cited in enumerate(result["citations"], start=1):
         where = place(cited)
         text = " ".join(cited["text"].split())
@@ -371,6 +374,9 @@ def cmd_query(args: argparse.Namespace, config: Config) -> int:
             print(f"Note: {result['note']}\n")
         if result.get("summary"):
             print(f"Summary: {result['summary']}\n")
+            for cited in result.get("nodes", []):
+                print(f"  [{cited['number']}] node {cited['node']} ({cited['leaves']} "
+                      f"passages): {cited['label']}")
         elif result.get("abstracts"):
             print("Abstracts of the covering nodes:")
             for node in result["abstracts"]:
@@ -445,6 +451,9 @@ def _abstracts_line(abstracts: dict[str, Any]) -> str:
         result = abstracts.get("last_result", {})
         line += (f"; last run {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(last))}: "
                  f"{result.get('regenerated', 0)} written")
+    if abstracts.get("refused"):
+        line += (f"; {abstracts['refused']} LLM abstracts refused as unsupported by their text "
+                 "(the offline ones stay)")
     if abstracts.get("last_error"):
         line += f"; last error: {abstracts['last_error']}"
     hosts = abstracts.get("hosts") or []
@@ -545,12 +554,33 @@ def cmd_distill(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace, config: Config) -> int:
-    """Run upkeep; on a terminal, abstract regeneration shows nodes done, rate and ETA."""
+    """Run upkeep as the data directory's owner, serving the read API meanwhile (so `query` and
+    `status` go on, and show its progress); on a terminal abstract regeneration shows nodes
+    done, rate and ETA, without one it logs a progress line now and then."""
+    from psirag_kb.service.client import daemon_info, running_daemon
+    from psirag_kb.service.daemon import Daemon
+
     _local_only(config, "maintain")
-    with _open(config) as kb, _AbstractBar(kb):
-        report = kb.maintain()
+    if running_daemon(config) is not None:
+        info = daemon_info(config.data_dir) or {}
+        pid = info.get("pid", "?")
+        raise KBError(
+            f"the daemon (pid {pid}, {info.get('url', 'starting')}) owns {config.data_dir} and "
+            f"runs maintain every {config.watch.maintain_interval_s:g} s; `status` shows its "
+            f"progress (stop it with `kill {pid}` to run maintain here)")
+    owner = Daemon(config.replace("api", host="127.0.0.1", port=0), serve_only=True)
+    owner.start()
+    try:
+        with _AbstractBar(owner.kb):
+            report = owner.kb.maintain()
+    finally:
+        owner.stop()
     _print_report(report, args.json)
     return 0
+
+
+PROGRESS_LOG_S = 30.0
+"""Seconds between the progress lines `maintain` logs without a terminal."""
 
 
 class _AbstractBar:
@@ -560,6 +590,7 @@ class _AbstractBar:
     def __init__(self, kb: Any) -> None:
         self.kb = kb
         self.bar = None
+        self.logged = -PROGRESS_LOG_S
         if sys.stderr.isatty():
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -584,8 +615,9 @@ class _AbstractBar:
             print(f"abstracts kept: {done} written before the interruption", file=sys.stderr)
 
     def show(self, progress: dict[str, Any]) -> None:
-        """Draw one progress snapshot of the abstract job."""
-        if self.bar is None or not progress.get("running"):
+        """Draw one progress snapshot of the abstract job (a line now and then without a
+        terminal)."""
+        if not progress.get("running"):
             return
         eta = progress["eta_s"]
         speed = f"{progress['rate_per_s']:.2f} nodes/s, " + (
@@ -597,7 +629,14 @@ class _AbstractBar:
             speed += ", " + " ".join(f"{h['host'].split('://')[-1]} {h['rate_per_s']:.2f}/s"
                                      for h in hosts)
         handled = progress["done"] + progress["failed"] + progress["skipped"]
-        self.bar.update(self.task, completed=handled, total=progress["total"], speed=speed)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=handled, total=progress["total"], speed=speed)
+            return
+        now = time.monotonic()
+        if now - self.logged >= PROGRESS_LOG_S or handled >= progress["total"]:
+            self.logged = now
+            print(f"abstracts: {handled}/{progress['total']} nodes, {speed}", file=sys.stderr,
+                  flush=True)
 
 
 def _print_report(report: dict[str, Any], as_json: bool) -> None:

@@ -164,6 +164,10 @@ class LLMConfig:
     """Ask the agent for JSON replies constrained by a schema (Ollama's `format`), which small
     models can follow; false uses the text protocol (a final "Answer:" or "Retrieve:" line).
     A server that refuses `format` gets the text protocol anyway."""
+    grounding: bool = True
+    """Refuse LLM abstracts and answers that their sources do not support (inventions, the
+    prompt's example, the question restated): the offline abstract stays, the answer becomes
+    "not mentioned" with the passages."""
 
 
 @dataclass(frozen=True)

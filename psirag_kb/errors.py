@@ -41,6 +41,10 @@ class LLMError(KBError):
     """The language model server failed, is unreachable or returned something unusable."""
 
 
+class Ungrounded(LLMError):
+    """The model's reply is not supported by the text it was given (an invention or a copy)."""
+
+
 class LLMUnavailable(LLMError):
     """The language model server cannot serve requests now: down, too slow, failing or no model."""
 

@@ -30,6 +30,7 @@ from psirag_kb.ingest.embedding import (
 from psirag_kb.ingest.ingestion import CLOSE_WAIT_S, Ingestion, IngestReport, Progress
 from psirag_kb.paths import resolved
 from psirag_kb.search.engine import QueryEngine, Within, asked
+from psirag_kb.search.overview import is_global
 from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import Ranking
 from psirag_kb.search.rows import result_row
@@ -249,11 +250,25 @@ class KnowledgeBase:
                within: Within | None = None, *, access: Access = OWNER) -> dict[str, Any]:
         """Agent mode: an LLM answer with citations and steps, or multi-round retrieval; every
         retrieval round searches only what `access` may read (and `within`, when given)."""
+        if is_global(text) and self.engine.tree_note() is None:
+            return self._global_answer(text, k, within, access)
         scope = self.engine.scope_of(within, access)
         result = answer_question(self.engine, text, k, on_step, scope).as_dict()
         if within is not None:
             result["in"] = list(asked(within))
         return result
+
+    def _global_answer(self, text: str, k: int | None, within: Within | None,
+                       access: Access) -> dict[str, Any]:
+        """A question about the whole collection or a folder, answered from the tree's top
+        branches (their summary, citing the nodes) in agent mode's shape."""
+        found = self.query(text, k=k, summarize=True, within=within, access=access)
+        return {"mode": "agent", "query": text, "answer": found["summary"],
+                "status": "answered", "citations": found["citations"],
+                "nodes": found["nodes"], "steps": [],
+                "hops": 0, "message": found["message"], "results": found["results"],
+                "overview": found["overview"],
+                **({"in": found["in"]} if "in" in found else {})}
 
     # -- status -----------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from psirag_kb.abstracts.labels import Work, label_batch, offline_abstracts
 from psirag_kb.abstracts.writers import KeywordAbstractor, LLMAbstractor
 from psirag_kb.answer.hosts import spread
-from psirag_kb.errors import LLMError, LLMUnavailable
+from psirag_kb.errors import LLMError, LLMUnavailable, Ungrounded
 
 if TYPE_CHECKING:
     from psirag_kb.config import Config
@@ -101,14 +101,17 @@ class AbstractJob:
 
             self.llm = LLMPool(config.llm)
             self.llm_abstractor = LLMAbstractor(
-                self.llm, config.llm.abstract_model, kind=config.tree.abstract_kind
-            )
+                self.llm, config.llm.abstract_model, kind=config.tree.abstract_kind,
+                grounding=config.llm.grounding)
         self.last_run: float | None = None
         self.last_result: dict[str, Any] = {}
         self.last_error = ""
         self.progress = Progress()
         self.on_progress: OnProgress | None = None
         """Called with the progress snapshot after every commit (a terminal's progress bar)."""
+        self.refused = 0
+        """LLM abstracts refused as ungrounded since the start (the offline one stayed)."""
+        self.last_refusal = ""
         self._failures = 0
         self._retry_at = 0.0
         self._stopping = threading.Event()
@@ -149,6 +152,8 @@ class AbstractJob:
             "last_run": self.last_run,
             "last_result": self.last_result,
             "last_error": self.last_error,
+            "refused": self.refused,
+            "last_refusal": self.last_refusal,
         }
 
     def _snapshot(self) -> dict[str, Any]:
@@ -217,6 +222,7 @@ class AbstractJob:
     def _run(self, max_nodes: int | None, offline: bool) -> dict[str, Any]:
         """One regeneration run (the caller holds the run lock)."""
         started = time.perf_counter()
+        refused = self.refused
         if self.stores.tree_index.view.dirty == 0:
             self.last_result = {"regenerated": 0, "failed": 0, "seconds": 0.0}
             return self.last_result
@@ -261,6 +267,7 @@ class AbstractJob:
             self.last_run = time.time()
             self.last_result = {  # counted per commit: right after an interruption too
                 "regenerated": self.progress.done, "failed": self.progress.failed,
+                "refused": self.refused - refused,
                 "seconds": round(time.perf_counter() - started, 2),
             }
             if not finished:
@@ -291,13 +298,17 @@ class AbstractJob:
         labels = label_batch(work) if contrast else {}
         if use_llm and self.llm_abstractor is not None:
             return self._with_llm(work, labels)
-        if contrast:
-            return self._offline(work, labels, lambda part: offline_abstracts(work, part)), 0
-        abstracts = layer > 1  # children of layer 1 are passages, above it abstracts
+        return self._offline(work, labels, self._offline_writer(work)), 0
+
+    def _offline_writer(self, work: Work) -> Callable[[slice], list[str]]:
+        """The offline abstracts of a slice of a batch's nodes (labels or keyword lists)."""
+        if self.config.tree.offline_labels == "contrast":
+            return lambda part: offline_abstracts(work, part)
+        abstracts = work.layer > 1  # children of layer 1 are passages, above it abstracts
         counts = self.keywords.phrases_of(work.groups, abstracts)
         idf = self.keywords.idf_of(work.groups, counts=counts)  # rarity over the batch, as one call
-        return self._offline(work, labels, lambda part: self.keywords.abstract_many(
-            work.groups[part], None, idf, abstracts, lexical=True, counts=counts[part])), 0
+        return lambda part: self.keywords.abstract_many(
+            work.groups[part], None, idf, abstracts, lexical=True, counts=counts[part])
 
     def _offline(self, work: Work, labels: dict[int, dict[int, str]],
                  write: Callable[[slice], list[str]]) -> int:
@@ -330,9 +341,22 @@ class AbstractJob:
         made = errors = 0
         nodes = work.nodes
         ask = self.llm_abstractor.abstract
-        asks = spread(lambda pair: ask(pair[1]) if pair[1] else "",  # as many as the hosts take
-                      zip(nodes, work.groups, strict=True), self.llm.width, self._between)
-        for number, ((node, _), text, exc) in enumerate(asks):
+        contexts = work.contexts or [[] for _ in nodes]
+        offline: Callable[[slice], list[str]] | None = None
+        asks = spread(lambda item: ask(item[1], item[2]) if item[1] else "",  # as many as the
+                      zip(nodes, work.groups, contexts, strict=True),  # hosts take at once
+                      self.llm.width, self._between)
+        for number, ((node, _, _), text, exc) in enumerate(asks):
+            if isinstance(exc, Ungrounded):
+                # the offline abstract stays; the node is clean, so it is asked again only
+                # when its children change (no endless retries, no backoff of the whole LLM)
+                self.refused += 1
+                self.last_refusal = str(exc)
+                log.info("LLM abstract refused, keeping the offline one: %s", exc)
+                offline = offline or self._offline_writer(work)
+                made += self._commit([(node, offline(slice(number, number + 1))[0])], work,
+                                     labels)
+                continue
             if exc is not None:
                 self._fail(exc)
                 errors += 1

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from psirag_kb.answer.grounding import check_abstract
 from psirag_kb.answer.llm import OllamaLLM
-from psirag_kb.errors import ConfigError, LLMError
+from psirag_kb.errors import ConfigError, LLMError, Ungrounded
 from psirag_kb.ingest.embedding import Embedder, normalise
 
 log = logging.getLogger(__name__)
@@ -548,6 +549,8 @@ def _example_words() -> frozenset[str]:
 
 _EXAMPLE_NAMES = _example_names()
 _EXAMPLE_WORDS = _example_words()
+EXAMPLE_VOCABULARY = _EXAMPLE_NAMES | _EXAMPLE_WORDS
+"""Words of the one-shot example an abstract may use only when its children do."""
 _EXAMPLE_MARKERS = frozenset({"tallcorn", "marshalltown", "oberoi", "bahadur", "ritz-carlton"})
 """Names so particular to the example that one of them, absent from the input, is a copy."""
 _EXAMPLE_PHRASES = tuple(" ".join(_WORD.findall(p.lower())) for p in _EXAMPLE_KEYWORDS.split(", "))
@@ -593,7 +596,10 @@ class LLMAbstractor:
         max_keywords: int = MAX_KEYWORDS,
         summary_words: int = 100,
         num_ctx: int = 8192,
+        grounding: bool = True,
     ) -> None:
+        self.grounding = grounding
+        """Refuse a final abstract its children do not support (Ungrounded)."""
         if kind not in ("keyword", "summative"):
             raise ConfigError(f"abstract kind must be keyword or summative, not {kind!r}")
         self.llm, self.model, self.kind = llm, model, kind
@@ -622,14 +628,22 @@ class LLMAbstractor:
         """The chat for one group of children: instructions, the example, then the children."""
         return [*self._preamble, {"role": "user", "content": "\n\n".join(texts)}]
 
-    def abstract(self, texts: list[str]) -> str:
-        """The abstract of a node's children, summarised in parts when they do not fit."""
+    def abstract(self, texts: list[str], context: Sequence[str] = ()) -> str:
+        """The abstract of a node's children, summarised in parts when they do not fit;
+        Ungrounded when the final reply is not supported by the children's text (and their
+        `context`: file names, headings)."""
         parts = [t.strip() for t in texts if t and t.strip()]
         if not parts:
             raise LLMError("cannot abstract a node whose children hold no text")
+        sources = [*parts, *context]
         for _ in range(MAX_ROUNDS):
             if estimate_tokens("\n\n".join(parts)) <= self.input_budget:
-                return self._ask(parts)
+                text = self._ask(parts)
+                verdict = check_abstract(text, sources, EXAMPLE_VOCABULARY)
+                if self.grounding and not verdict:
+                    raise Ungrounded(f"model {self.model} wrote an abstract its children do "
+                                     f"not support ({verdict.reason}): {text[:80]!r}")
+                return text
             groups = self._pack(parts)
             if len(groups) >= len(parts) and len(parts) > 1:
                 raise LLMError("abstracts do not shrink enough to fit num_ctx: raise num_ctx")
@@ -665,7 +679,7 @@ class LLMAbstractor:
                 f"model {self.model} returned an unusable {self.kind} abstract: {reply[:80]!r}"
             )
         if copies_example(cleaned, texts):
-            raise LLMError(f"model {self.model} returned an unusable {self.kind} abstract that "
+            raise Ungrounded(f"model {self.model} returned an unusable {self.kind} abstract that "
                            f"copies the prompt's example: {reply[:80]!r}")
         return cleaned
 

@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from psirag_kb.answer import agent_prompts as prompts
+from psirag_kb.answer.grounding import check_answer, restates
 from psirag_kb.answer.llm import FormatRefused
 from psirag_kb.answer.replies import (
     Decision,
@@ -78,7 +79,8 @@ def answer_question(engine: Any, question: str, k: int | None = None,
     retrieval searches only there, so the LLM only ever sees passages the person may read."""
     llm, reason = llm_for(engine.config.llm)
     agent = RetrieveAndAnswer(engine, llm, engine.config.llm.agent_model, reason=reason,
-                              within=within, structured=engine.config.llm.structured)
+                              within=within, structured=engine.config.llm.structured,
+                              grounding=engine.config.llm.grounding)
     return agent.run(question, k, on_step)
 
 
@@ -141,6 +143,10 @@ class _Conversation:
         """A user turn saying that the retrieval asked for at the cap was not run."""
         self.turns.append(("refuse", None))
 
+    def refuse_echo(self) -> None:
+        """A user turn saying that a retrieval of the question itself was not run."""
+        self.turns.append(("echo", None))
+
     def replied(self, reply: str, decision: Decision) -> None:
         """The assistant's reply and what it decided."""
         self.turns.append(("reply", (reply, self.structured, decision)))
@@ -154,6 +160,8 @@ class _Conversation:
                 out.append({"role": "user", "content": prompts.agent_turn(*value, structured)})
             elif kind == "refuse":
                 out.append({"role": "user", "content": prompts.no_retrieval_left(structured)})
+            elif kind == "echo":
+                out.append({"role": "user", "content": prompts.query_is_question(structured)})
             else:
                 reply, was_structured, decision = value
                 if was_structured != structured:
@@ -166,7 +174,8 @@ class RetrieveAndAnswer:
     """Algorithm 3: hybrid retrieval, then answer or ask for a reorganised query, up to a cap."""
 
     def __init__(self, engine: Any, llm: Any | None, model: str, hops_model: Any | None = None,
-                 reason: str = "", within: Any | None = None, structured: bool = True) -> None:
+                 reason: str = "", within: Any | None = None, structured: bool = True,
+                 grounding: bool = True) -> None:
         self.engine, self.llm, self.model = engine, llm, model
         self.hops_model = hops_model
         self.reason = reason or "no LLM is configured ([llm] enabled = false)"
@@ -174,6 +183,8 @@ class RetrieveAndAnswer:
         """The folders and files every retrieval is limited to (None: everything)."""
         self.structured = structured
         """Ask for JSON replies constrained by a schema; the text protocol when refused."""
+        self.grounding = grounding
+        """Refuse answers the passages do not support (they become not_mentioned)."""
 
     def hops(self, question: str) -> int:
         """Predicted hops (1..4): its minus one is the number of extra retrievals allowed."""
@@ -229,6 +240,18 @@ class RetrieveAndAnswer:
                 step["refused"] = decision.text  # the cap is enforced here, not left to the model
                 talk.refuse()
                 decision = self._reply(talk, step, numbers, False)
+            if decision is not None and decision.action == "retrieve" and restates(
+                    decision.text, question):
+                step["echo"] = decision.text  # the question again: the same documents, a hop lost
+                talk.refuse_echo()
+                decision = self._reply(talk, step, numbers, remaining > 0)
+                if decision is not None and decision.action == "retrieve" and restates(
+                        decision.text, question):
+                    step["action"] = "not_mentioned"
+                    _emit(on_step, step)
+                    return self._finish(question, NOT_MENTIONED, "not_mentioned", context,
+                                        steps, hops, decision, "the model asked twice to "
+                                        "retrieve the question itself")
             step["action"] = decision.action if decision else "error"
             _emit(on_step, step)
             if decision is None:
@@ -237,6 +260,12 @@ class RetrieveAndAnswer:
                                     f"({step.get('problem', '')}); the raw reply is in the "
                                     "last step")
             if decision.action == "answer":
+                refused = self._ungrounded(question, decision, context)
+                if refused:
+                    step["refused_answer"] = decision.text
+                    return self._finish(question, NOT_MENTIONED, "not_mentioned", context,
+                                        steps, hops, decision, f"the model's answer was "
+                                        f"refused: {refused}; these are the passages found")
                 return self._finish(question, decision.text, "answered", context, steps, hops,
                                     decision)
             if decision.action == "not_mentioned":
@@ -250,6 +279,16 @@ class RetrieveAndAnswer:
             query = decision.text
             results = self._retrieve(query, k)
             new = context.add(results)
+
+    def _ungrounded(self, question: str, decision: Decision, context: _Context) -> str:
+        """Why an answer is not supported by the passages it cites (all, when it cites none),
+        or "" when it is (or grounding is off)."""
+        if not self.grounding:
+            return ""
+        cited = [context.numbered[n] for n in decision.cited if n in context.numbered]
+        texts = [str(p.get("text", "")) for p in cited or context.numbered.values()]
+        verdict = check_answer(decision.text, question, texts, prompts.EXAMPLE_ENTITIES)
+        return "" if verdict else verdict.reason
 
     def _reply(self, talk: _Conversation, step: dict[str, Any], numbers: int,
                may_retrieve: bool) -> Decision | None:

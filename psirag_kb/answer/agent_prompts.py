@@ -33,6 +33,10 @@ Assistant:
 """
 """The one-shot example's second turn."""
 
+EXAMPLE_ENTITIES = frozenset(
+    "Tallcorn Marshalltown Iowa Oberoi Mohan Singh Bahadur Delhi Hartford Resorts".split())
+"""Names of the one-shot example an answer may hold only when the passages or question do."""
+
 AGENT_SYSTEM = """\
 You are a careful reading-comprehension and retrieval agent. You answer the user's question \
 from numbered documents, reasoning step by step and asking for more documents when needed.
@@ -113,6 +117,16 @@ FORMAT_REMINDER_JSON = (
     "{{\"action\": \"answer\" or \"retrieve\" or \"not_mentioned\", \"text\": \"...\", "
     "\"cited\": [numbers]}}."
 )
+QUERY_IS_QUESTION = (
+    "That query is the question itself, so it was not run: it would find the same documents. "
+    "Retrieve one precise fact that is still missing (a name, a place, a sub-question), or "
+    "answer: end with \"Retrieve: <query>\" or \"Answer: <answer>\"."
+)
+QUERY_IS_QUESTION_JSON = (
+    "That query is the question itself, so it was not run: it would find the same documents. "
+    "Retrieve one precise fact that is still missing (a name, a place, a sub-question), or "
+    "answer, with one JSON object."
+)
 NOTHING_NEW = "none new (the best matches are documents {numbers} above)."
 
 SUMMARY_SYSTEM = """\
@@ -158,6 +172,11 @@ def agent_turn(question: str, docs: str, remaining: int, structured: bool = Fals
 def no_retrieval_left(structured: bool = False) -> str:
     """The turn refusing a retrieval asked for at the cap."""
     return NO_RETRIEVAL_LEFT_JSON if structured else NO_RETRIEVAL_LEFT
+
+
+def query_is_question(structured: bool = False) -> str:
+    """The turn refusing a retrieval whose query is the question again."""
+    return QUERY_IS_QUESTION_JSON if structured else QUERY_IS_QUESTION
 
 
 def format_reminder(problem: str, structured: bool = False) -> str:

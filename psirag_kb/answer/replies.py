@@ -12,8 +12,14 @@ MAX_CITED = 8
 """Passage numbers one reply may cite."""
 
 _FINAL = re.compile(
-    r"^[ \t>*_#-]*(answer|retrieve)[ \t*_]*:[ \t*_]*(.*?)[ \t*_]*$", re.IGNORECASE | re.MULTILINE
+    r"^[ \t>*_#-]*(?:(?:the|my)\s+)?(?:final\s+)?(answer|retrieve|query)(?:[ \t*_]+is)?"
+    r"[ \t*_]*(?:[:=–—]|-(?=[ \t]))[ \t*_]*(.*?)[ \t*_]*$",
+    re.IGNORECASE | re.MULTILINE,
 )
+"""A final line: "Answer: X", "The answer is: X", "Answer - X", "**Final answer**: X", ..."""
+_ANSWER_IS = re.compile(r"^[ \t>*_#-]*(?:the|my)\s+(?:final\s+)?(answer)\s+is\s+(.+?)[ \t*_.]*$",
+                        re.IGNORECASE | re.MULTILINE)
+"""A final line without a separator: "The answer is Delhi"."""
 _CITED = re.compile(r"\[(\d{1,3})\]")
 _UNANSWERABLE = re.compile(
     r"^(?:the answer is:? )?(not mentioned|not (?:stated|given|provided|found|known|available)|"
@@ -115,11 +121,13 @@ def parse_json(reply: str, numbers: int) -> Decision:
 
 def parse_reply(reply: str) -> tuple[str, str] | None:
     """("answer" | "retrieve", text) from the last Answer:/Retrieve: line, or None."""
-    found = [m for m in _FINAL.finditer(reply) if m.group(2).strip()]
+    found = [m for pattern in (_FINAL, _ANSWER_IS) for m in pattern.finditer(reply)
+             if m.group(2).strip()]
     if not found:
         return None
-    last = found[-1]
-    return last.group(1).lower(), last.group(2).strip().strip('"“”').strip()
+    last = max(found, key=lambda m: m.start())
+    action = "retrieve" if last.group(1).lower() == "query" else last.group(1).lower()
+    return action, last.group(2).strip().strip('"“”').strip()
 
 
 def parse_text(reply: str, numbers: int) -> Decision:

@@ -22,6 +22,7 @@ from psirag_kb.ingest.embedding import QueryEmbedder
 from psirag_kb.search.adjacent import MARGIN, MAX_DEPTH, merge_adjacent
 from psirag_kb.search.fusion import certain_hits, fuse
 from psirag_kb.search.multiround import auto_rank, multi_round
+from psirag_kb.search.overview import coverage_leaves, is_global, overview
 from psirag_kb.search.phrases import no_match_note, phrase_scope, required
 from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
@@ -255,7 +256,12 @@ class QueryEngine:
         scope = self.scope_of(within, access)
         merge = self.config.retrieval.merge_adjacent and not summarize
         note = self.tree_note() if mode in ("tree", "summarize") else None
-        if summarize:
+        shown: list[dict[str, Any]] | None = None
+        if summarize and note is None and is_global(text):  # the whole collection, a folder
+            visible = self.tree_visibility(scope)
+            shown = overview(self.tree_index.view, visible)
+            results = self._coverage_passages(k or SUMMARY_LEAVES, visible, shown)
+        elif summarize:
             results = self._summary_passages(text, k or SUMMARY_LEAVES, scope, note is None)
         elif merge:
             results = self._merged(text, mode, k or self.config.retrieval.k, scope)
@@ -264,6 +270,8 @@ class QueryEngine:
             results = [row | {"chunk_ids": [row["chunk_id"]]}
                        for row in result_rows(ranking, self.store.hits(ranking.ids.tolist()))]
         result: dict[str, Any] = {"query": text, "mode": mode, "results": results}
+        if shown is not None:
+            result["overview"] = shown
         if within is not None:
             result["in"] = list(asked(within))
         if self.stale:
@@ -287,6 +295,33 @@ class QueryEngine:
         order = sorted(range(len(ranking.ids)),
                        key=lambda j: position.get(int(ranking.ids[j]), ("", 0)))
         return result_rows(Ranking(ranking.ids[order], ranking.scores[order]), hits)
+
+    def tree_visibility(self, scope: Scope | None) -> Visibility | None:
+        """What of the tree a scope (a person's grants, the folders asked for) covers; None
+        for everything."""
+        return None if scope is None else Visibility(self.tree_index.view, scope)
+
+    def global_overview(self, within: Within | None = None,
+                        access: Access = OWNER) -> list[dict[str, Any]]:
+        """The tree's top branches as this person sees them (see `search/overview.py`)."""
+        return overview(self.tree_index.view,
+                        self.tree_visibility(self.scope_of(within, access)))
+
+    def _coverage_passages(self, k: int, visible: Visibility | None,
+                           shown: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """k leaves covering the tree's top branches, in corpus order; each entry of `shown`
+        gains its leaves (`chunk_ids`) and the files ("folder/name") they come from."""
+        picked = coverage_leaves(self.tree_index.view, k, visible)
+        ids = [i for leaves in picked.values() for i in leaves]
+        hits = self.store.hits(ids)
+        for entry in shown:
+            files = (Path(hits[i].path or hits[i].source) for i in picked.get(entry["node"], [])
+                     if i in hits)
+            entry["files"] = list(dict.fromkeys(f"{p.parent.name}/{p.name}" for p in files))
+            entry["chunk_ids"] = [i for i in picked.get(entry["node"], []) if i in hits]
+        order = np.array(sorted((i for i in ids if i in hits),
+                                key=lambda i: (hits[i].path, hits[i].ordinal)), np.int64)
+        return result_rows(Ranking(order, np.ones(len(order), np.float32)), hits)
 
     def _merged(self, text: str, mode: str, k: int, scope: Scope | None) -> list[dict[str, Any]]:
         """k results of touching hits merged (see `merge_adjacent`): ranks MARGIN x k chunks,

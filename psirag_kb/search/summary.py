@@ -9,7 +9,9 @@ from typing import Any
 from psirag_kb.access import OWNER, Access
 from psirag_kb.answer import agent_prompts as prompts
 from psirag_kb.answer.agent import citation, llm_for
+from psirag_kb.answer.grounding import check_abstract
 from psirag_kb.errors import KBError, LLMError
+from psirag_kb.search.overview import overview_text
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,8 @@ def add_summary(engine: Any, result: dict[str, Any], llm: Any | None = None,
     reason = ""
     if llm is None:
         llm, reason = llm_for(engine.config.llm)
+    if "overview" in result:
+        return _overview_summary(engine, result, llm, reason)
     if llm is None:
         result.update(status="no_llm", message=reason)
         return result
@@ -75,4 +79,58 @@ def add_summary(engine: Any, result: dict[str, Any], llm: Any | None = None,
         status="summarized", summary=text,
         citations=[citation(p) for p in chosen],
     )
+    return result
+
+
+def _node_citation(entry: dict[str, Any], number: int) -> dict[str, Any]:
+    """A citation of a tree node: its id, label and size."""
+    return {"node": entry["node"], "label": entry["label"], "leaves": entry["leaves"],
+            "number": number}
+
+
+def _entry_text(entry: dict[str, Any]) -> str:
+    """What the LLM reads of one top branch: its label, abstract and topics."""
+    topics = "; ".join(entry["topics"])
+    return f"{entry['label']}. {entry['abstract']}" + (f" Topics: {topics}." if topics else "")
+
+
+def _overview_summary(engine: Any, result: dict[str, Any], llm: Any | None,
+                      reason: str) -> dict[str, Any]:
+    """A global question's summary from the top branches' labels and abstracts, citing the
+    nodes: written by the LLM when one answers and its text is grounded in them, else
+    composed from the labels."""
+    entries = result["overview"]
+    offline = overview_text(entries)
+    passages = {int(p["chunk_id"]): p for p in result["results"]}
+
+    def cite(numbers: list[int]) -> dict[str, Any]:
+        """The nodes numbered so, and the passages under them as citations."""
+        chosen = [entries[n - 1] for n in numbers]
+        ids = {i for e in chosen for i in e.get("chunk_ids", [])}
+        return {"nodes": [_node_citation(e, n) for n, e in zip(numbers, chosen, strict=True)],
+                "citations": [citation(p) for i, p in passages.items() if i in ids]}
+
+    result.update(status="overview", summary=offline, **cite(list(range(1, len(entries) + 1))),
+                  message=reason or "composed from the tree's top branches")
+    if llm is None or not entries:
+        return result
+    texts = [_entry_text(e) for e in entries]
+    numbered = [(n, {"text": t}) for n, t in enumerate(texts, start=1)]
+    try:
+        reply = llm.chat(engine.config.llm.agent_model,
+                         prompts.summary_messages(result["query"], numbered),
+                         num_ctx=NUM_CTX, num_predict=NUM_PREDICT)
+    except LLMError as exc:
+        log.warning("overview summary failed: %s", exc)
+        result["message"] = f"{exc}; composed from the tree's top branches"
+        return result
+    text = re.sub(r"^\s*summary\s*:\s*", "", reply.strip(), flags=re.IGNORECASE)
+    verdict = check_abstract(_CITED.sub(" ", text), texts)
+    if engine.config.llm.grounding and not verdict:
+        result["message"] = (f"the model's summary was refused ({verdict.reason}); composed "
+                             "from the tree's top branches")
+        return result
+    cited = [int(n) for n in _CITED.findall(text) if 1 <= int(n) <= len(entries)]
+    chosen = list(dict.fromkeys(cited)) or list(range(1, len(entries) + 1))
+    result.update(status="summarized", summary=text, **cite(chosen), message="")
     return result

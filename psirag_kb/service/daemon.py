@@ -54,8 +54,12 @@ def configure_logging(data_dir: Path, verbose: bool = False) -> None:
 class Daemon:
     """Watcher, scheduler and API around one KnowledgeBase; `start`, then `stop`."""
 
-    def __init__(self, config: Config, watch: Sequence[Path] = (), embedder: Any = None) -> None:
+    def __init__(self, config: Config, watch: Sequence[Path] = (), embedder: Any = None,
+                 serve_only: bool = False) -> None:
         self.config = config
+        self.serve_only = serve_only
+        """Own the data directory and serve the API only: no watching, rescans or scheduled
+        jobs (a command such as `maintain` that lets readers in while it writes)."""
         self.data_dir = config.data_dir
         folders = [*config.watch.folders, *watch]
         self.folders = list(dict.fromkeys(Path(os.path.abspath(f)) for f in folders))
@@ -122,6 +126,10 @@ class Daemon:
         if self.web is not None:
             self.web.start()
         self._write_info()
+        if self.serve_only:
+            log.info("psirag-kb %d serving %s for %s while it works", os.getpid(),
+                     self.api.url, self.data_dir)
+            return
         # folders dropped from [watch] folders lose the files they left unavailable
         self.kb.forget_unwatched(self.folders)
         self.watcher.start()
@@ -200,13 +208,14 @@ class Daemon:
             self.kb.ingestion.stop()  # running ingests end after their committed batch
         if self.api is not None:
             self.api.stop()
-        if self.watcher is not None:
+        started = not self.serve_only  # a serving-only owner never started its threads
+        if self.watcher is not None and started:
             self.watcher.stop()
         if self.kb is not None:
             self.kb.abstract_job.stop()  # a slow LLM run ends after its node in progress
-        if self.refresher is not None:
+        if self.refresher is not None and started:
             self.refresher.stop()
-        if self.jobs is not None:
+        if self.jobs is not None and started:
             self.jobs.shutdown(wait=True)
         self._close_kb()
         if self.people is not None:
@@ -285,6 +294,7 @@ class Daemon:
             "processed": self.watcher.processed,
             "errors": list(self.watcher.errors)[-10:], "jobs": self.jobs.status(),
             "abstracts": None if self.refresher is None else self.refresher.status(),
+            **({"serving_for": "maintain"} if self.serve_only else {}),
         }
 
     def status(self, *, access: Access = OWNER) -> dict[str, Any]:

@@ -17,6 +17,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hotpotqa_small"
 
 
 def llm_config(config, url: str, **values):
+    """Ollama at `url`, its placeholder replies ("llm view of ...") let through ungrounded."""
+    values.setdefault("grounding", False)
     return config.replace("llm", enabled=True, host=url, timeout_s=2.0, **values)
 
 

@@ -118,7 +118,7 @@ def test_with_an_llm_offline_keywords_come_first_then_the_llms(config: Config, t
     docs = copy_docs(tmp_path / "docs", limit=3)
     config = quiet_daemon_config(config, docs)
     config = config.replace("llm", enabled=True, host=fake_ollama.url, timeout_s=60.0,
-                            abstract_model="llama3.1:8b")
+                            abstract_model="llama3.1:8b", grounding=False)
     daemon = Daemon(config, embedder=fake_embedder)
     daemon.start()
     try:
@@ -149,7 +149,7 @@ def test_a_waiting_offline_run_makes_an_llm_run_give_way(config: Config, minilm,
     fake_ollama.script(fn=reply)
     docs = copy_docs(tmp_path / "docs", limit=3)
     config = config.replace("llm", enabled=True, host=fake_ollama.url, timeout_s=30.0,
-                            abstract_model="llama3.1:8b")
+                            abstract_model="llama3.1:8b", grounding=False)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([docs])
         total = kb.tree_index.view.dirty
@@ -172,7 +172,7 @@ def test_offline_runs_never_ask_the_llm(config: Config, minilm, tmp_path: Path, 
     fake_ollama.script(fn=lambda body: KEYWORDS)
     docs = copy_docs(tmp_path / "docs", limit=2)
     config = config.replace("llm", enabled=True, host=fake_ollama.url, timeout_s=30.0,
-                            abstract_model="llama3.1:8b")
+                            abstract_model="llama3.1:8b", grounding=False)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([docs])
         kb.regenerate_abstracts(offline=offline)

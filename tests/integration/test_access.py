@@ -139,7 +139,8 @@ def test_no_grant_reads_nothing(kb, docs, people, mode):
 
 def test_the_llm_agent_sees_only_readable_passages(kb, people, fake_ollama):
     owner_config = kb.config
-    kb.config = kb.config.replace("llm", enabled=True, host=fake_ollama.url, timeout_s=10.0)
+    kb.config = kb.config.replace("llm", enabled=True, host=fake_ollama.url, timeout_s=10.0,
+                                  grounding=False)  # a placeholder answer
     try:
         fake_ollama.script("Thought: nothing yet.\nRetrieve: kraknova lava flows erupting",
                            "Thought: [2] mentions it.\nAnswer: the hike passed a volcano [2]")

@@ -130,7 +130,8 @@ def test_llm_abstracts_keep_priority_and_labels_stay_offline(config, minilm, top
         return f"llm view of {words[len(words) // 2] if words else 'nothing'}, llm themes"
 
     fake_ollama.script(fn=reply)
-    config = config.replace("llm", enabled=True, host=fake_ollama.url, timeout_s=2.0)
+    config = config.replace("llm", enabled=True, host=fake_ollama.url, timeout_s=2.0,
+                            grounding=False)  # placeholder replies
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([topics_folder])
         report = kb.regenerate_abstracts()

@@ -106,7 +106,8 @@ def llm_config(config: Config, docs: Path, url: str, **watch: Any) -> Config:
     config = config.replace("watch", folders=[str(docs)], quiet_period_s=0.2, **watch)
     config = config.replace("api", port=0)
     config = config.replace("tree", max_children=3)  # 12 leaves: several layers of nodes
-    return config.replace("llm", enabled=True, host=url, timeout_s=TIMEOUT_S)
+    # placeholder replies ("llm view of ..."): the grounding check would refuse them
+    return config.replace("llm", enabled=True, host=url, timeout_s=TIMEOUT_S, grounding=False)
 
 
 def start(config: Config, embedder: Any) -> Daemon:
@@ -287,7 +288,6 @@ JUNK_REPLIES = {
     "refusal": "I'm sorry, but I cannot help with that.",
     "preamble": "Here are the key phrases:",
     "error": "Error: CUDA out of memory",
-    "example": _EXAMPLE_KEYWORDS,  # a small model copying the prompt's one-shot example
 }
 
 
@@ -304,12 +304,29 @@ def test_junk_is_never_stored_and_retried(running: Daemon, fake_ollama: FakeOlla
         assert_no_junk(daemon, *(r for r in JUNK_REPLIES.values() if r.strip()))
         error = api(daemon, "GET", "/api/status")[1]["abstracts"]["last_error"]
         assert "empty reply" in error or "unusable" in error, (name, error)
-        assert name != "example" or "copies the prompt's example" in error
         assert query_ok(daemon)
     fake_ollama.script(fn=keyword_reply)
     maintain_with_llm(daemon, fake_ollama)
     _, abstracts, dirty = tree(daemon)
     assert not dirty and all(is_llm(abstracts[n]) for n in nodes)
+
+
+def test_a_copy_of_the_example_is_refused_once_and_the_offline_abstract_stays(
+        running: Daemon, fake_ollama: FakeOllama) -> None:
+    daemon = running  # a small model copying the prompt's one-shot example (issue 29)
+    nodes = tree(daemon)[0]
+    fake_ollama.script(fn=lambda body: _EXAMPLE_KEYWORDS)
+    report = maintain_with_llm(daemon, fake_ollama)
+    assert report["failed"] == 0 and report["refused"] == len(nodes), report
+    _, abstracts, dirty = tree(daemon)
+    assert not dirty and all(abstracts[n] and not is_llm(abstracts[n]) for n in nodes)
+    assert_no_junk(daemon, _EXAMPLE_KEYWORDS)
+    status = api(daemon, "GET", "/api/status")[1]["abstracts"]
+    assert status["refused"] == len(nodes) and not status["last_error"]
+    assert "copies the prompt's example" in status["last_refusal"]
+    asked = len(fake_ollama.chats)
+    daemon.kb.maintain()  # temperature 0: the same children would get the same copy
+    assert len(fake_ollama.chats) == asked and query_ok(daemon)
 
 
 def test_summative_junk_is_never_stored(config: Config, docs: Path, fake_embedder,

@@ -65,7 +65,7 @@ class StubKB:
     def store(self) -> Any:
         rows = {int(source[2:]): SimpleNamespace(
             source=source, text=body, line_first=None, line_last=None, path="/corpus.jsonl",
-            location=None)
+            location=None, unavailable=None)
             for passages in PASSAGES.values() for body, source in passages}
         return SimpleNamespace(hits=lambda ids: {i: rows[i] for i in ids if i in rows})
 
@@ -75,7 +75,7 @@ def structured(fake_ollama):
     """The agent asking for JSON replies (the default)."""
     config = Config().replace("llm", enabled=True, host=fake_ollama.url, timeout_s=10.0)
     kb = StubKB(config)
-    return kb, RetrieveAndAnswer(kb, OllamaLLM(config.llm), MODEL), fake_ollama
+    return kb, RetrieveAndAnswer(kb, OllamaLLM(config.llm), MODEL, grounding=False), fake_ollama
 
 
 @pytest.fixture
@@ -84,7 +84,8 @@ def setup(fake_ollama):
     config = Config().replace("llm", enabled=True, host=fake_ollama.url, timeout_s=10.0,
                               structured=False)
     kb = StubKB(config)
-    agent = RetrieveAndAnswer(kb, OllamaLLM(config.llm), MODEL, structured=False)
+    agent = RetrieveAndAnswer(kb, OllamaLLM(config.llm), MODEL, structured=False,
+                              grounding=False)
     yield kb, agent, fake_ollama
     assert all(chat.format is None for chat in fake_ollama.chats)
 
@@ -402,3 +403,74 @@ def test_max_score_prefers_best_rank_and_earlier_lists():
     fused = max_score([np.array([1, 2]), np.array([3, 2])], k=3)
     assert fused.ids.tolist() == [1, 3, 2]
     assert fused.scores[0] == fused.scores[1] > fused.scores[2]
+
+
+# -- grounded answers and retrievals (issue 29) ---------------------------------------------------
+
+@pytest.fixture
+def grounded(fake_ollama):
+    """The agent with the default grounding checks, in either protocol."""
+    def make(structured: bool = True):
+        config = Config().replace("llm", enabled=True, host=fake_ollama.url, timeout_s=10.0,
+                                  structured=structured)
+        kb = StubKB(config)
+        return kb, RetrieveAndAnswer(kb, OllamaLLM(config.llm), MODEL, structured=structured)
+    return make
+
+
+@pytest.mark.parametrize("said", [
+    QUESTION,  # the question itself, as SmolLM2 answered "How does Python manage memory ..."
+    "The Oberoi family is part of a hotel company with a head office in a city",
+    "The Enola Gay (Mohan Singh Oberoi)",  # the one-shot example leaking into the answer
+])
+def test_an_answer_restating_the_question_or_the_example_is_not_answered(grounded, fake_ollama,
+                                                                         said: str):
+    kb, agent = grounded()
+    fake_ollama.script(reply("answer", said, (1,)))
+    answer = agent.run(QUESTION, k=2, hops=1)
+    assert (answer.status, answer.answer) == ("not_mentioned", "Not mentioned")
+    assert "refused" in answer.message and answer.steps[-1]["refused_answer"] == said
+    assert [r["source"] for r in answer.results] == ["h-1", "h-2"]  # the passages, shown
+
+
+def test_a_supported_answer_stays_answered(grounded, fake_ollama):
+    kb, agent = grounded()
+    fake_ollama.script(reply("retrieve", "The Oberoi Group head office", ()),
+                       reply("answer", "Delhi", (3,)))
+    answer = agent.run(QUESTION, k=2, hops=2)
+    assert (answer.status, answer.answer) == ("answered", "Delhi")
+
+
+@pytest.mark.parametrize("structured", [True, False])
+def test_retrieving_the_question_itself_is_refused_and_asked_again_once(grounded, fake_ollama,
+                                                                        structured: bool):
+    kb, agent = grounded(structured)
+    echo = QUESTION.rstrip("?")
+    if structured:
+        fake_ollama.script(reply("retrieve", echo), reply("retrieve", "The Oberoi Group office"),
+                           reply("answer", "Delhi", (3,)))
+    else:
+        fake_ollama.script(f"Thought: x\nRetrieve: {echo}",
+                           "Thought: y\nRetrieve: The Oberoi Group office",
+                           "Thought: z [3]\nThe answer is: Delhi")
+    answer = agent.run(QUESTION, k=2, hops=2)
+    assert (answer.status, answer.answer) == ("answered", "Delhi")
+    assert kb.queries == [QUESTION, "The Oberoi Group office"]  # the echo was never run
+    assert answer.steps[0]["echo"] == echo
+    assert "the question itself" in last_user(fake_ollama.chats[1])
+
+
+def test_retrieving_the_question_twice_ends_not_mentioned(grounded, fake_ollama):
+    kb, agent = grounded()
+    fake_ollama.script(reply("retrieve", QUESTION), reply("retrieve", QUESTION))
+    answer = agent.run(QUESTION, k=2, hops=3)
+    assert answer.status == "not_mentioned" and kb.queries == [QUESTION]
+    assert len(fake_ollama.chats) == 2 and answer.results
+
+
+@pytest.mark.parametrize("text", [
+    "Thought: x\nThe answer is: Delhi", "Thought: x\nAnswer - Delhi", "The answer is Delhi.",
+    "Thought: x\n**Final answer**: Delhi", "Thought: x\nFinal Answer: Delhi",
+])
+def test_the_text_protocol_accepts_common_answer_forms(text: str):
+    assert parse_reply(text) == ("answer", "Delhi")

@@ -1,0 +1,176 @@
+"""Grounding checks on LLM output: an abstract or an answer must rest on the text it was given."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+MIN_SUPPORT = 0.6
+"""Share of an abstract's content words that must occur in its sources."""
+MIN_ANSWER_SUPPORT = 0.5
+"""Share of an answer's content words that must occur in the passages it rests on."""
+MAX_ECHO = 0.75
+"""Share of the question's content words an answer repeats (adding little) to restate it."""
+
+_WORD = re.compile(r"[^\W_]+(?:['’.-][^\W_]+)*")
+_CITATION = re.compile(r"\[\d{1,3}\]")
+_PART = re.compile(r"[^\W_]+")
+_URL = re.compile(r"(?:https?://|www\.)\S+|\b[\w-]+\.(?:com|org|net|io|edu|gov)\b\S*", re.I)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_NAME = re.compile(r"(?<![\w.])[A-Z][\w’'-]*[a-z][\w’'-]*")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n)\s*[\"'“(]*$")
+
+STOP = frozenset("""
+a about above after again against all also am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further had
+has have having he her here hers him his how i if in into is it its itself just me more most my
+no nor not now of off on once only or other our out over own same she should so some such than
+that the their them then there these they this those through to too under until up very was we
+were what when where which while who whom why will with would you your yours
+include includes including covers cover covering describes describe described topics topic
+overview summary information documents document text texts key phrases phrase various related
+main general details detail list lists section sections using used use based part parts one two
+many several other others new well way ways like also
+""".split())
+"""Words that carry no claim: function words and the vocabulary of describing a text."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether an output is grounded, and why not."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def _stem(word: str) -> str:
+    """A crude stem so that "licences"/"licence" and "managed"/"manage" match."""
+    word = word.lower().replace("’", "'")
+    for end in ("'s", "ies", "ing", "ed", "ly", "s"):
+        if word.endswith(end) and len(word) - len(end) >= 3:
+            word = word[: -len(end)] + ("y" if end == "ies" else "")
+            break
+    return word[:-1] if word.endswith("e") and len(word) > 3 else word
+
+
+def content_words(text: str) -> list[str]:
+    """The stems of a text's content words (no function words, no bare numbers), in order."""
+    out = []
+    for word in _WORD.findall(text):
+        low = word.lower()
+        if low in STOP or len(low) < 2 or _NUMBER.fullmatch(low):
+            continue
+        out.append(_stem(low))
+    return out
+
+
+def _vocabulary(sources: Iterable[str]) -> tuple[set[str], str]:
+    """The stems and the lower-cased, space-joined text of the sources."""
+    text = " ".join(sources)
+    stems = {_stem(w) for w in _WORD.findall(text)}
+    stems |= {_stem(w) for w in _PART.findall(text)}  # "debian-releases.csv" holds "debian"
+    return stems, " ".join(text.lower().split())
+
+
+def names_of(text: str) -> set[str]:
+    """Capitalised words that are not the first word of a sentence (likely names)."""
+    found = set()
+    for match in _NAME.finditer(text):
+        if _SENTENCE_START.search(text[: match.start()]):
+            continue
+        if match.group().lower() in STOP:
+            continue
+        found.add(match.group())
+    return found
+
+
+def _unsupported_specifics(text: str, source_text: str, stems: set[str]) -> str:
+    """The first URL, number or name of `text` that the sources do not hold, or ""."""
+    for url in _URL.findall(text):
+        if url.lower().rstrip(".,;)") not in source_text:
+            return f"the URL {url!r} is not in the text"
+    without_urls = _URL.sub(" ", text)
+    for number in _NUMBER.findall(without_urls):
+        if not re.search(rf"(?<!\d)(?<!\d[.,]){re.escape(number)}(?!\d)(?![.,]\d)", source_text):
+            return f"the number {number!r} is not in the text"
+    for name in sorted(names_of(without_urls)):
+        parts = [_stem(w) for w in _PART.findall(name) if not w.isdigit()]
+        if parts and not all(p in stems for p in parts):
+            return f"the name {name!r} is not in the text"
+    return ""
+
+
+def check_abstract(text: str, sources: Sequence[str],
+                   example_words: Iterable[str] = ()) -> Verdict:
+    """Whether an abstract rests on its children's text: most content words occur there, and
+    no URL, number, name or word of the prompt's example (`example_words`) that they lack."""
+    stems, source_text = _vocabulary(sources)
+    words = content_words(text)
+    if not words:
+        return Verdict(False, "the abstract has no content words")
+    specific = _unsupported_specifics(text, source_text, stems)
+    if specific:
+        return Verdict(False, specific)
+    example = {_stem(w) for w in example_words}
+    if example:
+        borrowed = sorted(example & set(words) - stems)
+        if borrowed:
+            return Verdict(False, f"{borrowed[0]!r} comes from the prompt's example")
+    support = sum(w in stems for w in words) / len(words)
+    if support < MIN_SUPPORT:
+        return Verdict(False, f"only {support:.0%} of its words occur in the text")
+    return Verdict(True)
+
+
+def similarity(a: str, b: str) -> float:
+    """Overlap of two texts' content words: shared over the smaller set (0..1)."""
+    left, right = set(content_words(a)), set(content_words(b))
+    if not left or not right:
+        return 0.0
+    return len(left & right) / min(len(left), len(right))
+
+
+def restates(text: str, question: str) -> bool:
+    """Whether a text (an answer, a retrieval query) is the question again, rephrased."""
+    if " ".join(text.lower().split()).rstrip("?.! ") == " ".join(
+            question.lower().split()).rstrip("?.! "):
+        return True
+    if re.match(r"\W*(?:yes|no)\b", text, re.I):
+        return False  # "Yes, Python uses reference counting" answers "Does Python use ...?"
+    left, right = set(content_words(text)), set(content_words(question))
+    if not left or not right:
+        return False
+    covered = len(left & right) / len(right)
+    return covered >= MAX_ECHO and len(left - right) <= max(1, len(left) // 4)
+
+
+def check_answer(answer: str, question: str, passages: Sequence[str],
+                 example_names: Iterable[str] = ()) -> Verdict:
+    """Whether an answer rests on its passages: not the question again, no entity of the
+    prompt's example (`example_names`) absent from the passages or the question, and its
+    words and names in the passages."""
+    answer = _CITATION.sub(" ", answer)
+    if restates(answer, question):
+        return Verdict(False, "the answer restates the question")
+    stems, source_text = _vocabulary(passages)
+    question_stems = set(content_words(question))
+    said = {_stem(w) for w in _WORD.findall(answer)}
+    leaked = sorted(n for n in example_names
+                    if _stem(n) in said and _stem(n) not in stems | question_stems)
+    if leaked:
+        return Verdict(False, f"{leaked[0]!r} comes from the prompt's example")
+    specific = _unsupported_specifics(answer, source_text + " " + question.lower(),
+                                      stems | question_stems)
+    if specific:
+        return Verdict(False, specific)
+    words = [w for w in content_words(answer) if w not in question_stems]
+    if words:
+        support = sum(w in stems for w in words) / len(words)
+        if support < MIN_ANSWER_SUPPORT:
+            return Verdict(False, f"only {support:.0%} of the answer's words occur in the passages")
+    return Verdict(True)
+

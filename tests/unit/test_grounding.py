@@ -1,0 +1,71 @@
+"""Grounding checks on LLM abstracts and answers, measured on a fixture set of outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from psirag_kb.abstracts.writers import EXAMPLE_VOCABULARY
+from psirag_kb.answer.agent_prompts import EXAMPLE_ENTITIES
+from psirag_kb.answer.grounding import check_abstract, check_answer, restates
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "grounding"
+
+
+def load(name: str) -> list[dict]:
+    """The fixture records of one file."""
+    return [json.loads(line) for line in (FIXTURES / name).read_text().splitlines() if line]
+
+
+def measure(records: list[dict], verdicts: list[bool]) -> dict[str, float]:
+    """Precision and recall of refusing bad outputs, and good outputs kept."""
+    refused_bad = sum(not v and not r["good"] for r, v in zip(records, verdicts, strict=True))
+    refused = sum(not v for v in verdicts)
+    bad = sum(not r["good"] for r in records)
+    good_kept = sum(v and r["good"] for r, v in zip(records, verdicts, strict=True))
+    good = sum(r["good"] for r in records)
+    return {"precision": refused_bad / max(refused, 1), "recall": refused_bad / max(bad, 1),
+            "good_kept": good_kept / max(good, 1)}
+
+
+def test_abstract_check_refuses_inventions_and_keeps_good_abstracts(capsys) -> None:
+    records = load("abstracts.jsonl")
+    verdicts = [check_abstract(r["output"], r["sources"], EXAMPLE_VOCABULARY).ok
+                for r in records]
+    figures = measure(records, verdicts)
+    with capsys.disabled():
+        print(f"\nabstract grounding on {len(records)} outputs: {figures}")
+    wrong = [r["output"] for r, v in zip(records, verdicts, strict=True) if v != r["good"]]
+    assert figures["good_kept"] == 1.0, wrong
+    assert figures["precision"] == 1.0 and figures["recall"] >= 0.9, wrong
+
+
+def test_answer_check_refuses_echoes_and_example_entities(capsys) -> None:
+    records = load("answers.jsonl")
+    verdicts = [check_answer(r["answer"], r["question"], r["passages"], EXAMPLE_ENTITIES).ok
+                for r in records]
+    figures = measure(records, verdicts)
+    with capsys.disabled():
+        print(f"\nanswer grounding on {len(records)} outputs: {figures}")
+    wrong = [r["answer"] for r, v in zip(records, verdicts, strict=True) if v != r["good"]]
+    assert figures["good_kept"] == 1.0, wrong
+    assert figures["precision"] == 1.0 and figures["recall"] >= 0.9, wrong
+
+
+@pytest.mark.parametrize("text", [
+    "How does Python manage memory for objects?",
+    "how does python manage memory for objects",
+    "How is memory for objects managed by Python?",
+])
+def test_the_question_again_is_a_restatement(text: str) -> None:
+    assert restates(text, "How does Python manage memory for objects?")
+
+
+@pytest.mark.parametrize("text", [
+    "Python reference counting", "Yes, Python manages memory for objects",
+    "the Python memory manager and its private heap",
+])
+def test_a_real_sub_question_is_not_a_restatement(text: str) -> None:
+    assert not restates(text, "How does Python manage memory for objects?")
