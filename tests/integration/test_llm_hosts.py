@@ -58,7 +58,8 @@ def test_abstracts_come_from_the_healthy_host_when_one_fails(config, minilm, sma
     bad_url = closed_port_url() if failure == "dead port" else failing.url
     failing.script(mode="error")
     config = config.replace("tree", max_children=4).replace(
-        "llm", enabled=True, hosts=[bad_url, healthy.url], host_concurrency=1, timeout_s=5.0)
+        "llm", enabled=True, grounding=False, hosts=[bad_url, healthy.url], host_concurrency=1,
+        timeout_s=5.0)  # the scripted replies are placeholders, not grounded abstracts
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
         live = kb.tree_index.live
@@ -84,7 +85,7 @@ def test_two_healthy_hosts_share_the_abstracts(config, minilm, small_corpus, two
     for server in two_hosts:
         server.script(fn=keyword_reply, mode="slow", delay=0.05)
     config = config.replace("tree", max_children=4).replace(
-        "llm", enabled=True, hosts=[s.url for s in two_hosts], timeout_s=5.0)
+        "llm", enabled=True, grounding=False, hosts=[s.url for s in two_hosts], timeout_s=5.0)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
         nodes = set(kb.tree_index.live.children)
@@ -154,7 +155,8 @@ def test_agent_answers_through_the_live_host(two_hosts, tmp_path):
     notes.mkdir()
     (notes / "tern.txt").write_text("The arctic tern flies from pole to pole.\n")
     config = Config().with_data_dir(tmp_path / "data").replace(
-        "llm", enabled=True, hosts=[closed_port_url(), healthy.url], timeout_s=10.0)
+        "llm", enabled=True, grounding=False, hosts=[closed_port_url(), healthy.url],
+        timeout_s=10.0)
     with KnowledgeBase(config, embedder=FakeEmbedder()) as kb:
         kb.ingest([notes])
         result = kb.answer("Where does the arctic tern fly?", k=3)
