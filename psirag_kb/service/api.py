@@ -548,11 +548,7 @@ class APIServer:
     @property
     def url(self) -> str:
         """The base URL clients use."""
-        host, port = self.server_address
-        shown = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
-        if ":" in str(shown):
-            shown = f"[{shown}]"
-        return f"http://{shown}:{port}"
+        return served_url(self.server_address)
 
     def start(self, wait_s: float = 30.0) -> None:
         """Serve in a background thread; returns once the server accepts connections."""
@@ -569,6 +565,15 @@ class APIServer:
         if self._thread.is_alive():
             self._thread.join(10.0)
         self.socket.close()
+
+
+def served_url(address: tuple[Any, ...]) -> str:
+    """The http URL of a listening socket's (host, port), a wildcard shown as loopback."""
+    host, port = address[0], address[1]
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+    if ":" in str(shown):
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}"
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -10,7 +10,7 @@ import uvicorn
 
 from psirag_kb.errors import KBError
 from psirag_kb.people import People
-from psirag_kb.service.api import KEEP_ALIVE_S, TIMEOUT_S, _listen
+from psirag_kb.service.api import KEEP_ALIVE_S, TIMEOUT_S, _listen, served_url
 from psirag_kb.service.auth import FailureLimiter, HostPolicy, PersonLimiter
 from psirag_kb.service.http import MAX_HEAD_BYTES, JSONProtocol
 from psirag_kb.web.app import Web, build_web_app
@@ -42,11 +42,7 @@ class WebServer:
     @property
     def url(self) -> str:
         """The page's address."""
-        host, port = self.server_address
-        shown = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
-        if ":" in str(shown):
-            shown = f"[{shown}]"
-        return f"http://{shown}:{port}/"
+        return served_url(self.server_address) + "/"
 
     def start(self, wait_s: float = 30.0) -> None:
         """Serve in a background thread; returns once connections are accepted."""
