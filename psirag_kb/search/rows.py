@@ -14,7 +14,7 @@ def result_row(hit: Any, chunk_id: int, score: float, rank: int) -> dict[str, An
     row = {"rank": rank, "score": float(score), "source": hit.source, "lines": lines,
            "location": hit.location, "text": hit.text, "chunk_id": int(chunk_id),
            "path": hit.path}
-    if getattr(hit, "unavailable", None) is not None:  # its folder vanished: not on disk now
+    if hit.unavailable is not None:  # its folder vanished: found, but not on disk right now
         row["unavailable"] = hit.unavailable
     return row
 
