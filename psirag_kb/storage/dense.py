@@ -298,7 +298,7 @@ class DenseIndex:
                     if k == 1:
                         raise
                     k //= 2
-        return labels.astype(np.int64), (1.0 - distances).astype(np.float32)
+        return _by_score_then_id(labels.astype(np.int64), (1.0 - distances).astype(np.float32))
 
     def _small_vectors(self) -> tuple[np.ndarray, np.ndarray] | None:
         """A small index's live (ids, unit vectors), copied once per change (None when large);
@@ -309,7 +309,8 @@ class DenseIndex:
         if kept is not None and kept[0] == changes:
             return kept[1], kept[2]
         ids, rows = [], []
-        for label in self.index.get_ids_list():  # deleted labels too: skipped below
+        for label in sorted(self.index.get_ids_list()):  # by id: ties rank the same after a
+            # rebuild; deleted labels are listed too and skipped below
             try:
                 rows.append(self.index.get_items([label])[0])
             except RuntimeError:
@@ -332,6 +333,12 @@ class DenseIndex:
     def count(self) -> int:
         """Number of live vectors."""
         return self._live
+
+
+def _by_score_then_id(ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row ordered by score, equal scores by id, so a rebuilt index ranks ties alike."""
+    order = np.lexsort((ids, -scores), axis=1)
+    return np.take_along_axis(ids, order, axis=1), np.take_along_axis(scores, order, axis=1)
 
 
 def _exact(ids: np.ndarray, vectors: np.ndarray, queries: np.ndarray, k: int,
