@@ -54,5 +54,5 @@ def file_name(source: str) -> str:
 
 
 def title(node: dict[str, Any]) -> str:
-    """A topic's display label, else its abstract."""
-    return str(node.get("label") or node.get("abstract") or "")
+    """A topic's display label, else its abstract, else (not summarised yet) its number."""
+    return str(node.get("label") or node.get("abstract") or f"Topic {node.get('id', '')}".strip())

@@ -61,6 +61,12 @@ def page(browser: Any, team: dict[str, Any]) -> Iterator[Any]:
     context.close()
 
 
+def boosted_page_settled(page: Any) -> None:
+    """Wait until htmx has swapped in the page a boosted link asked for."""
+    page.wait_for_function(
+        "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')")
+
+
 def sign_in(page: Any, team: dict[str, Any], token: str) -> None:
     page.goto(team["url"] + "/")
     assert page.url.endswith("/signin")
@@ -219,7 +225,11 @@ def test_tree_drills_down_to_passages_and_status(page: Any, team: dict[str, Any]
     for _ in range(10):  # down through abstract nodes to a passage
         if page.locator("li.leaf a").count():
             break
-        page.locator("li.node a").first.click()
+        link = page.locator("li.node a").first
+        target = link.get_attribute("href")
+        link.click()
+        page.wait_for_url(f"**{target}")
+        boosted_page_settled(page)
         page.wait_for_selector("ul.children")
     page.locator("li.leaf a").first.click()
     page.wait_for_selector("#passage")
