@@ -11,6 +11,7 @@ import uvicorn
 from psirag_kb.errors import KBError
 from psirag_kb.people import People
 from psirag_kb.service.api import KEEP_ALIVE_S, TIMEOUT_S, _listen, served_url
+from psirag_kb.service.audit import AuditLog
 from psirag_kb.service.auth import FailureLimiter, HostPolicy, PersonLimiter
 from psirag_kb.service.http import MAX_HEAD_BYTES, JSONProtocol
 from psirag_kb.web.app import Web, build_web_app
@@ -22,11 +23,12 @@ class WebServer:
     def __init__(self, daemon: Any, host: str, port: int, owner_token: str,
                  people: People | None, limiter: FailureLimiter, session_minutes: int,
                  allowed_hosts: tuple[str, ...] = (), max_connections: int = 256,
-                 persons: PersonLimiter | None = None) -> None:
+                 persons: PersonLimiter | None = None, audit: AuditLog | None = None) -> None:
         self.socket = _listen(host, port)
         self.server_address = self.socket.getsockname()[:2]
         policy = HostPolicy(host, allowed_hosts, port=self.server_address[1])
-        self.web = Web(daemon, owner_token, people, limiter, policy, session_minutes, persons)
+        self.web = Web(daemon, owner_token, people, limiter, policy, session_minutes, persons,
+                       audit=audit)
         protocol = type("Protocol", (JSONProtocol,), {"head_timeout_s": TIMEOUT_S,
                                                       "max_connections": max_connections})
         config = uvicorn.Config(
