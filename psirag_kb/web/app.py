@@ -397,7 +397,8 @@ class Web:
             raise WebError(400, "the question is empty")
         fragment = self.templates.get_template("answer_body.html")
         return StreamingResponse(self.events(q, access, fragment), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store"})
+                                 headers={"Cache-Control": "no-store",
+                                          "X-Accel-Buffering": "no"})  # nginx: pass each step
 
     async def events(self, q: str, access: Access, fragment: Any) -> AsyncIterator[bytes]:
         """The agent's steps as they complete, then its answer."""

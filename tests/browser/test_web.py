@@ -193,6 +193,9 @@ def test_answer_streams_steps_and_links_passages(page: Any, team: dict[str, Any]
     assert "js=1" in page.url  # the streaming page, not the plain form's
     assert page.locator("#steps li").count() >= 1
     assert "no LLM is configured" in page.inner_text("#answer-body")
+    stream = page.request.get(team["url"] + "/answer/stream?q=apples")
+    assert stream.headers["content-type"].startswith("text/event-stream")
+    assert stream.headers["x-accel-buffering"] == "no"  # a proxy passes each step at once
     page.locator("#answer-body a[href^='/source/']").first.click()
     page.wait_for_selector("#passage")
     only_own_origin(page, team)
@@ -355,3 +358,13 @@ def test_a_term_deep_in_a_long_passage_is_shown(page: Any, team: dict[str, Any])
     marks = first.locator(".passage mark")
     assert marks.count() >= 1 and marks.first.inner_text() == "kumquat"
     assert first.locator(".passage").inner_text().startswith("…")
+
+
+def test_an_answer_that_stops_arriving_says_so(page: Any, team: dict[str, Any]) -> None:
+    sign_in(page, team, team["alice"])
+    page.route("**/answer/stream?*", lambda route: route.abort())
+    page.goto(team["url"] + "/answer")
+    page.fill("form.ask input[name=q]", "When do apple trees flower?")
+    page.click("form.ask button[type=submit]")
+    page.wait_for_selector("#working.problem", timeout=10_000)
+    assert "reload the page" in page.inner_text("#working")
