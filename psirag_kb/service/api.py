@@ -234,13 +234,20 @@ class Guard:
             return None
         client = (scope.get("client") or ("?", 0))[0]
         wait = self.limiter.retry_after(client)
-        if wait > 0:
+        if wait > 0:  # not audited: the limiter bounds the lines a flood of wrong tokens writes
             return _json(429, {"error": f"too many wrong tokens from {client}; retry in "
                                         f"{int(wait) + 1} s"},
                          headers={"Retry-After": str(int(wait) + 1)})
         self.limiter.failed(client)
+        self._refused(f"{scope['method']} {path.decode('latin-1')}", 401, client)
         return _json(401, {"error": "missing or wrong bearer token (send "
                                     "Authorization: Bearer <token>)"})
+
+    def _refused(self, action: str, status: int, client: str) -> None:
+        """A request with a missing or wrong token in audit.jsonl (person null, never the
+        token it sent)."""
+        if self.audit is not None:
+            self.audit.record(None, action, status=status, client=client)
 
 
 class Endpoints:
@@ -329,8 +336,11 @@ class Endpoints:
                                  f"{', '.join(sorted(allowed))}")
         if path == "/api/health":
             health = self.app.health()
-            if not request.scope.get("state", {}).get("authorized", True):
+            state = request.scope.get("state", {})
+            if not state.get("authorized", True):
                 health = {"ok": health.get("ok", True)}
+            elif not getattr(state.get("access"), "everything", True):
+                health.pop("data_dir", None)  # a person's grants never show the server's paths
             return _json(200, health)
         access = _access(request)
         if node:
