@@ -516,7 +516,62 @@ def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
     return Guard(starlette, token, policy, limiter, people, persons, audit)
 
 
-class APIServer:
+class ServedInThread:
+    """A uvicorn server on its own listening socket, serving in a background thread from
+    `start` until `stop` (the API's and the web page's)."""
+
+    def __init__(self, host: str, port: int, what: str, thread: str) -> None:
+        self.what = what
+        """What the server is called in errors and the log."""
+        self.thread = thread
+        self.socket = _listen(host, port)
+        self.server_address = self.socket.getsockname()[:2]
+        self.server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._failed: BaseException | None = None
+
+    def serve(self, asgi: ASGIApp, max_connections: int, lifespan: str,
+              graceful_s: float) -> None:
+        """Make the server for `asgi` (each connection's head and keep-alive bounded)."""
+        protocol = type("Protocol", (JSONProtocol,), {"head_timeout_s": TIMEOUT_S,
+                                                      "max_connections": max_connections})
+        config = uvicorn.Config(
+            asgi, http=protocol, loop="asyncio", lifespan=lifespan, log_config=None,
+            access_log=False, timeout_keep_alive=KEEP_ALIVE_S, server_header=False,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES, timeout_graceful_shutdown=graceful_s,
+        )
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._serve, name=self.thread, daemon=True)
+
+    def _serve(self) -> None:
+        assert self.server is not None
+        try:
+            self.server.run(sockets=[self.socket])
+        except BaseException as exc:  # noqa: BLE001 - reported by start
+            self._failed = exc
+            log.exception("the %s server stopped", self.what)
+
+    def start(self, wait_s: float = 30.0) -> None:
+        """Serve in a background thread; returns once the server accepts connections."""
+        assert self.server is not None and self._thread is not None
+        self._thread.start()
+        deadline = time.monotonic() + wait_s
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise KBError(f"the {self.what} server did not start ({self._failed!r})")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        """Stop accepting requests, let the ones in flight end (up to the graceful time),
+        close the socket."""
+        if self.server is not None:
+            self.server.should_exit = True
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(10.0)
+        self.socket.close()
+
+
+class APIServer(ServedInThread):
     """The HTTP server of the daemon, serving in a background thread until `stop`."""
 
     def __init__(self, app: App, host: str, port: int, token: str,
@@ -527,54 +582,21 @@ class APIServer:
         if not token:
             raise KBError("the API needs a token (the daemon generates one in its data "
                           "directory)")
+        super().__init__(host, port, "API", "psirag-api")
         self.app = app
         self.token = token
         self.max_body_bytes = max_body_bytes
         self.limiter = FailureLimiter(failures_per_minute, 60.0)
-        self.socket = _listen(host, port)
-        self.server_address = self.socket.getsockname()[:2]
-        protocol = type("Protocol", (JSONProtocol,), {"head_timeout_s": TIMEOUT_S,
-                                                      "max_connections": max_connections})
         policy = HostPolicy(host, allowed_hosts, port=self.server_address[1])
         self.persons = PersonLimiter(person_requests_per_minute)
         asgi = build_app(app, token, policy, self.limiter, max_body_bytes, mcp_server,
                          people=people, persons=self.persons, audit=audit)
-        config = uvicorn.Config(
-            asgi, http=protocol, loop="asyncio", lifespan="on", log_config=None,
-            access_log=False, timeout_keep_alive=KEEP_ALIVE_S, server_header=False,
-            h11_max_incomplete_event_size=MAX_HEAD_BYTES, timeout_graceful_shutdown=5,
-        )
-        self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._serve, name="psirag-api", daemon=True)
-        self._failed: BaseException | None = None
-
-    def _serve(self) -> None:
-        try:
-            self.server.run(sockets=[self.socket])
-        except BaseException as exc:  # noqa: BLE001 - reported by start
-            self._failed = exc
-            log.exception("the API server stopped")
+        self.serve(asgi, max_connections, lifespan="on", graceful_s=5)
 
     @property
     def url(self) -> str:
         """The base URL clients use."""
         return served_url(self.server_address)
-
-    def start(self, wait_s: float = 30.0) -> None:
-        """Serve in a background thread; returns once the server accepts connections."""
-        self._thread.start()
-        deadline = time.monotonic() + wait_s
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise KBError(f"the API server did not start ({self._failed!r})")
-            time.sleep(0.01)
-
-    def stop(self) -> None:
-        """Stop accepting requests, finish the ones in flight (up to 5 s), close the socket."""
-        self.server.should_exit = True
-        if self._thread.is_alive():
-            self._thread.join(10.0)
-        self.socket.close()
 
 
 def served_url(address: tuple[Any, ...]) -> str:
