@@ -41,7 +41,7 @@ from psirag_kb.service.auth import (
     is_loopback,
     token_matches,
 )
-from psirag_kb.service.http import MAX_HEAD_BYTES, JSONProtocol
+from psirag_kb.service.http import MAX_HEAD_BYTES, JSONProtocol, header
 
 __all__ = ["APIServer", "HTTPError", "is_loopback", "validate"]
 
@@ -160,13 +160,6 @@ def _json(status: int, payload: dict[str, Any], close: bool = False,
     return JSONResponse(payload, status, headers=extra)
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return value.decode("latin-1")
-    return None
-
-
 class Guard:
     """ASGI middleware: header limits, Host and Origin checks, the bearer token."""
 
@@ -199,18 +192,18 @@ class Guard:
             return _json(431, {"error": f"more than {MAX_HEADERS} header fields"}, close=True)
         if sum(len(k) + len(v) for k, v in scope["headers"]) > MAX_HEAD_BYTES:
             return _json(431, {"error": "the request headers are too large"}, close=True)
-        host = _header(scope, b"host")
+        host = header(scope, b"host")
         if not self.policy.host_allowed(host):
             return _json(403, {"error": f"Host {host!r} is not a name of this server (a DNS "
                                         "rebinding attempt?); add it to [api] allowed_hosts "
                                         "if it is"})
-        origin = _header(scope, b"origin")
+        origin = header(scope, b"origin")
         if not self.policy.origin_allowed(origin, host) or \
-                _header(scope, b"sec-fetch-site") == "cross-site":
+                header(scope, b"sec-fetch-site") == "cross-site":
             return _json(403, {"error": f"cross-origin requests are refused (Origin "
                                         f"{origin!r})"})
         path = scope.get("raw_path", b"").split(b"?", 1)[0]
-        given = _header(scope, b"authorization")
+        given = header(scope, b"authorization")
         if path in (p.encode() for p in OPEN_PATHS) and given is None:
             scope.setdefault("state", {})["authorized"] = False
             return None

@@ -43,6 +43,7 @@ from psirag_kb.people import People, token_hash
 from psirag_kb.search.retrieval import MODES
 from psirag_kb.service.audit import AuditLog
 from psirag_kb.service.auth import FailureLimiter, HostPolicy, PersonLimiter
+from psirag_kb.service.http import header
 from psirag_kb.web.render import excerpt, file_name, highlight, title, where
 from psirag_kb.web.sessions import Session, Sessions, same_token
 
@@ -90,7 +91,7 @@ class Headers:
         if scope["type"] != "http":
             await self.inner(scope, receive, send)
             return
-        host = _header(scope, b"host")
+        host = header(scope, b"host")
         if not self.policy.host_allowed(host):
             await _plain(403, "this Host is not a name of this server")(scope, receive, send)
             return
@@ -101,13 +102,6 @@ class Headers:
             await send(message)
 
         await self.inner(scope, receive, sending)
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return value.decode("latin-1")
-    return None
 
 
 def _plain(status: int, text: str) -> Response:
