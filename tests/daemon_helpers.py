@@ -27,6 +27,22 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = ""
                          f"(last value {last!r})")
 
 
+class AuditTail:
+    """The lines a daemon appends to audit.jsonl from now on: `text()` and `lines()`."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = Path(data_dir) / "audit.jsonl"
+        self.start = self.path.stat().st_size if self.path.exists() else 0
+
+    def text(self) -> str:
+        with self.path.open(encoding="utf-8") as handle:
+            handle.seek(self.start)
+            return handle.read()
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.text().splitlines()]
+
+
 def stop_process(process: subprocess.Popen[Any], wait_s: float = 30.0) -> None:
     """SIGTERM a daemon subprocess still running, then kill it if it has not ended in
     `wait_s`."""

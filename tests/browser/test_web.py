@@ -4,7 +4,6 @@ what a reader must never see or run."""
 from __future__ import annotations
 
 import http.server
-import json
 import os
 import re
 import threading
@@ -14,7 +13,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import pytest
-from daemon_helpers import api, serving_notes
+from daemon_helpers import AuditTail, api, serving_notes
 
 EVIL = ("# Payload\npwned payload <script>window.__pwned = 1; alert('x')</script>\n"
         "<img src=x onerror=\"window.__pwned = 2; alert('y')\">\n"
@@ -328,8 +327,7 @@ def test_sign_in_never_sends_a_person_to_another_site(page: Any, team: dict[str,
 
 
 def test_sign_ins_are_audited_without_the_token(page: Any, team: dict[str, Any]) -> None:
-    audit = Path(team["daemon"].data_dir) / "audit.jsonl"
-    start = audit.stat().st_size if audit.exists() else 0
+    audit = AuditTail(team["daemon"].data_dir)
     wrong = "wrong-token-d41d8cd98f00b204e9800998ecf8427e"
     page.goto(team["url"] + "/signin")
     page.fill("input[name=token]", wrong)
@@ -338,10 +336,7 @@ def test_sign_ins_are_audited_without_the_token(page: Any, team: dict[str, Any])
     page.fill("input[name=token]", team["alice"])
     page.click("form.signin button[type=submit]")
     page.wait_for_url(team["url"] + "/")
-    with audit.open() as handle:
-        handle.seek(start)
-        text = handle.read()
-    lines = [json.loads(line) for line in text.splitlines()]
+    text, lines = audit.text(), audit.lines()
     signins = [line for line in lines if line["action"] == "signin"]
     assert [(s.get("person"), s.get("status")) for s in signins] == [(None, 401),
                                                                     ("alice", None)]

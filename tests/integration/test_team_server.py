@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_helpers import api, wait_for
+from daemon_helpers import AuditTail, api, wait_for
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -226,14 +226,10 @@ def test_health_shows_a_person_no_server_path(team: Team) -> None:
 
 
 def test_a_wrong_token_is_audited_without_the_token(team: Team) -> None:
-    audit = team.data_dir / "audit.jsonl"
-    start = audit.stat().st_size
+    audit = AuditTail(team.data_dir)
     wrong = "wrong-token-9e107d9d372bb6826bd81d3542a419d6"
     assert api(team.daemon, "GET", "/api/status", token=wrong)[0] == 401
-    with audit.open() as handle:
-        handle.seek(start)
-        text = handle.read()
-    refused = [json.loads(line) for line in text.splitlines()]
+    text, refused = audit.text(), audit.lines()
     assert [(r["person"], r["action"], r.get("status")) for r in refused] == [
         (None, "GET /api/status", 401)]
     assert refused[0]["client"] == "127.0.0.1" and wrong not in text
