@@ -355,7 +355,8 @@ class QueryEngine(OverStores):
 
     def status_within(self, access: Access) -> dict[str, Any]:
         """What `status` shows a person with grants: their files, chunks and problems, the
-        tree as they see it, and whether each index is usable (no paths or sizes of the rest)."""
+        tree as they see it, and whether each index is usable (no paths or sizes of the rest,
+        nor the store's generation, which counts every write, theirs or not)."""
         scope = self.scope_of(None, access)
         assert scope is not None  # a person with grants
         tree = Visibility(self.tree_index.view, scope).status()
@@ -365,7 +366,7 @@ class QueryEngine(OverStores):
                    for name, entry in self.stores.index_status().items()}
         return {"data_dir": "", "tree": tree | {"state": self.stores.tree_state["state"]},
                 "files": self.store.state_counts(scope.paths), "chunks": len(scope),
-                "generation": self.store.generation, "indexes": indexes, "stores": {},
+                "indexes": indexes, "stores": {},
                 "problems": problems, "unavailable": self.store.unavailable(within=scope.paths)}
 
     def chunk(self, chunk_id: int, neighbours: int = 0,

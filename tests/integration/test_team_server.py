@@ -183,6 +183,7 @@ def test_status_and_the_tree_show_only_the_persons_files(team: Team, person: str
     status, shown = as_(team, person, "GET", "/api/status")
     assert status == 200 and not team.leaks(person, shown)
     assert shown["files"]["indexed"] == len(READS[person]) * len(TOPICS)
+    assert "generation" not in shown  # it counts every write, in others' folders too
     status, root = as_(team, person, "GET", "/api/tree")
     assert status == 200 and not team.leaks(person, root)
     queue, seen, abstracts = [root], 0, []
