@@ -363,3 +363,15 @@ def test_an_answer_that_stops_arriving_says_so(page: Any, team: dict[str, Any]) 
     page.click("form.ask button[type=submit]")
     page.wait_for_selector("#working.problem", timeout=10_000)
     assert "reload the page" in page.inner_text("#working")
+
+
+def test_a_revoked_or_rotated_token_ends_the_session(page: Any, team: dict[str, Any]) -> None:
+    people = team["daemon"].people
+    docs = str(team["docs"] / "team-a")
+    for change in (people.rotate, people.revoke):
+        sign_in(page, team, people.add("carol", "reader", [docs]))
+        change("carol")
+        page.goto(f"{team['url']}/?q=apples")
+        assert urlsplit(page.url).path == "/signin"
+        if change == people.rotate:
+            people.revoke("carol")  # the name is used again in the next round
