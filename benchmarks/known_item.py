@@ -41,9 +41,10 @@ from pathlib import Path
 
 from psirag_kb.config import Config
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.search import fusion
 
-DEFAULT_CERTAIN_MAX = fusion.CERTAIN_MAX
+sys.path.insert(0, str(Path(__file__).parent))
+from fusion_dev import settings  # noqa: E402  (the same fusion variants)
+
 MODES = ("sparse", "dense", "hybrid", "auto", "tree")
 PURE = ("sparse", "dense")
 KINDS = ("sentence", "identifier", "error", "number")
@@ -153,23 +154,6 @@ def known_items(folder: Path, seed: int) -> list[dict[str, str]]:
                 continue
             items.append({"file": str(path.resolve()), "kind": kind, "query": query})
     return items
-
-
-def settings(variant: str) -> dict[str, object]:
-    """Apply a variant: `rrf` (no certain hits) or the signals joined by `+`, where `margin@R`
-    sets certain_margin to R and `phrase#N` lets a phrase be held by up to N chunks
-    (fusion.CERTAIN_MAX); returns the [retrieval] settings."""
-    fusion.CERTAIN_MAX = DEFAULT_CERTAIN_MAX
-    if variant == "rrf":
-        return {"certain_first": []}
-    names, margin = [], 2.0
-    for part in variant.split("+"):
-        name, _, value = part.partition("@")
-        name, _, cap = name.partition("#")
-        names.append(name)
-        margin = float(value) if value else margin
-        fusion.CERTAIN_MAX = int(cap) if cap else fusion.CERTAIN_MAX
-    return {"certain_first": names, "certain_margin": margin}
 
 
 def main() -> None:

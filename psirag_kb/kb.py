@@ -36,12 +36,7 @@ from psirag_kb.search.retrieval import Ranking
 from psirag_kb.search.rows import result_row
 from psirag_kb.search.scope import Scope
 from psirag_kb.search.summary import add_summary
-from psirag_kb.search.treeindex import TreeIndex
-from psirag_kb.storage.dense import DenseIndex
-from psirag_kb.storage.sparse import SparseIndex
-from psirag_kb.storage.store import Store
-from psirag_kb.storage.stores import Stores
-from psirag_kb.storage.writer import Writer
+from psirag_kb.storage.stores import OverStores, Stores
 from psirag_kb.tree.drift import repair
 
 DRIFT_TOLERANCE = 0.02
@@ -52,7 +47,7 @@ DRIFT_MAX_LEAVES = 4000
 __all__ = ["OWNER", "Access", "KnowledgeBase", "Within", "result_row"]
 
 
-class KnowledgeBase:
+class KnowledgeBase(OverStores):
     """One knowledge base in a data directory; the only object the CLI, API and TUI use."""
 
     def __init__(self, config: Config, embedder: Embedder | None = None) -> None:
@@ -84,37 +79,7 @@ class KnowledgeBase:
         if "engine" in self.__dict__:
             self.engine.config = config
 
-    # -- the stores, for readers (and tests) ------------------------------------------------
-
-    @property
-    def store(self) -> Store:
-        """The DuckDB store (reads from any thread; writes only on the writer)."""
-        return self.stores.store
-
-    @property
-    def sparse(self) -> SparseIndex:
-        """The BM25 index."""
-        return self.stores.sparse
-
-    @property
-    def dense(self) -> DenseIndex:
-        """The hnswlib index."""
-        return self.stores.dense
-
-    @property
-    def tree_index(self) -> TreeIndex:
-        """The tree: its live form (writer only) and its published view."""
-        return self.stores.tree_index
-
-    @property
-    def writer(self) -> Writer:
-        """The one thread that writes the stores."""
-        return self.stores.writer
-
-    @property
-    def stale(self) -> dict[str, dict[str, Any]]:
-        """Derived indexes waiting for a rebuild."""
-        return self.stores.stale
+    # the stores by name (store, sparse, dense, tree_index, writer, stale): see OverStores
 
     # -- lifecycle --------------------------------------------------------------------------
 

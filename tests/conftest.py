@@ -107,3 +107,12 @@ def minilm() -> MemoEmbedder:
 def config(tmp_path: Path) -> Config:
     """Default config with a fresh data directory."""
     return Config().with_data_dir(tmp_path / "data")
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    """An empty folder for documents beside the data directory (a module that wants notes in
+    it defines its own `docs`)."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    return folder

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -12,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """Poll until the predicate holds; fail at the deadline."""
+def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "") -> Any:
+    """Poll until the predicate holds; fail at the deadline (saying `what` was awaited)."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -21,7 +23,36 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
         if last:
             return last
         time.sleep(0.05)
-    raise AssertionError(f"condition not met before the deadline (last value {last!r})")
+    raise AssertionError(f"{what or 'condition'} not met before the deadline "
+                         f"(last value {last!r})")
+
+
+class AuditTail:
+    """The lines a daemon appends to audit.jsonl from now on: `text()` and `lines()`."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = Path(data_dir) / "audit.jsonl"
+        self.start = self.path.stat().st_size if self.path.exists() else 0
+
+    def text(self) -> str:
+        with self.path.open(encoding="utf-8") as handle:
+            handle.seek(self.start)
+            return handle.read()
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.text().splitlines()]
+
+
+def stop_process(process: subprocess.Popen[Any], wait_s: float = 30.0) -> None:
+    """SIGTERM a daemon subprocess still running, then kill it if it has not ended in
+    `wait_s`."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def api(daemon: Any, method: str, path: str, body: Any = None,
@@ -40,6 +71,13 @@ def api(daemon: Any, method: str, path: str, body: Any = None,
         return exc.code, json.loads(exc.read())
 
 
+def watching(config: Any, folder: Path, quiet_s: float) -> Any:
+    """`config` with a daemon watching `folder` (files settle after `quiet_s`) and its API on
+    a free loopback port."""
+    config = config.replace("watch", folders=[str(folder)], quiet_period_s=quiet_s)
+    return config.replace("api", port=0)
+
+
 @contextmanager
 def serving_notes(base: Path, notes: dict[str, str], words: str) -> Iterator[tuple[Any, Path]]:
     """A daemon (fake embedder, loopback, its generated token) watching `base/docs` with these
@@ -56,9 +94,7 @@ def serving_notes(base: Path, notes: dict[str, str], words: str) -> Iterator[tup
     for name, text in notes.items():
         (docs / name).parent.mkdir(parents=True, exist_ok=True)
         (docs / name).write_text(text)
-    config = Config().with_data_dir(base / "data")
-    config = config.replace("watch", folders=[str(docs)], quiet_period_s=0.2)
-    config = config.replace("api", port=0)
+    config = watching(Config().with_data_dir(base / "data"), docs, 0.2)
     saved = os.environ.pop("PSIRAG_KB_TOKEN", None)
     running = Daemon(config, embedder=FakeEmbedder())
     running.start()

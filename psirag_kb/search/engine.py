@@ -28,13 +28,10 @@ from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
 from psirag_kb.search.rows import result_rows
 from psirag_kb.search.scope import Scope, normalise
-from psirag_kb.search.treeindex import CANDIDATES, TreeIndex
+from psirag_kb.search.treeindex import CANDIDATES
 from psirag_kb.search.treeview import node_view, path_view
 from psirag_kb.search.visibility import Visibility
-from psirag_kb.storage.dense import DenseIndex
-from psirag_kb.storage.sparse import SparseIndex
-from psirag_kb.storage.store import Store
-from psirag_kb.storage.stores import Stores
+from psirag_kb.storage.stores import OverStores, Stores
 
 SUMMARY_LEAVES = 18
 """Passages a summary draws from the tree."""
@@ -46,7 +43,7 @@ Within = Sequence[str | Path] | Scope
 """The folders and files a query is limited to (or the scope they were resolved to)."""
 
 
-class QueryEngine:
+class QueryEngine(OverStores):
     """Ranked retrieval over the stores for one person at a time (an `Access`)."""
 
     def __init__(self, config: Config, stores: Stores, query_embedder: QueryEmbedder,
@@ -59,37 +56,12 @@ class QueryEngine:
         self._scopes_lock = threading.Lock()
         self._visible: dict[Access, Visibility] = {}
 
-    # -- the stores -------------------------------------------------------------------------
+    # -- the stores (by name: OverStores) ---------------------------------------------------
 
     @property
     def dim(self) -> int:
         """Dimension of the vectors."""
         return self.stores.dim
-
-    @property
-    def store(self) -> Store:
-        """The DuckDB store."""
-        return self.stores.store
-
-    @property
-    def sparse(self) -> SparseIndex:
-        """The BM25 index."""
-        return self.stores.sparse
-
-    @property
-    def dense(self) -> DenseIndex:
-        """The hnswlib index."""
-        return self.stores.dense
-
-    @property
-    def tree_index(self) -> TreeIndex:
-        """The tree's published view and its searches."""
-        return self.stores.tree_index
-
-    @property
-    def stale(self) -> dict[str, dict[str, Any]]:
-        """Derived indexes waiting for a rebuild."""
-        return self.stores.stale
 
     # -- questions and scopes ---------------------------------------------------------------
 
@@ -383,7 +355,8 @@ class QueryEngine:
 
     def status_within(self, access: Access) -> dict[str, Any]:
         """What `status` shows a person with grants: their files, chunks and problems, the
-        tree as they see it, and whether each index is usable (no paths or sizes of the rest)."""
+        tree as they see it, and whether each index is usable (no paths or sizes of the rest,
+        nor the store's generation, which counts every write, theirs or not)."""
         scope = self.scope_of(None, access)
         assert scope is not None  # a person with grants
         tree = Visibility(self.tree_index.view, scope).status()
@@ -393,7 +366,7 @@ class QueryEngine:
                    for name, entry in self.stores.index_status().items()}
         return {"data_dir": "", "tree": tree | {"state": self.stores.tree_state["state"]},
                 "files": self.store.state_counts(scope.paths), "chunks": len(scope),
-                "generation": self.store.generation, "indexes": indexes, "stores": {},
+                "indexes": indexes, "stores": {},
                 "problems": problems, "unavailable": self.store.unavailable(within=scope.paths)}
 
     def chunk(self, chunk_id: int, neighbours: int = 0,

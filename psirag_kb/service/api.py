@@ -41,7 +41,7 @@ from psirag_kb.service.auth import (
     is_loopback,
     token_matches,
 )
-from psirag_kb.service.http import MAX_HEAD_BYTES, JSONProtocol
+from psirag_kb.service.http import MAX_HEAD_BYTES, JSONProtocol, header
 
 __all__ = ["APIServer", "HTTPError", "is_loopback", "validate"]
 
@@ -160,13 +160,6 @@ def _json(status: int, payload: dict[str, Any], close: bool = False,
     return JSONResponse(payload, status, headers=extra)
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return value.decode("latin-1")
-    return None
-
-
 class Guard:
     """ASGI middleware: header limits, Host and Origin checks, the bearer token."""
 
@@ -199,18 +192,18 @@ class Guard:
             return _json(431, {"error": f"more than {MAX_HEADERS} header fields"}, close=True)
         if sum(len(k) + len(v) for k, v in scope["headers"]) > MAX_HEAD_BYTES:
             return _json(431, {"error": "the request headers are too large"}, close=True)
-        host = _header(scope, b"host")
+        host = header(scope, b"host")
         if not self.policy.host_allowed(host):
             return _json(403, {"error": f"Host {host!r} is not a name of this server (a DNS "
                                         "rebinding attempt?); add it to [api] allowed_hosts "
                                         "if it is"})
-        origin = _header(scope, b"origin")
+        origin = header(scope, b"origin")
         if not self.policy.origin_allowed(origin, host) or \
-                _header(scope, b"sec-fetch-site") == "cross-site":
+                header(scope, b"sec-fetch-site") == "cross-site":
             return _json(403, {"error": f"cross-origin requests are refused (Origin "
                                         f"{origin!r})"})
         path = scope.get("raw_path", b"").split(b"?", 1)[0]
-        given = _header(scope, b"authorization")
+        given = header(scope, b"authorization")
         if path in (p.encode() for p in OPEN_PATHS) and given is None:
             scope.setdefault("state", {})["authorized"] = False
             return None
@@ -234,13 +227,20 @@ class Guard:
             return None
         client = (scope.get("client") or ("?", 0))[0]
         wait = self.limiter.retry_after(client)
-        if wait > 0:
+        if wait > 0:  # not audited: the limiter bounds the lines a flood of wrong tokens writes
             return _json(429, {"error": f"too many wrong tokens from {client}; retry in "
                                         f"{int(wait) + 1} s"},
                          headers={"Retry-After": str(int(wait) + 1)})
         self.limiter.failed(client)
+        self._refused(f"{scope['method']} {path.decode('latin-1')}", 401, client)
         return _json(401, {"error": "missing or wrong bearer token (send "
                                     "Authorization: Bearer <token>)"})
+
+    def _refused(self, action: str, status: int, client: str) -> None:
+        """A request with a missing or wrong token in audit.jsonl (person null, never the
+        token it sent)."""
+        if self.audit is not None:
+            self.audit.record(None, action, status=status, client=client)
 
 
 class Endpoints:
@@ -329,8 +329,11 @@ class Endpoints:
                                  f"{', '.join(sorted(allowed))}")
         if path == "/api/health":
             health = self.app.health()
-            if not request.scope.get("state", {}).get("authorized", True):
+            state = request.scope.get("state", {})
+            if not state.get("authorized", True):
                 health = {"ok": health.get("ok", True)}
+            elif not getattr(state.get("access"), "everything", True):
+                health.pop("data_dir", None)  # a person's grants never show the server's paths
             return _json(200, health)
         access = _access(request)
         if node:
@@ -506,7 +509,62 @@ def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
     return Guard(starlette, token, policy, limiter, people, persons, audit)
 
 
-class APIServer:
+class ServedInThread:
+    """A uvicorn server on its own listening socket, serving in a background thread from
+    `start` until `stop` (the API's and the web page's)."""
+
+    def __init__(self, host: str, port: int, what: str, thread: str) -> None:
+        self.what = what
+        """What the server is called in errors and the log."""
+        self.thread = thread
+        self.socket = _listen(host, port)
+        self.server_address = self.socket.getsockname()[:2]
+        self.server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._failed: BaseException | None = None
+
+    def serve(self, asgi: ASGIApp, max_connections: int, lifespan: str,
+              graceful_s: float) -> None:
+        """Make the server for `asgi` (each connection's head and keep-alive bounded)."""
+        protocol = type("Protocol", (JSONProtocol,), {"head_timeout_s": TIMEOUT_S,
+                                                      "max_connections": max_connections})
+        config = uvicorn.Config(
+            asgi, http=protocol, loop="asyncio", lifespan=lifespan, log_config=None,
+            access_log=False, timeout_keep_alive=KEEP_ALIVE_S, server_header=False,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES, timeout_graceful_shutdown=graceful_s,
+        )
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._serve, name=self.thread, daemon=True)
+
+    def _serve(self) -> None:
+        assert self.server is not None
+        try:
+            self.server.run(sockets=[self.socket])
+        except BaseException as exc:  # noqa: BLE001 - reported by start
+            self._failed = exc
+            log.exception("the %s server stopped", self.what)
+
+    def start(self, wait_s: float = 30.0) -> None:
+        """Serve in a background thread; returns once the server accepts connections."""
+        assert self.server is not None and self._thread is not None
+        self._thread.start()
+        deadline = time.monotonic() + wait_s
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise KBError(f"the {self.what} server did not start ({self._failed!r})")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        """Stop accepting requests, let the ones in flight end (up to the graceful time),
+        close the socket."""
+        if self.server is not None:
+            self.server.should_exit = True
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(10.0)
+        self.socket.close()
+
+
+class APIServer(ServedInThread):
     """The HTTP server of the daemon, serving in a background thread until `stop`."""
 
     def __init__(self, app: App, host: str, port: int, token: str,
@@ -517,54 +575,21 @@ class APIServer:
         if not token:
             raise KBError("the API needs a token (the daemon generates one in its data "
                           "directory)")
+        super().__init__(host, port, "API", "psirag-api")
         self.app = app
         self.token = token
         self.max_body_bytes = max_body_bytes
         self.limiter = FailureLimiter(failures_per_minute, 60.0)
-        self.socket = _listen(host, port)
-        self.server_address = self.socket.getsockname()[:2]
-        protocol = type("Protocol", (JSONProtocol,), {"head_timeout_s": TIMEOUT_S,
-                                                      "max_connections": max_connections})
         policy = HostPolicy(host, allowed_hosts, port=self.server_address[1])
         self.persons = PersonLimiter(person_requests_per_minute)
         asgi = build_app(app, token, policy, self.limiter, max_body_bytes, mcp_server,
                          people=people, persons=self.persons, audit=audit)
-        config = uvicorn.Config(
-            asgi, http=protocol, loop="asyncio", lifespan="on", log_config=None,
-            access_log=False, timeout_keep_alive=KEEP_ALIVE_S, server_header=False,
-            h11_max_incomplete_event_size=MAX_HEAD_BYTES, timeout_graceful_shutdown=5,
-        )
-        self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._serve, name="psirag-api", daemon=True)
-        self._failed: BaseException | None = None
-
-    def _serve(self) -> None:
-        try:
-            self.server.run(sockets=[self.socket])
-        except BaseException as exc:  # noqa: BLE001 - reported by start
-            self._failed = exc
-            log.exception("the API server stopped")
+        self.serve(asgi, max_connections, lifespan="on", graceful_s=5)
 
     @property
     def url(self) -> str:
         """The base URL clients use."""
         return served_url(self.server_address)
-
-    def start(self, wait_s: float = 30.0) -> None:
-        """Serve in a background thread; returns once the server accepts connections."""
-        self._thread.start()
-        deadline = time.monotonic() + wait_s
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise KBError(f"the API server did not start ({self._failed!r})")
-            time.sleep(0.01)
-
-    def stop(self) -> None:
-        """Stop accepting requests, finish the ones in flight (up to 5 s), close the socket."""
-        self.server.should_exit = True
-        if self._thread.is_alive():
-            self._thread.join(10.0)
-        self.socket.close()
 
 
 def served_url(address: tuple[Any, ...]) -> str:

@@ -17,7 +17,7 @@ AUDIT_FILE = "audit.jsonl"
 
 
 class AuditLog:
-    """Appends {time, person, action, scope, results[, query]} lines (mode 0600); past
+    """Appends {time, person, action[, client], scope, results[, query]} lines (mode 0600); past
     `max_bytes` the file becomes audit.1.jsonl and older ones shift, `backups` kept.
 
     A lock around one buffered write per line: a request thread waits only for other lines.
@@ -50,12 +50,16 @@ class AuditLog:
         else:
             self.path.unlink(missing_ok=True)
 
-    def record(self, person: str, action: str, scope: Sequence[str] | str | int | None = None,
-               results: int | None = None, query: str | None = None,
-               status: int | None = None) -> None:
-        """Append one line (the query text only when [api] audit_queries is on)."""
+    def record(self, person: str | None, action: str,
+               scope: Sequence[str] | str | int | None = None, results: int | None = None,
+               query: str | None = None, status: int | None = None,
+               client: str | None = None) -> None:
+        """Append one line (the query text only when [api] audit_queries is on; person None:
+        a token nobody holds, with the client's address)."""
         line: dict[str, Any] = {"time": round(time.time(), 3), "person": person,
                                 "action": action}
+        if client is not None:
+            line["client"] = client
         if scope is not None:
             line["scope"] = list(scope) if isinstance(scope, list | tuple) else scope
         if results is not None:

@@ -154,7 +154,7 @@ class Daemon:
         try:
             return WebServer(self, api.host, port, token, self.people, self.api.limiter,
                              web.session_minutes, api.allowed_hosts, api.max_connections,
-                             self.api.persons)
+                             self.api.persons, self.audit)
         except KBError as exc:
             raise KBError(f"the web page cannot listen on port {port} ({exc}); set [web] port "
                           "(or --web-port), or [web] enabled = false") from exc

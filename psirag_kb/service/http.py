@@ -17,6 +17,14 @@ MAX_HEAD_BYTES = 65_536
 """A request line or header block beyond this is refused (414 or 431)."""
 
 
+def header(scope: dict[str, Any], name: bytes) -> str | None:
+    """A request header's value from an ASGI scope (`name` in lower case), or None."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
 def error_bytes(status: int, reason: str, message: str) -> bytes:
     """A complete HTTP/1.1 response with a JSON error body that closes the connection."""
     body = json.dumps({"error": message}).encode("utf-8")

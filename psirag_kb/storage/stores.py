@@ -43,6 +43,42 @@ TREE_REBUILD_ATTEMPTS = 8
 """Background attempts before the tree is left missing for `maintain` or the next start."""
 
 
+class OverStores:
+    """The stores of `self.stores` by name, for the facade and the query engine alike."""
+
+    stores: Stores
+
+    @property
+    def store(self) -> Store:
+        """The DuckDB store (reads from any thread; writes only on the writer)."""
+        return self.stores.store
+
+    @property
+    def sparse(self) -> SparseIndex:
+        """The BM25 index."""
+        return self.stores.sparse
+
+    @property
+    def dense(self) -> DenseIndex:
+        """The hnswlib index."""
+        return self.stores.dense
+
+    @property
+    def tree_index(self) -> TreeIndex:
+        """The tree: its live form (writer only), its published view and its searches."""
+        return self.stores.tree_index
+
+    @property
+    def writer(self) -> Writer:
+        """The one thread that writes the stores."""
+        return self.stores.writer
+
+    @property
+    def stale(self) -> dict[str, dict[str, Any]]:
+        """Derived indexes waiting for a rebuild."""
+        return self.stores.stale
+
+
 class Stores:
     """DuckDB, BM25, hnswlib and the live tree of a data directory, written by one thread."""
 

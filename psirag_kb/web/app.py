@@ -18,7 +18,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import anyio
 import anyio.to_thread
@@ -41,8 +41,10 @@ from psirag_kb.access import OWNER, Access
 from psirag_kb.errors import AccessDenied, KBError, NodeNotFound
 from psirag_kb.people import People, token_hash
 from psirag_kb.search.retrieval import MODES
+from psirag_kb.service.audit import AuditLog
 from psirag_kb.service.auth import FailureLimiter, HostPolicy, PersonLimiter
-from psirag_kb.web.render import file_name, highlight, title, where
+from psirag_kb.service.http import header
+from psirag_kb.web.render import excerpt, file_name, highlight, title, where
 from psirag_kb.web.sessions import Session, Sessions, same_token
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,8 @@ RESULTS = 10
 NEIGHBOURS = 2
 MAX_FORM_BYTES = 16_384
 MAX_QUERY_CHARS = 2_000
+MAX_NEXT_CHARS = 4_096
+"""The longest page address kept across sign-in (a longer one signs in to the search page)."""
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
        "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
        "form-action 'self'; frame-ancestors 'none'")
@@ -87,7 +91,7 @@ class Headers:
         if scope["type"] != "http":
             await self.inner(scope, receive, send)
             return
-        host = _header(scope, b"host")
+        host = header(scope, b"host")
         if not self.policy.host_allowed(host):
             await _plain(403, "this Host is not a name of this server")(scope, receive, send)
             return
@@ -100,13 +104,6 @@ class Headers:
         await self.inner(scope, receive, sending)
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return value.decode("latin-1")
-    return None
-
-
 def _plain(status: int, text: str) -> Response:
     return Response(text, status, media_type="text/plain; charset=utf-8")
 
@@ -116,8 +113,10 @@ class Web:
 
     def __init__(self, daemon: Any, owner_token: str, people: People | None,
                  limiter: FailureLimiter, policy: HostPolicy, session_minutes: int,
-                 persons: PersonLimiter | None = None, threads: int = 8) -> None:
+                 persons: PersonLimiter | None = None, threads: int = 8,
+                 audit: AuditLog | None = None) -> None:
         self.daemon = daemon
+        self.audit = audit
         self.persons = persons
         self.owner_token = owner_token
         self.people = people
@@ -129,7 +128,7 @@ class Web:
                                      autoescape=select_autoescape(default=True,
                                                                   default_for_string=True))
         self.templates.globals.update(where=where, file_name=file_name, highlight=highlight,
-                                     title=title)
+                                     title=title, excerpt=excerpt)
         self.templates.filters["flat"] = lambda text: " ".join(str(text).split())
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -164,13 +163,16 @@ class Web:
             return None
         return session, access
 
-    def page(self, view: Callable[..., Any]) -> Callable[[Request], Any]:
-        """A GET view for a signed-in person; others go to the sign-in page."""
+    def page(self, view: Callable[..., Any], resume: bool = True) -> Callable[[Request], Any]:
+        """A GET view for a signed-in person; others go to the sign-in page, which brings them
+        back to this address afterwards (`resume`)."""
 
         async def endpoint(request: Request) -> Response:
             found = self.signed_in(request)
             if found is None:
-                return RedirectResponse("/signin", 303)
+                back = _asked(request) if resume else "/"
+                return RedirectResponse("/signin" + ("" if back == "/" else "?" + urlencode(
+                    {"next": back})), 303)
             session, access = found
             wait = self.persons.wait(access.name) if self.persons is not None and \
                 session.token_sha256 is not None else 0.0
@@ -219,14 +221,18 @@ class Web:
     # -- sign in and out --------------------------------------------------------------------
 
     async def signin_page(self, request: Request) -> Response:
-        """GET /signin: the token form, with a fresh sign-in CSRF token in a cookie."""
+        """GET /signin?next=...: the token form, with a fresh sign-in CSRF token in a cookie
+        (a person already signed in goes on to `next`)."""
+        back = safe_next(request.query_params.get("next"))
         if self.signed_in(request) is not None:
-            return RedirectResponse("/", 303)
-        return self.signin_form(request, 200, "")
+            return RedirectResponse(back, 303)
+        return self.signin_form(request, 200, "", back)
 
-    def signin_form(self, request: Request, status: int, message: str) -> Response:
+    def signin_form(self, request: Request, status: int, message: str,
+                    back: str = "/") -> Response:
         csrf = secrets.token_urlsafe(32)
-        response = self.render(request, "signin.html", status, csrf=csrf, message=message)
+        response = self.render(request, "signin.html", status, csrf=csrf, message=message,
+                               back=back)
         response.set_cookie(PRE_COOKIE, csrf, max_age=600, httponly=True, samesite="strict",
                             secure=request.url.scheme == "https", path="/signin")
         return response
@@ -238,25 +244,34 @@ class Web:
             fields = await self.form(request)
         except WebError as exc:
             return self.error(request, exc.status, str(exc))
+        back = safe_next(fields.get("next"))
         if not same_token(fields.get("csrf"), request.cookies.get(PRE_COOKIE) or "\x00"):
-            return self.signin_form(request, 403, "The form expired; sign in again.")
+            return self.signin_form(request, 403, "The form expired; sign in again.", back)
         token = fields.get("token", "").strip()
         name, digest = self.who(token)
+        client = request.client.host if request.client else "?"
         if name is None:
-            client = request.client.host if request.client else "?"
             wait = self.limiter.retry_after(client)
-            if wait > 0:
+            if wait > 0:  # not audited: the limiter bounds the lines wrong tokens write
                 return self.signin_form(request, 429, f"Too many wrong tokens; retry in "
-                                                      f"{int(wait) + 1} s.")
+                                                      f"{int(wait) + 1} s.", back)
             self.limiter.failed(client)
-            return self.signin_form(request, 401, "That token is not accepted.")
+            self.audited(None, "signin", client, 401)  # never the token: it may be a typo of one
+            return self.signin_form(request, 401, "That token is not accepted.", back)
         session_id, _ = self.sessions.open(name, digest)
-        response = RedirectResponse("/", 303)
+        self.audited(name, "signin", client)
+        response = RedirectResponse(back, 303)
         response.set_cookie(COOKIE, session_id, max_age=int(self.sessions.lifetime_s),
                             httponly=True, samesite="strict",
                             secure=request.url.scheme == "https", path="/")
         response.delete_cookie(PRE_COOKIE, path="/signin")
         return response
+
+    def audited(self, person: str | None, action: str, client: str,
+                status: int | None = None) -> None:
+        """A sign-in or sign-out in audit.jsonl (person None: a token nobody holds)."""
+        if self.audit is not None:
+            self.audit.record(person, action, status=status, client=client)
 
     def who(self, token: str) -> tuple[str | None, str | None]:
         """(name, token hash) of a token: the owner's api.token has no hash; (None, None) for
@@ -282,6 +297,7 @@ class Web:
         if not same_token(fields.get("csrf"), session.csrf):
             return self.error(request, 403, "the form's token is wrong; reload the page", session)
         self.sessions.close(request.cookies.get(COOKIE))
+        self.audited(session.name, "signout", request.client.host if request.client else "?")
         response = RedirectResponse("/signin", 303)
         response.delete_cookie(COOKIE, path="/")
         return response
@@ -374,7 +390,8 @@ class Web:
             raise WebError(400, "the question is empty")
         fragment = self.templates.get_template("answer_body.html")
         return StreamingResponse(self.events(q, access, fragment), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store"})
+                                 headers={"Cache-Control": "no-store",
+                                          "X-Accel-Buffering": "no"})  # nginx: pass each step
 
     async def events(self, q: str, access: Access, fragment: Any) -> AsyncIterator[bytes]:
         """The agent's steps as they complete, then its answer."""
@@ -446,6 +463,26 @@ def _cited(text: str, numbers: dict[int, Any]) -> Markup:
     return Markup(re.sub(r"\[(\d{1,4})\]", link, escaped))
 
 
+def _asked(request: Request) -> str:
+    """The address a request asked for: its path and query, as sent."""
+    path = request.scope.get("raw_path") or request.url.path.encode()
+    query = request.scope.get("query_string", b"")
+    return (path + (b"?" + query if query else b"")).decode("latin-1")
+
+
+def safe_next(raw: str | None) -> str:
+    """`raw` when it is a page of this site (a path such as "/?q=..."), else "/": never another
+    site ("//host", "/\\host", "https://..."), never a control character a browser would drop."""
+    if not raw or len(raw) > MAX_NEXT_CHARS or not raw.startswith("/") or \
+            raw.startswith(("//", "/signin", "/signout")) or "\\" in raw or \
+            any(ord(c) <= 0x20 or 0x7F <= ord(c) <= 0x9F for c in raw):
+        return "/"
+    parts = urlsplit(raw)
+    if parts.scheme or parts.netloc:
+        return "/"
+    return raw
+
+
 def _number(raw: str, what: str, signed: bool = False) -> int:
     if not re.fullmatch(r"-?\d{1,18}" if signed else r"\d{1,18}", raw):
         raise WebError(404, f"no {what} {raw}")
@@ -462,7 +499,7 @@ def build_web_app(web: Web) -> ASGIApp:
         Route("/source/{chunk_id}", web.page(web.source)),
         Route("/download/{chunk_id}", web.page(web.download)),
         Route("/answer", web.page(web.answer)),
-        Route("/answer/stream", web.page(web.answer_stream)),
+        Route("/answer/stream", web.page(web.answer_stream, resume=False)),
         Route("/tree", web.page(web.tree)),
         Route("/tree/{node_id}", web.page(web.tree)),
         Route("/status", web.page(web.status)),

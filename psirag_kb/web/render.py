@@ -11,6 +11,8 @@ from psirag_kb.locations import describe
 
 MIN_TERM = 2
 MAX_TERMS = 20
+EXCERPT_CHARS = 600
+"""How much of a passage a search result shows."""
 
 
 def terms(query: str) -> list[str]:
@@ -19,13 +21,40 @@ def terms(query: str) -> list[str]:
     return sorted(words, key=lambda w: (-len(w), w))[:MAX_TERMS]
 
 
+def _pattern(query: str) -> re.Pattern[str] | None:
+    """A regular expression matching the query's terms as whole words (None without terms)."""
+    found = terms(query)
+    if not found:
+        return None
+    return re.compile(r"\b(" + "|".join(re.escape(t) for t in found) + r")\b", re.IGNORECASE)
+
+
+def excerpt(text: str, query: str, width: int = EXCERPT_CHARS) -> str:
+    """About `width` characters of `text` on one line, from where the query's first term is
+    when it lies beyond them (a long passage's match stays in view), "…" where cut."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    pattern = _pattern(query)
+    found = pattern.search(flat) if pattern is not None else None
+    start = 0
+    if found is not None and found.end() > width - width // 4:
+        start = max(0, min(found.start() - width // 4, len(flat) - width))
+        space = flat.find(" ", start, found.start()) if start else -1
+        start = space + 1 if space >= 0 else start  # at a word
+    end = start + width
+    if end < len(flat):
+        space = flat.rfind(" ", start, end)
+        end = space if space > start else end
+    return ("…" if start else "") + flat[start:end] + ("…" if end < len(flat) else "")
+
+
 def highlight(text: str, query: str) -> Markup:
     """`text` escaped, with the query's terms marked: the raw text is split at the terms and
     every piece escaped on its own, so no markup of the document survives."""
-    found = terms(query)
-    if not found:
+    pattern = _pattern(query)
+    if pattern is None:
         return Markup(escape(text))
-    pattern = re.compile(r"\b(" + "|".join(re.escape(t) for t in found) + r")\b", re.IGNORECASE)
     pieces = pattern.split(text)
     out = []
     for index, piece in enumerate(pieces):

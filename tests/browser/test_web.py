@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import http.server
 import os
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import pytest
-from daemon_helpers import api, serving_notes
+from daemon_helpers import AuditTail, api, serving_notes
 
 EVIL = ("# Payload\npwned payload <script>window.__pwned = 1; alert('x')</script>\n"
         "<img src=x onerror=\"window.__pwned = 2; alert('y')\">\n"
@@ -23,6 +24,9 @@ NOTES = {
     "team-a/pears.md": "# Pears\nPears ripen after picking, unlike apples on the tree.\n",
     "team-a/evil.txt": EVIL,
     "team-b/secret.md": "# Bananas\nBanana secret plans: the merger closes in March.\n",
+    "team-b/ledger.md": "# Ledger\nBanana crates, counted.\n"  # one long sentence: one passage
+                        + "the ledger lists each crate and its weight, " * 16
+                        + "and only the kumquat column is new.\n",
 }
 
 
@@ -109,7 +113,7 @@ def test_sign_in_search_filter_source_download_sign_out(page: Any,
     page.click("form.signout button[type=submit]")
     page.wait_for_url(team["url"] + "/signin")
     page.goto(team["url"] + "/?q=apples")
-    assert page.url.endswith("/signin")
+    assert urlsplit(page.url).path == "/signin"
     assert all(team["alice"] not in u for u in page.requests)
     only_own_origin(page, team)
 
@@ -194,6 +198,9 @@ def test_answer_streams_steps_and_links_passages(page: Any, team: dict[str, Any]
     assert "js=1" in page.url  # the streaming page, not the plain form's
     assert page.locator("#steps li").count() >= 1
     assert "no LLM is configured" in page.inner_text("#answer-body")
+    stream = page.request.get(team["url"] + "/answer/stream?q=apples")
+    assert stream.headers["content-type"].startswith("text/event-stream")
+    assert stream.headers["x-accel-buffering"] == "no"  # a proxy passes each step at once
     page.locator("#answer-body a[href^='/source/']").first.click()
     page.wait_for_selector("#passage")
     only_own_origin(page, team)
@@ -271,11 +278,17 @@ def test_post_without_the_csrf_token_is_refused(page: Any, team: dict[str, Any])
     assert not page.url.endswith("/signin")
 
 
+def cite_the_orchard(body: dict[str, Any]) -> dict[str, Any]:
+    """An answer citing apples.md by the number it has in the prompt (the rank may vary)."""
+    number = int(re.search(r"\[(\d+)\] \([^)]*apples\.md", body["messages"][-1]["content"])[1])
+    return {"action": "answer", "text": f"In spring [{number}].", "cited": [number]}
+
+
 def test_a_cited_answer_with_an_llm(page: Any, team: dict[str, Any], fake_ollama: Any) -> None:
     kb = team["daemon"].kb
     before = kb.config
     kb.config = before.replace("llm", enabled=True, host=fake_ollama.url, timeout_s=10.0)
-    fake_ollama.script({"action": "answer", "text": "In spring [1].", "cited": [1]})
+    fake_ollama.script(cite_the_orchard)
     try:
         sign_in(page, team, team["alice"])
         page.goto(team["url"] + "/answer")
@@ -293,3 +306,82 @@ def test_a_cited_answer_with_an_llm(page: Any, team: dict[str, Any], fake_ollama
     page.wait_for_selector("#passage")
     assert page.inner_text("h1.file").startswith(name)
     only_own_origin(page, team)
+
+
+def test_a_bookmarked_search_opens_after_signing_in(page: Any, team: dict[str, Any]) -> None:
+    bookmark = (f"{team['url']}/?q=apples+orchards&mode=sparse&"
+                f"{urlencode({'in': str(team['docs'] / 'team-a')})}")
+    page.goto(bookmark)
+    assert urlsplit(page.url).path == "/signin"
+    page.fill("input[name=token]", "a-wrong-token-first-0123456789abcdef")
+    page.click("form.signin button[type=submit]")
+    page.wait_for_selector(".problem")  # a wrong token keeps the way back
+    page.fill("input[name=token]", team["alice"])
+    page.click("form.signin button[type=submit]")
+    page.wait_for_url(bookmark)
+    assert page.locator("li.result a.file").first.inner_text() == "apples.md"
+    assert page.locator("select[name=mode]").input_value() == "sparse"
+    assert team["alice"] not in page.url
+
+
+@pytest.mark.parametrize("target", ["https://example.com/", "//example.com/x",
+                                    "/\\example.com/x", "/\t/example.com", "javascript:alert(1)"])
+def test_sign_in_never_sends_a_person_to_another_site(page: Any, team: dict[str, Any],
+                                                       target: str) -> None:
+    page.goto(f"{team['url']}/signin?{urlencode({'next': target})}")
+    page.fill("input[name=token]", team["alice"])
+    page.click("form.signin button[type=submit]")
+    page.wait_for_url(team["url"] + "/")
+    assert page.dialogs == []
+    only_own_origin(page, team)
+
+
+def test_sign_ins_are_audited_without_the_token(page: Any, team: dict[str, Any]) -> None:
+    audit = AuditTail(team["daemon"].data_dir)
+    wrong = "wrong-token-d41d8cd98f00b204e9800998ecf8427e"
+    page.goto(team["url"] + "/signin")
+    page.fill("input[name=token]", wrong)
+    page.click("form.signin button[type=submit]")
+    page.wait_for_selector(".problem")
+    page.fill("input[name=token]", team["alice"])
+    page.click("form.signin button[type=submit]")
+    page.wait_for_url(team["url"] + "/")
+    text, lines = audit.text(), audit.lines()
+    signins = [line for line in lines if line["action"] == "signin"]
+    assert [(s.get("person"), s.get("status")) for s in signins] == [(None, 401),
+                                                                    ("alice", None)]
+    assert signins[0]["client"] == "127.0.0.1"
+    assert wrong not in text and team["alice"] not in text
+
+
+def test_a_term_deep_in_a_long_passage_is_shown(page: Any, team: dict[str, Any]) -> None:
+    sign_in(page, team, team["owner"])
+    page.goto(team["url"] + "/?q=kumquat&mode=sparse")
+    page.wait_for_selector("li.result")
+    first = page.locator("li.result").first
+    assert first.locator("a.file").inner_text() == "ledger.md"
+    marks = first.locator(".passage mark")
+    assert marks.count() >= 1 and marks.first.inner_text() == "kumquat"
+    assert first.locator(".passage").inner_text().startswith("…")
+
+
+def test_an_answer_that_stops_arriving_says_so(page: Any, team: dict[str, Any]) -> None:
+    sign_in(page, team, team["alice"])
+    page.route("**/answer/stream?*", lambda route: route.abort())
+    page.goto(team["url"] + "/answer")
+    page.fill("form.ask input[name=q]", "When do apple trees flower?")
+    page.click("form.ask button[type=submit]")
+    page.wait_for_selector("#working.problem", timeout=10_000)
+    assert "reload the page" in page.inner_text("#working")
+
+
+def test_a_revoked_or_rotated_token_ends_the_session(page: Any, team: dict[str, Any]) -> None:
+    people = team["daemon"].people
+    docs = str(team["docs"] / "team-a")
+    for change in (people.rotate, people.revoke):
+        sign_in(page, team, people.add("carol", "reader", [docs]))
+        change("carol")
+        page.goto(f"{team['url']}/?q=apples")
+        assert urlsplit(page.url).path == "/signin"
+        if change == people.rotate:
+            people.revoke("carol")  # the name is used again in the next round

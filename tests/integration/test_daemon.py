@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_helpers import api, wait_for
+from daemon_helpers import api, wait_for, watching
 
 from psirag_kb.cli import main
 from psirag_kb.config import Config
@@ -31,15 +31,8 @@ def sources(daemon: Daemon, text: str) -> set[str]:
 
 
 def make_config(config: Config, folder: Path, **api: Any) -> Config:
-    config = config.replace("watch", folders=[str(folder)], quiet_period_s=QUIET)
-    return config.replace("api", port=0, **api)
-
-
-@pytest.fixture
-def docs(tmp_path: Path) -> Path:
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    return folder
+    config = watching(config, folder, QUIET)
+    return config.replace("api", **api) if api else config
 
 
 @pytest.fixture

@@ -10,13 +10,16 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from daemon_helpers import stop_process, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
+WAIT_S = 30.0
+"""How long a daemon subprocess may take to show a change."""
 FAKE_RUNNER = """
 import sys
 sys.path.insert(0, {tests!r})
@@ -27,16 +30,6 @@ from psirag_kb.service.daemon import run_daemon
 config = load_config(Path(sys.argv[1]))
 sys.exit(run_daemon(config, embedder=FakeEmbedder()))
 """
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not met before the deadline")
 
 
 def write_config(tmp_path: Path, docs: Path, quiet: float = 0.3) -> Path:
@@ -88,13 +81,7 @@ class Process:
         return wait_for(ready, timeout)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 15)
 
 
 @pytest.fixture
@@ -120,7 +107,7 @@ def test_sigterm_stops_quickly_and_a_second_daemon_is_refused(tmp_path: Path,
     config = write_config(tmp_path, docs)
     first = fake_daemon(config, tmp_path / "data", processes)
     url = first.url()
-    wait_for(lambda: post_query(url, "narwhals tusk"))
+    wait_for(lambda: post_query(url, "narwhals tusk"), WAIT_S)
     second = fake_daemon(config, tmp_path / "data", processes)
     assert second.proc.wait(60) == 1
     assert f"pid {first.proc.pid}" in second.proc.communicate()[1]
@@ -145,7 +132,7 @@ def test_stale_lock_of_a_dead_daemon_is_taken_over(tmp_path: Path,
     assert (tmp_path / "data" / "daemon.lock").exists()
     second = fake_daemon(config, tmp_path / "data", processes)
     wait_for(lambda: json.loads((tmp_path / "data" / "daemon.json").read_text())["pid"]
-             == second.proc.pid)
+             == second.proc.pid, WAIT_S)
 
 
 @pytest.mark.slow
@@ -164,13 +151,13 @@ def test_real_model_end_to_end_through_the_cli(tmp_path: Path,
     def top(text: str) -> list[str]:
         return [r["source"] for r in post_query(url, text)]
 
-    wait_for(lambda: str(note) in top("Which volcano is in Sicily?"))
+    wait_for(lambda: str(note) in top("Which volcano is in Sicily?"), WAIT_S)
     tmp = docs / "volcano.md.tmp"
     # a title: no chunk's header is the file name, so the rename below keeps every vector
     tmp.write_text("# Great Barrier Reef\n\n"
                    "The Great Barrier Reef lies off the coast of Queensland, Australia.\n")
     os.replace(tmp, note)
-    wait_for(lambda: any("Queensland" in r["text"] for r in post_query(url, "coral reef")))
+    wait_for(lambda: any("Queensland" in r["text"] for r in post_query(url, "coral reef")), WAIT_S)
     assert not any("Etna" in r["text"] for r in post_query(url, "volcano Sicily"))
     out = subprocess.run(
         [sys.executable, "-m", "psirag_kb", "--config", str(config), "status", "--json"],
@@ -182,10 +169,10 @@ def test_real_model_end_to_end_through_the_cli(tmp_path: Path,
     before = {r["chunk_id"] for r in post_query(url, "coral reef")}
     moved = docs / "reef.md"
     os.rename(note, moved)
-    wait_for(lambda: str(moved) in top("coral reef Queensland"))
+    wait_for(lambda: str(moved) in top("coral reef Queensland"), WAIT_S)
     assert {r["chunk_id"] for r in post_query(url, "coral reef")} == before  # leaves kept
     moved.unlink()
-    wait_for(lambda: not post_query(url, "coral reef"))
+    wait_for(lambda: not post_query(url, "coral reef"), WAIT_S)
     process.proc.send_signal(signal.SIGINT)
     assert process.proc.wait(10) == 0
     # changes made while the daemon is down are applied when it starts again
@@ -195,6 +182,6 @@ def test_real_model_end_to_end_through_the_cli(tmp_path: Path,
                     tmp_path / "data")
     processes.append(again)
     url = again.url(120)
-    wait_for(lambda: str(late) in top("largest glacier in the Alps"))
+    wait_for(lambda: str(late) in top("largest glacier in the Alps"), WAIT_S)
     again.proc.send_signal(signal.SIGTERM)
     assert again.proc.wait(10) == 0

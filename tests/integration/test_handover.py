@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +15,7 @@ from typing import Any
 import pytest
 from anyio.from_thread import start_blocking_portal
 from conftest import NOTES
+from daemon_helpers import stop_process, wait_for
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -29,16 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
 ENV.pop("PSIRAG_KB_URL", None)
 ENV.pop("PSIRAG_KB_TOKEN", None)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not met before the deadline")
+WAIT_S = 90.0
+"""How long a daemon subprocess (the real model) may take to serve."""
 
 
 @pytest.fixture
@@ -77,13 +68,7 @@ class Daemon:
             owner.pid == self.proc.pid
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 @pytest.fixture
@@ -117,7 +102,7 @@ def test_a_daemon_takes_over_from_an_in_process_mcp_server(kb_config, daemons, t
         assert holder(data_dir) is not None  # held in-process
         daemon = Daemon(kb_config)
         daemons.append(daemon)
-        wait_for(daemon.serving)  # before the fix: waits for the session for ever
+        wait_for(daemon.serving, WAIT_S)  # before the fix: waits for the session for ever
         assert not (data_dir / "takeover.request").exists()
         status = call("status")  # the same MCP session, now through the daemon's API
         assert f"daemon pid {daemon.proc.pid}" in status["freshness"]["served_by"]
@@ -140,8 +125,8 @@ def test_the_tui_client_hands_over_and_goes_on(kb_config, daemons, minilm, monke
         assert client.query("arctic tern", k=1)["results"]
         daemon = Daemon(kb_config)
         daemons.append(daemon)
-        wait_for(daemon.serving)
-        wait_for(lambda: getattr(client, "url", None))
+        wait_for(daemon.serving, WAIT_S)
+        wait_for(lambda: getattr(client, "url", None), WAIT_S)
         status = client.status()
         assert status["daemon"]["pid"] == daemon.proc.pid
         top = client.query("Which volcano is in Sicily?", k=1)["results"][0]

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from daemon_helpers import stop_process, wait_for
 
 from psirag_kb.config import Config
 from psirag_kb.ingest.ingestion import IngestReport
@@ -25,17 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 WORDS = ("river castle engine violin glacier pepper orbit harbour lantern meadow copper falcon "
          "quarry saddle tundra velvet walnut yeast zephyr anchor bramble cinder dune ember "
          "forest granite hollow island jasmine kettle lemon marble nectar olive pebble").split()
-
-
-def wait_for(predicate: Any, timeout: float, what: str) -> Any:
-    """Poll until the predicate holds; fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not before the deadline: {what}")
 
 
 def prose(rng: np.random.Generator, sentences: int) -> str:
@@ -225,10 +215,4 @@ def test_sigterm_in_the_middle_of_a_burst_ends_within_10_s_and_loses_nothing(
         status = _api(data, "/api/status")
         assert status["files"]["failed"] == 0 and status["problems"] == []
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_process(process)

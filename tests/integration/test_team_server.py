@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_helpers import api, wait_for
+from daemon_helpers import AuditTail, api, wait_for
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -85,6 +85,8 @@ def team(tmp_path_factory: pytest.TempPathFactory, minilm: Any) -> Iterator[Team
             "text": " ".join(MARKERS.values()), "mode": "sparse", "k": 100})[1]["results"])
             == total, 120)
         wait_for(lambda: api(daemon, "GET", "/api/tree")[1].get("leaves") == total, 120)
+        # every abstract written (offline keywords): only then can a marker show a mixed tree
+        wait_for(lambda: api(daemon, "GET", "/api/status")[1]["tree"].get("dirty") == 0, 120)
         yield Team(daemon, docs, tokens)
     finally:
         daemon.stop()
@@ -181,17 +183,57 @@ def test_status_and_the_tree_show_only_the_persons_files(team: Team, person: str
     status, shown = as_(team, person, "GET", "/api/status")
     assert status == 200 and not team.leaks(person, shown)
     assert shown["files"]["indexed"] == len(READS[person]) * len(TOPICS)
+    assert "generation" not in shown  # it counts every write, in others' folders too
     status, root = as_(team, person, "GET", "/api/tree")
     assert status == 200 and not team.leaks(person, root)
-    queue, seen = [root], 0
+    queue, seen, abstracts = [root], 0, []
     while queue and seen < 200:
         node = queue.pop()
         seen += 1
+        abstracts.append(node["abstract"].lower())
         for child in node.get("children", []):
             if child["kind"] != "leaf":
                 status, below = as_(team, person, "GET", f"/api/tree/{child['id']}")
                 assert status == 200 and not team.leaks(person, below), child
                 queue.append(below)
+    # the abstracts carry their folders' markers, so a mixed one would have shown above
+    assert all(any(MARKERS[f] in a for a in abstracts) for f in READS[person]), abstracts
+
+
+def test_a_foreign_tree_node_is_answered_as_a_missing_one(team: Team) -> None:
+    missing = 10 ** 12
+    expected = json.dumps(as_(team, "ana", "GET", f"/api/tree/{missing}")).replace(
+        str(missing), "N")
+    _, root = api(team.daemon, "GET", "/api/tree")
+    queue, hidden = [root], []
+    while queue:
+        node = queue.pop()
+        if any(MARKERS["fin"] in a for a in (node["abstract"],)):
+            hidden.append(node["id"])
+        queue += [api(team.daemon, "GET", f"/api/tree/{c['id']}")[1]
+                  for c in node["children"] if c["kind"] != "leaf"]
+    assert hidden  # the root and the fin subtree
+    for number in hidden:
+        answer = as_(team, "ana", "GET", f"/api/tree/{number}")
+        assert json.dumps(answer).replace(str(number), "N") == expected
+
+
+def test_health_shows_a_person_no_server_path(team: Team) -> None:
+    for person in READS:
+        status, health = as_(team, person, "GET", "/api/health")
+        assert status == 200 and health["ok"] and "pid" in health
+        assert str(team.data_dir) not in json.dumps(health)
+    assert api(team.daemon, "GET", "/api/health")[1]["data_dir"] == str(team.data_dir)
+
+
+def test_a_wrong_token_is_audited_without_the_token(team: Team) -> None:
+    audit = AuditTail(team.data_dir)
+    wrong = "wrong-token-9e107d9d372bb6826bd81d3542a419d6"
+    assert api(team.daemon, "GET", "/api/status", token=wrong)[0] == 401
+    text, refused = audit.text(), audit.lines()
+    assert [(r["person"], r["action"], r.get("status")) for r in refused] == [
+        (None, "GET /api/status", 401)]
+    assert refused[0]["client"] == "127.0.0.1" and wrong not in text
 
 
 def mcp_calls(team: Team, person: str, foreign_id: int) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_helpers import api, wait_for
+from daemon_helpers import api, wait_for, watching
 from memory_probe import reader_growth
 
 import psirag_kb.ingest.ingestion as ingestion
@@ -69,10 +69,8 @@ def assert_serving(daemon: Daemon, word: str, path: Path) -> None:
 
 
 def make_config(config: Config, folder: Path, **ingest: Any) -> Config:
-    config = config.replace("watch", folders=[str(folder)], quiet_period_s=QUIET)
-    if ingest:
-        config = config.replace("ingest", **ingest)
-    return config.replace("api", port=0)
+    config = watching(config, folder, QUIET)
+    return config.replace("ingest", **ingest) if ingest else config
 
 
 def good(folder: Path, word: str) -> Path:
@@ -80,13 +78,6 @@ def good(folder: Path, word: str) -> Path:
     path = folder / f"good-{word}.md"
     path.write_text(f"A perfectly ordinary note about the {word}.\n")
     return path
-
-
-@pytest.fixture
-def docs(tmp_path: Path) -> Path:
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    return folder
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from daemon_helpers import wait_for
 
 from psirag_kb.ingest.ingestion import IngestReport
 from psirag_kb.service.watcher import FolderWatcher
@@ -69,16 +70,6 @@ class RecordingKB:
     def of(self, kind: str) -> list[Any]:
         with self.mutex:
             return [args for name, args in self.calls if name == kind]
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition not met before the deadline")
 
 
 @pytest.fixture

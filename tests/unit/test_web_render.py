@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from psirag_kb.web.render import highlight, title, where
+import pytest
+
+from psirag_kb.web.app import safe_next
+from psirag_kb.web.render import excerpt, highlight, title, where
 from psirag_kb.web.sessions import Sessions, same_token
 
 
@@ -43,3 +46,25 @@ def test_sessions_keep_only_a_hash_and_end() -> None:
 def test_a_topic_shows_its_label_else_its_abstract() -> None:
     assert title({"label": "orchards, spring", "abstract": "apples pears"}) == "orchards, spring"
     assert title({"label": "", "abstract": "apples pears"}) == "apples pears"
+
+
+def test_a_result_shows_the_part_of_a_long_passage_its_terms_are_in() -> None:
+    text = "Banana crates. " + "the ledger lists each crate, " * 40 + "and the kumquat column."
+    shown = excerpt(text, "kumquat")
+    assert shown.startswith("…") and "kumquat" in shown and len(shown) <= 602
+    assert excerpt(text, "banana").startswith("Banana") and excerpt(text, "").endswith("…")
+    assert excerpt("short  text\n here", "zebra") == "short text here"
+
+
+@pytest.mark.parametrize("asked", ["/", "/?q=apples&mode=sparse", "/source/12?q=a%20b",
+                                   "/tree/-3", "/download/4"])
+def test_sign_in_goes_back_to_a_page_of_this_site(asked: str) -> None:
+    assert safe_next(asked) == asked
+
+
+@pytest.mark.parametrize("asked", [None, "", "https://evil.example/", "//evil.example/",
+                                   "/\\evil.example", "/\t/evil.example", "javascript:alert(1)",
+                                   "evil.example/x", "/signin?next=/", "/signout",
+                                   "/?q=" + "a" * 5000, "/\x7f/x"])
+def test_sign_in_never_goes_to_another_site(asked: str | None) -> None:
+    assert safe_next(asked) == "/"

@@ -30,8 +30,13 @@
       source.close();
       source = null;
     });
-    source.onerror = function () {
+    source.onerror = function () {  // a lost connection, an ended session, a refused request
       if (source) { source.close(); source = null; }
+      if (working && working.isConnected) {
+        working.textContent = "The answer stopped arriving (the connection was lost or your " +
+          "session ended); reload the page to ask again.";
+        working.className = "working problem";
+      }
     };
   }
 
