@@ -30,12 +30,20 @@ SMOOTHING = 0.01
 """Added to phrase shares before comparing siblings' (a 30-phrase list's shares are ~0.01-0.1)."""
 MIN_LIFT = math.log(1.5)
 """A label phrase is at least 1.5 times as much its node's as any sibling's (smoothed shares)."""
+HEAD = 5
+"""A root's child is named by a phrase among the first HEAD of its long list."""
+ROOT_EXPAND = 0.8
+"""The root's label takes a longer phrase for one it holds when it weighs this share of it."""
 EXPAND = 0.5
 """A longer phrase replaces the label phrase it holds when it scores this share of it or more."""
 HEADING_WEIGHT = 3.0
 """A heading's phrases count this many times a prose occurrence."""
 CONTEXT_WEIGHT = 0.5
 """A chunk header's phrases (document title, heading path) count this much per chunk."""
+COVERAGE_POWER = 0.5
+"""A passage phrase's weight is times its coverage (share of the node's passages holding it) to
+this: a phrase of one passage names no node of many (applied on layer 1 only: above it, the
+same weighting cost the sample's root routing 1-6 points)."""
 
 GENERIC = frozenset("""
 example examples value values default defaults following number numbers way ways case cases use
@@ -161,21 +169,37 @@ def _quality(key: str) -> float:
 
 def passage_profile(texts: Sequence[str], contexts: Sequence[str] = ()) -> Profile:
     """The profile of a node over passages: their prose's phrases, headings counted
-    HEADING_WEIGHT times, each chunk header's phrases CONTEXT_WEIGHT times."""
+    HEADING_WEIGHT times, each chunk header's phrases CONTEXT_WEIGHT times; every phrase's
+    weight then times its coverage (the share of passages holding it) to COVERAGE_POWER, so a
+    phrase of one passage names no node of many."""
     counts: Counter[str] = Counter()  # by written form first: each form is checked once
-    for text in texts:
+    held: Counter[str] = Counter()  # passages holding each phrase key
+    for number, text in enumerate(texts):
+        mine: set[str] = set()
         for line, heading in prose_lines(text):
             weight = HEADING_WEIGHT if heading else 1.0
             for phrase in candidate_phrases(line):
                 counts[phrase] += weight
-    for context in contexts:
-        for part in context.split(" > "):
-            for phrase in dict.fromkeys(candidate_phrases(part)):
-                counts[phrase] += CONTEXT_WEIGHT
+                mine.add(phrase)
+        if number < len(contexts):
+            for part in contexts[number].split(" > "):
+                for phrase in dict.fromkeys(candidate_phrases(part)):
+                    counts[phrase] += CONTEXT_WEIGHT
+                    mine.add(phrase)
+        held.update({phrase_key(phrase) for phrase in mine})
     profile = Profile()
     for phrase, weight in counts.items():
         profile.add(phrase, weight)
+    _cover(profile, held, len(texts))
     return profile
+
+
+def _cover(profile: Profile, held: Counter[str], total: int) -> None:
+    """Weigh each phrase by its coverage: `held[key]` of `total` passages."""
+    if total <= 1:
+        return
+    for key in profile.weights:
+        profile.weights[key] *= (min(held[key], total) / total) ** COVERAGE_POWER
 
 
 def list_profile(texts: Sequence[str], sizes: Sequence[int] | None = None) -> Profile:
@@ -306,20 +330,42 @@ def _clashes(words: set[str], taken: list[tuple[set[str], int]], owner: int) -> 
     return False
 
 
-def root_label(child_labels: Sequence[list[str]], sizes: Sequence[int], own: Profile,
-               profiles: Sequence[Profile] = (), limit: int = LABEL_MAX) -> list[str]:
-    """The root's label: its largest children's broadest label phrases (the heaviest in each
-    child's own list: their topics), topped up with their next ones, then its own best phrases
-    when it has fewer than LABEL_MIN."""
-    order = sorted(range(len(child_labels)), key=lambda i: -sizes[i])
-    labels = [sorted(label, key=lambda p, i=i: -profiles[i].weights[phrase_key(p)])
-              if profiles else label for i, label in enumerate(child_labels)]
+def root_label(profiles: Sequence[Profile], sizes: Sequence[int], own: Profile,
+               limit: int = LABEL_MAX) -> list[str]:
+    """The root's label, one line saying what the folder holds: in rounds, the phrase that
+    heads (is among the first HEAD phrases of) the most leaves' worth of children not yet
+    named this round, each child counted by the phrase's weight in its list (a longer phrase
+    holding its words instead when it names the same children and weighs ROOT_EXPAND as much); a
+    phrase holding or held by a chosen one's words is skipped; then the root's own best
+    phrases when it has fewer than LABEL_MIN."""
+    heads = [set(sorted(p.weights, key=lambda k, p=p: (-p.weights[k], k))[:HEAD])
+             for p in profiles]
+    candidates = sorted(set().union(*heads), key=lambda k: (-own.weights[k], k))
     out: list[str] = []
-    for rank in range(LABEL_MAX):
-        for i in order:
-            if rank < len(labels[i]) and len(out) < limit:
-                out.append(labels[i][rank])
-        if len(out) >= LABEL_MIN:
+    taken: list[tuple[set[str], int]] = []
+    named = [0] * len(profiles)
+    for round_ in range(limit):  # each round names every child once more, if it can
+        open_ = [i for i, n in enumerate(named) if n <= round_]
+        before = len(out)
+        while open_ and len(out) < limit:
+            gains = {key: sum(sizes[i] * profiles[i].weights[key] for i in open_
+                              if key in heads[i]) for key in candidates
+                     if not _clashes(set(key.split()), taken, 0)}
+            best = max(gains, key=lambda k: (gains[k], -len(k)), default="")
+            if not best or gains[best] <= 0:
+                break
+            holders = {i for i in open_ if best in heads[i]}
+            longer = [k for k in gains if len(k) > len(best)
+                      and own.weights[k] >= ROOT_EXPAND * own.weights[best]
+                      and set(best.split()) < set(k.split())
+                      and holders <= {i for i in open_ if k in heads[i]}]
+            best = max(longer, key=lambda k: (gains[k], k), default=best)
+            taken.append((set(best.split()), 0))
+            out.append(own.form(best))
+            for i in range(len(profiles)):
+                named[i] += best in heads[i]
+            open_ = [i for i in open_ if named[i] <= round_]
+        if len(out) == before:
             break
     if len(out) < LABEL_MIN:
         keys = {phrase_key(p) for p in out}
@@ -382,7 +428,7 @@ def label_batch(work: Work) -> dict[int, dict[int, str]]:
                 work.kids[number], child_labels, strict=True) if label)
         if node == work.root:
             own = node_profile(work, number)
-            mine = (root_label(child_labels, work.sizes[number], own, profiles)
+            mine = (root_label(profiles, work.sizes[number], own)
                     if child_labels else own_label(own))
             if mine:
                 labels[node] = ", ".join(mine)
