@@ -34,6 +34,8 @@ HEAD = 5
 """A root's child is named by a phrase among the first HEAD of its long list."""
 ROOT_EXPAND = 0.8
 """The root's label takes a longer phrase for one it holds when it weighs this share of it."""
+NAME_BONUS = 1.5
+"""A phrase mostly written capitalised (a name or a title) counts this much more for the root."""
 EXPAND = 0.5
 """A longer phrase replaces the label phrase it holds when it scores this share of it or more."""
 HEADING_WEIGHT = 3.0
@@ -334,13 +336,15 @@ def root_label(profiles: Sequence[Profile], sizes: Sequence[int], own: Profile,
                limit: int = LABEL_MAX) -> list[str]:
     """The root's label, one line saying what the folder holds: in rounds, the phrase that
     heads (is among the first HEAD phrases of) the most leaves' worth of children not yet
-    named this round, each child counted by the phrase's weight in its list (a longer phrase
+    named this round, each child counted by the phrase's weight in its list, a name or title
+    (mostly written capitalised) NAME_BONUS times (a longer phrase
     holding its words instead when it names the same children and weighs ROOT_EXPAND as much); a
     phrase holding or held by a chosen one's words is skipped; then the root's own best
     phrases when it has fewer than LABEL_MIN."""
     heads = [set(sorted(p.weights, key=lambda k, p=p: (-p.weights[k], k))[:HEAD])
              for p in profiles]
     candidates = sorted(set().union(*heads), key=lambda k: (-own.weights[k], k))
+    names = {k: NAME_BONUS if own.form(k)[:1].isupper() else 1.0 for k in candidates}
     out: list[str] = []
     taken: list[tuple[set[str], int]] = []
     named = [0] * len(profiles)
@@ -348,8 +352,8 @@ def root_label(profiles: Sequence[Profile], sizes: Sequence[int], own: Profile,
         open_ = [i for i, n in enumerate(named) if n <= round_]
         before = len(out)
         while open_ and len(out) < limit:
-            gains = {key: sum(sizes[i] * profiles[i].weights[key] for i in open_
-                              if key in heads[i]) for key in candidates
+            gains = {key: names[key] * sum(sizes[i] * profiles[i].weights[key] for i in open_
+                                           if key in heads[i]) for key in candidates
                      if not _clashes(set(key.split()), taken, 0)}
             best = max(gains, key=lambda k: (gains[k], -len(k)), default="")
             if not best or gains[best] <= 0:
