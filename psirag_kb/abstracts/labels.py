@@ -30,12 +30,12 @@ SMOOTHING = 0.01
 """Added to phrase shares before comparing siblings' (a 30-phrase list's shares are ~0.01-0.1)."""
 MIN_LIFT = math.log(1.5)
 """A label phrase is at least 1.5 times as much its node's as any sibling's (smoothed shares)."""
-HEAD = 5
-"""A root's child is named by a phrase among the first HEAD of its long list."""
 ROOT_EXPAND = 0.8
 """The root's label takes a longer phrase for one it holds when it weighs this share of it."""
 NAME_BONUS = 1.5
 """A phrase mostly written capitalised (a name or a title) counts this much more for the root."""
+ROOT_STOP = 0.1
+"""The root's label stops at a phrase answering less than this share of the leaves."""
 EXPAND = 0.5
 """A longer phrase replaces the label phrase it holds when it scores this share of it or more."""
 HEADING_WEIGHT = 3.0
@@ -334,46 +334,46 @@ def _clashes(words: set[str], taken: list[tuple[set[str], int]], owner: int) -> 
 
 def root_label(profiles: Sequence[Profile], sizes: Sequence[int], own: Profile,
                limit: int = LABEL_MAX) -> list[str]:
-    """The root's label, one line saying what the folder holds: in rounds, the phrase that
-    heads (is among the first HEAD phrases of) the most leaves' worth of children not yet
-    named this round, each child counted by the phrase's weight in its list, a name or title
-    (mostly written capitalised) NAME_BONUS times (a longer phrase
-    holding its words instead when it names the same children and weighs ROOT_EXPAND as much); a
-    phrase holding or held by a chosen one's words is skipped; then the root's own best
-    phrases when it has fewer than LABEL_MIN."""
-    heads = [set(sorted(p.weights, key=lambda k, p=p: (-p.weights[k], k))[:HEAD])
-             for p in profiles]
-    candidates = sorted(set().union(*heads), key=lambda k: (-own.weights[k], k))
-    names = {k: NAME_BONUS if own.form(k)[:1].isupper() else 1.0 for k in candidates}
+    """The root's label, one line saying what the folder holds: each child asks to be named,
+    and a phrase answers a child by the square of its weight in the child's list (1 for its
+    first phrase, 0.44 for its fourth);
+    in turn, the phrase answering the most leaves' worth of what is still asked (a name or
+    title, mostly written capitalised, NAME_BONUS times) is taken, a longer phrase holding its
+    words instead when it answers no fewer children and weighs ROOT_EXPAND of it in the root's
+    list, never one holding or held by a taken one's words; until a turn would answer less
+    than ROOT_STOP of the leaves, then the root's own best phrases up to LABEL_MIN."""
+    asked = [1.0] * len(profiles)
+    names = {k: NAME_BONUS if own.form(k)[:1].isupper() else 1.0 for k in own.weights}
+    total = sum(sizes) or 1
     out: list[str] = []
     taken: list[tuple[set[str], int]] = []
-    named = [0] * len(profiles)
-    for round_ in range(limit):  # each round names every child once more, if it can
-        open_ = [i for i, n in enumerate(named) if n <= round_]
-        before = len(out)
-        while open_ and len(out) < limit:
-            gains = {key: names[key] * sum(sizes[i] * profiles[i].weights[key] for i in open_
-                                           if key in heads[i]) for key in candidates
-                     if not _clashes(set(key.split()), taken, 0)}
-            best = max(gains, key=lambda k: (gains[k], -len(k)), default="")
-            if not best or gains[best] <= 0:
-                break
-            holders = {i for i in open_ if best in heads[i]}
-            longer = [k for k in gains if len(k) > len(best)
-                      and own.weights[k] >= ROOT_EXPAND * own.weights[best]
-                      and set(best.split()) < set(k.split())
-                      and holders <= {i for i in open_ if k in heads[i]}]
-            best = max(longer, key=lambda k: (gains[k], k), default=best)
-            taken.append((set(best.split()), 0))
-            out.append(own.form(best))
-            for i in range(len(profiles)):
-                named[i] += best in heads[i]
-            open_ = [i for i in open_ if named[i] <= round_]
-        if len(out) == before:
+    while len(out) < limit:
+        gains: dict[str, float] = {}
+        for i, profile in enumerate(profiles):
+            if asked[i] <= 0:
+                continue
+            for key, weight in profile.weights.items():
+                if key in names:
+                    gains[key] = gains.get(key, 0.0) + sizes[i] * min(weight ** 2, asked[i])
+        gains = {k: g * names[k] for k, g in gains.items()
+                 if not _clashes(set(k.split()), taken, 0)}
+        best = max(gains, key=lambda k: (gains[k], -len(k), k), default="")
+        if not best or gains[best] < ROOT_STOP * total:
             break
+        answered = {i for i, p in enumerate(profiles) if asked[i] > 0 and best in p.weights}
+        longer = [k for k in gains if len(k) > len(best)
+                  and own.weights[k] >= ROOT_EXPAND * own.weights[best]
+                  and set(best.split()) < set(k.split())
+                  and answered <= {i for i, p in enumerate(profiles) if k in p.weights}]
+        best = max(longer, key=lambda k: (gains[k], k), default=best)
+        taken.append((set(best.split()), 0))
+        out.append(own.form(best))
+        for i, profile in enumerate(profiles):
+            asked[i] -= profile.weights.get(best, 0.0) ** 2
     if len(out) < LABEL_MIN:
         keys = {phrase_key(p) for p in out}
-        out += [p for p in own.ranked(limit) if phrase_key(p) not in keys][:limit - len(out)]
+        out += [p for p in own.ranked(limit) if phrase_key(p) not in keys
+                and not _clashes(set(phrase_key(p).split()), taken, 0)][:LABEL_MIN - len(out)]
     return out
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from psirag_kb.abstracts.labels import HEAD, LABEL_MAX, LABEL_MIN, phrase_key
+from psirag_kb.abstracts.labels import LABEL_MAX, LABEL_MIN, phrase_key
 from psirag_kb.abstracts.routing import routing
 from psirag_kb.cli import main
 from psirag_kb.kb import KnowledgeBase
@@ -66,7 +66,7 @@ def test_the_root_names_its_topics_and_labels_route_passages(config, minilm, top
         # phrase of that line repeats another's words
         keys = [phrase_key(p) for p in root["label"].split(", ")]
         for kid in kids:
-            assert set(keys) & {phrase_key(p) for p in kid["abstract"].split(", ")[:HEAD]}, (
+            assert set(keys) & {phrase_key(p) for p in kid["abstract"].split(", ")[:5]}, (
                 root["label"], kid["abstract"])
         assert not any(a != b and set(a.split()) <= set(b.split()) for a in keys for b in keys)
         # the long list is kept as the abstract (search, the parent's input), the label is short
