@@ -42,10 +42,6 @@ HEADING_WEIGHT = 3.0
 """A heading's phrases count this many times a prose occurrence."""
 CONTEXT_WEIGHT = 0.5
 """A chunk header's phrases (document title, heading path) count this much per chunk."""
-COVERAGE_POWER = 0.5
-"""A passage phrase's weight is times its coverage (share of the node's passages holding it) to
-this: a phrase of one passage names no node of many (applied on layer 1 only: above it, the
-same weighting cost the sample's root routing 1-6 points)."""
 
 GENERIC = frozenset("""
 example examples value values default defaults following number numbers way ways case cases use
@@ -171,37 +167,21 @@ def _quality(key: str) -> float:
 
 def passage_profile(texts: Sequence[str], contexts: Sequence[str] = ()) -> Profile:
     """The profile of a node over passages: their prose's phrases, headings counted
-    HEADING_WEIGHT times, each chunk header's phrases CONTEXT_WEIGHT times; every phrase's
-    weight then times its coverage (the share of passages holding it) to COVERAGE_POWER, so a
-    phrase of one passage names no node of many."""
+    HEADING_WEIGHT times, each chunk header's phrases CONTEXT_WEIGHT times."""
     counts: Counter[str] = Counter()  # by written form first: each form is checked once
-    held: Counter[str] = Counter()  # passages holding each phrase key
-    for number, text in enumerate(texts):
-        mine: set[str] = set()
+    for text in texts:
         for line, heading in prose_lines(text):
             weight = HEADING_WEIGHT if heading else 1.0
             for phrase in candidate_phrases(line):
                 counts[phrase] += weight
-                mine.add(phrase)
-        if number < len(contexts):
-            for part in contexts[number].split(" > "):
-                for phrase in dict.fromkeys(candidate_phrases(part)):
-                    counts[phrase] += CONTEXT_WEIGHT
-                    mine.add(phrase)
-        held.update({phrase_key(phrase) for phrase in mine})
+    for context in contexts:
+        for part in context.split(" > "):
+            for phrase in dict.fromkeys(candidate_phrases(part)):
+                counts[phrase] += CONTEXT_WEIGHT
     profile = Profile()
     for phrase, weight in counts.items():
         profile.add(phrase, weight)
-    _cover(profile, held, len(texts))
     return profile
-
-
-def _cover(profile: Profile, held: Counter[str], total: int) -> None:
-    """Weigh each phrase by its coverage: `held[key]` of `total` passages."""
-    if total <= 1:
-        return
-    for key in profile.weights:
-        profile.weights[key] *= (min(held[key], total) / total) ** COVERAGE_POWER
 
 
 def list_profile(texts: Sequence[str], sizes: Sequence[int] | None = None) -> Profile:

@@ -162,25 +162,6 @@ def test_a_keyword_list_child_counts_its_first_phrases_most() -> None:
     assert weights == sorted(weights, reverse=True) and weights[0] > weights[-1]
 
 
-def test_a_phrase_of_one_passage_names_no_node_of_many() -> None:
-    # one passage repeats an incidental heading phrase; every passage mentions the topic once
-    passages = [f"Garbage collection, part {n}." for n in range(10)]
-    passages[3] += "\n## Magazine collectors\n" + "Magazine collectors. " * 12
-    profile = passage_profile(passages)
-    top = phrase_key(profile.ranked(1)[0])
-    assert top == "garbage collection", profile.ranked(5)
-    assert profile.weights["garbage collection"] > 2 * profile.weights["magazine collector"]
-
-
-def test_an_incidental_phrase_stays_out_of_a_sibling_label() -> None:
-    topics = {name: list(texts) for name, texts in TOPICS.items()}
-    topics["web"] = topics["web"] * 3  # nine passages; one of them has an aside
-    topics["web"][4] += "\nDoujin gamer ethic. " * 6
-    labels = sibling_labels([passage_profile(texts) for texts in topics.values()])
-    assert "doujin" not in words_of(labels[1]), labels[1]
-    assert "http caching" in words_of(labels[1])
-
-
 LISTS = {  # root children's long lists (their offline abstracts) and leaves under each
     "gpl": ("License, Source Code Form, Covered Software, patent, Corresponding Source, "
             "covered work, Disclaimer of Warranty", 300),
