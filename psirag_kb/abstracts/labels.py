@@ -32,7 +32,7 @@ MIN_LIFT = math.log(1.5)
 """A label phrase is at least 1.5 times as much its node's as any sibling's (smoothed shares)."""
 ROOT_EXPAND = 0.8
 """The root's label takes a longer phrase for one it holds when it weighs this share of it."""
-NAME_BONUS = 1.5
+NAME_BONUS = 1.25
 """A phrase mostly written capitalised (a name or a title) counts this much more for the root."""
 ROOT_STOP = 0.1
 """The root's label stops at a phrase answering less than this share of the leaves."""

@@ -22,7 +22,7 @@ TOPICS = {  # four clearly different topics, two real documents each
     "memory": (["python/pydoc-gc.txt", "python/library-weakref.rst"],
                ("weak", "garbage", "finaliz")),
     "cli": (["libraries/click-quickstart.rst", "libraries/click-why.rst"],
-            ("click", "command line")),
+            ("click", "command")),
 }
 ROUTING_FLOOR = 0.8
 """Passages under the root routed to their child by the children's labels alone: 0.85 measured,
