@@ -35,6 +35,10 @@ ROOT_EXPAND = 0.8
 NAME_BONUS = 1.25
 """A phrase mostly written capitalised (a name or a title) counts this much more for the root."""
 ROOT_STOP = 0.1
+KIND_BONUS = 0.25
+KIND_CAP = 3
+"""A word ending n of the root's phrases (a kind: "License", "dataset") counts 1 + KIND_BONUS x n
+times (n at most KIND_CAP) for the root, and is never lengthened to one of them."""
 """The root's label stops at a phrase answering less than this share of the leaves."""
 EXPAND = 0.5
 """A longer phrase replaces the label phrase it holds when it scores this share of it or more."""
@@ -316,14 +320,16 @@ def root_label(profiles: Sequence[Profile], sizes: Sequence[int], own: Profile,
                limit: int = LABEL_MAX) -> list[str]:
     """The root's label, one line saying what the folder holds: each child asks to be named,
     and a phrase answers a child by the square of its weight in the child's list (1 for its
-    first phrase, 0.44 for its fourth);
+    first phrase, 0.44 for its fourth), a kind word ending several phrases more (KIND_BONUS);
     in turn, the phrase answering the most leaves' worth of what is still asked (a name or
     title, mostly written capitalised, NAME_BONUS times) is taken, a longer phrase holding its
     words instead when it answers no fewer children and weighs ROOT_EXPAND of it in the root's
     list, never one holding or held by a taken one's words; until a turn would answer less
     than ROOT_STOP of the leaves, then the root's own best phrases up to LABEL_MIN."""
     asked = [1.0] * len(profiles)
-    names = {k: NAME_BONUS if own.form(k)[:1].isupper() else 1.0 for k in own.weights}
+    ends = Counter(k.rsplit(" ", 1)[-1] for k in own.weights if " " in k)
+    names = {k: (NAME_BONUS if own.form(k)[:1].isupper() else 1.0)
+             * (1.0 + KIND_BONUS * min(ends[k], KIND_CAP)) for k in own.weights}
     total = sum(sizes) or 1
     out: list[str] = []
     taken: list[tuple[set[str], int]] = []
@@ -341,7 +347,7 @@ def root_label(profiles: Sequence[Profile], sizes: Sequence[int], own: Profile,
         if not best or gains[best] < ROOT_STOP * total:
             break
         answered = {i for i, p in enumerate(profiles) if asked[i] > 0 and best in p.weights}
-        longer = [k for k in gains if len(k) > len(best)
+        longer = [k for k in gains if len(k) > len(best) and ends[best] < 2
                   and own.weights[k] >= ROOT_EXPAND * own.weights[best]
                   and set(best.split()) < set(k.split())
                   and answered <= {i for i, p in enumerate(profiles) if k in p.weights}]
