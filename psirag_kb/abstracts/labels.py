@@ -252,7 +252,8 @@ def distinctive(profiles: Sequence[Profile]) -> list[list[tuple[float, str]]]:
 def sibling_labels(profiles: Sequence[Profile], limit: int = LABEL_MAX) -> list[list[str]]:
     """Display labels of siblings: up to `limit` distinctive phrases each, chosen in rounds
     (each sibling its best still free phrase per round, the higher score first when two want
-    one); a phrase, or one whose words hold or are held by it, goes to one sibling only."""
+    one); a phrase, or one whose words hold or are held by it, goes to one sibling only. Names
+    and titles (capitalised) are listed first, the label read left to right and cut when long."""
     ranked = distinctive(profiles)
     chosen: list[list[str]] = [[] for _ in profiles]
     words_taken: list[tuple[set[str], int]] = []
@@ -277,7 +278,7 @@ def sibling_labels(profiles: Sequence[Profile], limit: int = LABEL_MAX) -> list[
             keys = {phrase_key(p) for other in chosen for p in other} | common
             spare = [p for p in profile.ranked(limit) if phrase_key(p) not in keys]
             chosen[number] += spare[:LABEL_MIN - len(chosen[number])]
-    return chosen
+    return [sorted(label, key=lambda p: not p[:1].isupper()) for label in chosen]
 
 
 def _common(profiles: Sequence[Profile]) -> set[str]:

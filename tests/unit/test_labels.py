@@ -208,3 +208,11 @@ def test_a_kind_that_ends_many_phrases_names_its_branch_in_the_root_line() -> No
     root, _ = root_of(lists)
     assert "dataset" in [phrase_key(p) for p in root], root
     assert not any("newsgroups" in p for p in root), root
+
+
+def test_a_label_lists_its_names_and_titles_first() -> None:
+    labels = sibling_labels(topic_profiles(boilerplate=False))
+    for label in labels:  # the same phrases, names and titles first (routing reads a bag)
+        capitals = [p[:1].isupper() for p in label]
+        assert capitals == sorted(capitals, reverse=True), label
+    assert any(p[:1].isupper() for p in labels[2]), labels[2]
