@@ -30,6 +30,16 @@ SMOOTHING = 0.01
 """Added to phrase shares before comparing siblings' (a 30-phrase list's shares are ~0.01-0.1)."""
 MIN_LIFT = math.log(1.5)
 """A label phrase is at least 1.5 times as much its node's as any sibling's (smoothed shares)."""
+ROOT_EXPAND = 0.8
+"""The root's label takes a longer phrase for one it holds when it weighs this share of it."""
+NAME_BONUS = 1.25
+"""A phrase mostly written capitalised (a name or a title) counts this much more for the root."""
+ROOT_STOP = 0.1
+KIND_BONUS = 0.25
+KIND_CAP = 3
+"""A word ending n of the root's phrases (a kind: "License", "dataset") counts 1 + KIND_BONUS x n
+times (n at most KIND_CAP) for the root, and is never lengthened to one of them."""
+"""The root's label stops at a phrase answering less than this share of the leaves."""
 EXPAND = 0.5
 """A longer phrase replaces the label phrase it holds when it scores this share of it or more."""
 HEADING_WEIGHT = 3.0
@@ -242,7 +252,8 @@ def distinctive(profiles: Sequence[Profile]) -> list[list[tuple[float, str]]]:
 def sibling_labels(profiles: Sequence[Profile], limit: int = LABEL_MAX) -> list[list[str]]:
     """Display labels of siblings: up to `limit` distinctive phrases each, chosen in rounds
     (each sibling its best still free phrase per round, the higher score first when two want
-    one); a phrase, or one whose words hold or are held by it, goes to one sibling only."""
+    one); a phrase, or one whose words hold or are held by it, goes to one sibling only. Names
+    and titles (capitalised) are listed first, the label read left to right and cut when long."""
     ranked = distinctive(profiles)
     chosen: list[list[str]] = [[] for _ in profiles]
     words_taken: list[tuple[set[str], int]] = []
@@ -267,7 +278,7 @@ def sibling_labels(profiles: Sequence[Profile], limit: int = LABEL_MAX) -> list[
             keys = {phrase_key(p) for other in chosen for p in other} | common
             spare = [p for p in profile.ranked(limit) if phrase_key(p) not in keys]
             chosen[number] += spare[:LABEL_MIN - len(chosen[number])]
-    return chosen
+    return [sorted(label, key=lambda p: not p[:1].isupper()) for label in chosen]
 
 
 def _common(profiles: Sequence[Profile]) -> set[str]:
@@ -306,24 +317,50 @@ def _clashes(words: set[str], taken: list[tuple[set[str], int]], owner: int) -> 
     return False
 
 
-def root_label(child_labels: Sequence[list[str]], sizes: Sequence[int], own: Profile,
-               profiles: Sequence[Profile] = (), limit: int = LABEL_MAX) -> list[str]:
-    """The root's label: its largest children's broadest label phrases (the heaviest in each
-    child's own list: their topics), topped up with their next ones, then its own best phrases
-    when it has fewer than LABEL_MIN."""
-    order = sorted(range(len(child_labels)), key=lambda i: -sizes[i])
-    labels = [sorted(label, key=lambda p, i=i: -profiles[i].weights[phrase_key(p)])
-              if profiles else label for i, label in enumerate(child_labels)]
+def root_label(profiles: Sequence[Profile], sizes: Sequence[int], own: Profile,
+               limit: int = LABEL_MAX) -> list[str]:
+    """The root's label, one line saying what the folder holds: each child asks to be named,
+    and a phrase answers a child by the square of its weight in the child's list (1 for its
+    first phrase, 0.44 for its fourth), a kind word ending several phrases more (KIND_BONUS);
+    in turn, the phrase answering the most leaves' worth of what is still asked (a name or
+    title, mostly written capitalised, NAME_BONUS times) is taken, a longer phrase holding its
+    words instead when it answers no fewer children and weighs ROOT_EXPAND of it in the root's
+    list, never one holding or held by a taken one's words; until a turn would answer less
+    than ROOT_STOP of the leaves, then the root's own best phrases up to LABEL_MIN."""
+    asked = [1.0] * len(profiles)
+    ends = Counter(k.rsplit(" ", 1)[-1] for k in own.weights if " " in k)
+    names = {k: (NAME_BONUS if own.form(k)[:1].isupper() else 1.0)
+             * (1.0 + KIND_BONUS * min(ends[k], KIND_CAP)) for k in own.weights}
+    total = sum(sizes) or 1
     out: list[str] = []
-    for rank in range(LABEL_MAX):
-        for i in order:
-            if rank < len(labels[i]) and len(out) < limit:
-                out.append(labels[i][rank])
-        if len(out) >= LABEL_MIN:
+    taken: list[tuple[set[str], int]] = []
+    while len(out) < limit:
+        gains: dict[str, float] = {}
+        for i, profile in enumerate(profiles):
+            if asked[i] <= 0:
+                continue
+            for key, weight in profile.weights.items():
+                if key in names:
+                    gains[key] = gains.get(key, 0.0) + sizes[i] * min(weight ** 2, asked[i])
+        gains = {k: g * names[k] for k, g in gains.items()
+                 if not _clashes(set(k.split()), taken, 0)}
+        best = max(gains, key=lambda k: (gains[k], -len(k), k), default="")
+        if not best or gains[best] < ROOT_STOP * total:
             break
+        answered = {i for i, p in enumerate(profiles) if asked[i] > 0 and best in p.weights}
+        longer = [k for k in gains if len(k) > len(best) and ends[best] < 2
+                  and own.weights[k] >= ROOT_EXPAND * own.weights[best]
+                  and set(best.split()) < set(k.split())
+                  and answered <= {i for i, p in enumerate(profiles) if k in p.weights}]
+        best = max(longer, key=lambda k: (gains[k], k), default=best)
+        taken.append((set(best.split()), 0))
+        out.append(own.form(best))
+        for i, profile in enumerate(profiles):
+            asked[i] -= profile.weights.get(best, 0.0) ** 2
     if len(out) < LABEL_MIN:
         keys = {phrase_key(p) for p in out}
-        out += [p for p in own.ranked(limit) if phrase_key(p) not in keys][:limit - len(out)]
+        out += [p for p in own.ranked(limit) if phrase_key(p) not in keys
+                and not _clashes(set(phrase_key(p).split()), taken, 0)][:LABEL_MIN - len(out)]
     return out
 
 
@@ -382,7 +419,7 @@ def label_batch(work: Work) -> dict[int, dict[int, str]]:
                 work.kids[number], child_labels, strict=True) if label)
         if node == work.root:
             own = node_profile(work, number)
-            mine = (root_label(child_labels, work.sizes[number], own, profiles)
+            mine = (root_label(profiles, work.sizes[number], own)
                     if child_labels else own_label(own))
             if mine:
                 labels[node] = ", ".join(mine)

@@ -22,7 +22,7 @@ TOPICS = {  # four clearly different topics, two real documents each
     "memory": (["python/pydoc-gc.txt", "python/library-weakref.rst"],
                ("weak", "garbage", "finaliz")),
     "cli": (["libraries/click-quickstart.rst", "libraries/click-why.rst"],
-            ("click", "command line")),
+            ("click", "command")),
 }
 ROUTING_FLOOR = 0.8
 """Passages under the root routed to their child by the children's labels alone: 0.85 measured,
@@ -62,6 +62,13 @@ def test_the_root_names_its_topics_and_labels_route_passages(config, minilm, top
         assert 3 <= len(root["label"].split(", ")) <= LABEL_MAX
         for name, (_, words) in TOPICS.items():  # one line says what the folder holds
             assert any(w in line for w in words), (name, root["label"])
+        # every child is named in the root's line by a phrase heading its own long list, and no
+        # phrase of that line repeats another's words
+        keys = [phrase_key(p) for p in root["label"].split(", ")]
+        for kid in kids:
+            assert set(keys) & {phrase_key(p) for p in kid["abstract"].split(", ")[:5]}, (
+                root["label"], kid["abstract"])
+        assert not any(a != b and set(a.split()) <= set(b.split()) for a in keys for b in keys)
         # the long list is kept as the abstract (search, the parent's input), the label is short
         assert all(len(c["abstract"].split(", ")) > len(c["label"].split(", ")) for c in kids)
         view = kb.tree_index.view

@@ -149,8 +149,10 @@ def test_a_batch_labels_the_children_of_each_node_and_the_root_itself() -> None:
     labels = label_batch(work)[9]
     assert set(labels) == {1, 2, 3, 9}
     assert "garbage collection" in labels[1].lower()
-    # the root's label names each child's topic: their first phrases
-    assert [p for p in labels[9].split(", ")[:3]] == [labels[k].split(", ")[0] for k in (1, 2, 3)]
+    # the root's label names each child's topic: a phrase heading each child's list
+    root = {phrase_key(p) for p in labels[9].split(", ")}
+    for text in lists:
+        assert root & {phrase_key(p) for p in text.split(", ")[:5]}, (labels[9], text)
 
 
 def test_a_keyword_list_child_counts_its_first_phrases_most() -> None:
@@ -158,3 +160,59 @@ def test_a_keyword_list_child_counts_its_first_phrases_most() -> None:
     weights = [profile.weights[phrase_key(p)] for p in ("alpha topic", "beta topic",
                                                         "gamma topic")]
     assert weights == sorted(weights, reverse=True) and weights[0] > weights[-1]
+
+
+LISTS = {  # root children's long lists (their offline abstracts) and leaves under each
+    "gpl": ("License, Source Code Form, Covered Software, patent, Corresponding Source, "
+            "covered work, Disclaimer of Warranty", 300),
+    "spdx": ("License, Historical Permission Notice, Open Software License, Creative Commons "
+             "Attribution, FSF Unlimited License, variant", 700),
+    "capi": ("Python, API Reference Manual, memory block, History FAQ, Glossary, Weak "
+             "references, reference counting", 800),
+    "tutorial": ("Python, Classes, Class Objects, namespace, scopes, inheritance", 250),
+    "flask": ("Flask, Application Context, template, Accessing Request Data, response, "
+              "blueprint", 230),
+}
+
+
+def root_of(lists: dict[str, tuple[str, int]]) -> tuple[list[str], dict[int, str]]:
+    work = Work(nodes=[9], groups=[[text for text, _ in lists.values()]], shapes={},
+                keep_dirty=set(), layer=2, contexts=[], kids=[list(range(1, len(lists) + 1))],
+                sizes=[[size for _, size in lists.values()]], root=9)
+    labels = label_batch(work)[9]
+    return labels[9].split(", "), labels
+
+
+def test_the_root_names_what_groups_of_children_hold_in_one_line() -> None:
+    root, labels = root_of(LISTS)
+    keys = [phrase_key(p) for p in root]
+    assert LABEL_MIN <= len(root) <= LABEL_MAX
+    # the names several children share come first: one phrase for the licences, one for Python
+    assert set(keys[:3]) == {"python", "license", "flask"}, root
+    for text, _ in LISTS.values():  # every child is named by a phrase heading its list
+        assert any(k in {phrase_key(p) for p in text.split(", ")[:5]} for k in keys), text
+    for a in keys:  # no phrase holds another's words
+        for b in keys:
+            assert a == b or not set(a.split()) <= set(b.split()), (a, b)
+    # the children's labels still say what sets each apart
+    assert "license" not in {phrase_key(p) for p in labels[1].split(", ")}
+
+
+def test_a_kind_that_ends_many_phrases_names_its_branch_in_the_root_line() -> None:
+    lists = {  # one branch of dataset pages, whose first phrase is one dataset's name
+        "datasets": ("newsgroups text dataset, dataset, Iris plants dataset, Wine recognition "
+                     "dataset, samples, features, classes", 300),
+        "rust": ("Guessing Game, Rust, secret number, Compound Types, ownership", 300),
+        "licences": ("License, Source Code Form, Covered Software, patent", 300),
+    }
+    root, _ = root_of(lists)
+    assert "dataset" in [phrase_key(p) for p in root], root
+    assert not any("newsgroups" in p for p in root), root
+
+
+def test_a_label_lists_its_names_and_titles_first() -> None:
+    labels = sibling_labels(topic_profiles(boilerplate=False))
+    for label in labels:  # the same phrases, names and titles first (routing reads a bag)
+        capitals = [p[:1].isupper() for p in label]
+        assert capitals == sorted(capitals, reverse=True), label
+    assert any(p[:1].isupper() for p in labels[2]), labels[2]
