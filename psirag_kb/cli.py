@@ -48,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--json", action="store_true", help="print the report as JSON")
     ingest.add_argument("--no-abstracts", action="store_true",
                         help="leave the tree's keyword abstracts to `maintain` or the daemon")
+    ingest.add_argument("--ray", metavar="ADDRESS",
+                        help="read and embed on a Ray cluster: HOST:PORT of its head, or auto "
+                             "(the `ray start` cluster on this machine); overrides [compute] "
+                             "ray_address")
 
     forget = commands.add_parser(
         "forget", help="remove files or folders from the index on purpose (a folder that "
@@ -250,6 +254,8 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
     if not args.paths and not args.jsonl:
         raise KBError("give files or folders to ingest, or --jsonl CORPUS")
     _local_only(config, "ingest")
+    if args.ray is not None:
+        config = config.replace("compute", ray_address=args.ray)
     forwarded = _ingest_via_daemon(args, config)
     if forwarded is not None:
         return forwarded

@@ -1,0 +1,207 @@
+"""Ingest on a Ray cluster of its own (loopback, its own temp dir and ports): the same chunks,
+texts, locations, headers, vectors and tree as a local ingest; a worker killed mid-batch costs a
+retry; a cluster that goes away mid-ingest leaves the rest to this machine."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ray_helpers import LocalRay  # noqa: E402
+
+import psirag_kb.ingest.ingestion as ingestion  # noqa: E402
+from psirag_kb.config import Config  # noqa: E402
+from psirag_kb.ingest.cluster import Cluster  # noqa: E402
+from psirag_kb.kb import KnowledgeBase  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+WORDS = ("river castle engine violin glacier pepper orbit harbour lantern meadow copper falcon "
+         "quarry saddle tundra velvet walnut yeast zephyr anchor bramble cinder dune ember "
+         "forest granite hollow island jasmine kettle lemon marble nectar olive pebble").split()
+
+
+def prose(rng: np.random.Generator, sentences: int) -> str:
+    """Sentences of plain words, about 12 tokens each."""
+    return " ".join(" ".join(rng.choice(WORDS, 11)).capitalize() + "." for _ in range(sentences))
+
+
+@pytest.fixture(scope="module")
+def head() -> Any:
+    """A two-CPU Ray head on loopback for this module, stopped by its own processes."""
+    cluster = LocalRay(cpus=2).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def make_docs(root: Path, files: int = 8, big: int = 0) -> Path:
+    """Markdown with headings, plain text, a PDF, a Word file and a slide deck; `big` adds one
+    long file (many chunks) first."""
+    docs = root / "docs"
+    (docs / "notes").mkdir(parents=True)
+    rng = np.random.default_rng(7)
+    if big:
+        (docs / "aaa-long.md").write_text(f"# Long notes\n\n{prose(rng, big)}\n")
+    for number in range(files):
+        (docs / "notes" / f"n{number:02d}.md").write_text(
+            f"# Topic {number}\n\n{prose(rng, 4)}\n\n## Details\n\n{prose(rng, 9)}\n")
+    (docs / "plain.txt").write_text(prose(rng, 20) + "\n")
+    shutil.copy(FIXTURES / "sample.pdf", docs / "sample.pdf")
+    for name in ("testWORD.docx", "testPPT.pptx"):
+        shutil.copy(FIXTURES / "docs" / name, docs / name)
+    return docs
+
+
+def snapshot(kb: KnowledgeBase) -> dict[str, Any]:
+    """Everything an ingest decides: chunks (by id) with text, place, location, header and
+    vector; the files; the tree's nodes and leaves; the abstracts."""
+    db = kb.store._read()
+    chunks = db.execute(
+        "SELECT c.id, f.path, c.ordinal, c.start_char, c.end_char, c.line_first, c.line_last,"
+        " c.text, c.hash, c.location, c.context FROM chunks c JOIN files f ON c.file_id = f.id"
+        " ORDER BY c.id").fetchall()
+    vectors = kb.store.vectors(np.array([row[0] for row in chunks]))
+    files = db.execute("SELECT path, hash, state, reason, chunks FROM files ORDER BY path"
+                       ).fetchall()
+    nodes = db.execute("SELECT id, parent, layer, ord, abstract FROM nodes ORDER BY id"
+                       ).fetchall()
+    leaves = db.execute("SELECT chunk_id, parent, ord FROM leaves ORDER BY chunk_id").fetchall()
+    return {"chunks": chunks, "vectors": vectors, "files": files, "nodes": nodes,
+            "leaves": leaves}
+
+
+def ingest(tmp_path: Path, name: str, docs: Path, minilm: Any, address: str = "",
+           during: Any = None) -> dict[str, Any]:
+    """Ingest `docs` into a fresh data directory (on the cluster at `address`, if given);
+    `during(kb)` runs beside the ingest."""
+    config = Config().with_data_dir(tmp_path / name).replace("compute", ray_address=address)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        helper = threading.Thread(target=during, args=(kb,), daemon=True) if during else None
+        if helper:
+            helper.start()
+        report = kb.ingest([docs])
+        if helper:
+            helper.join(120)
+        kb.regenerate_abstracts(offline=True)
+        result = snapshot(kb)
+    result["report"] = report
+    return result
+
+
+def assert_same(local: dict[str, Any], remote: dict[str, Any]) -> None:
+    """Equal chunks, files and tree; vectors equal within float tolerance."""
+    assert remote["chunks"] == local["chunks"]
+    assert remote["files"] == local["files"]
+    np.testing.assert_allclose(remote["vectors"], local["vectors"], atol=2e-5)
+    assert remote["leaves"] == local["leaves"]
+    assert remote["nodes"] == local["nodes"]
+    assert remote["report"].chunks_embedded == local["report"].chunks_embedded
+    assert remote["report"].added == local["report"].added
+
+
+@pytest.fixture
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of 3 files and 4 chunks, so several go out at once and the chunk budget
+    leaves files for a following batch."""
+    monkeypatch.setattr(ingestion, "BATCH_FILES", 3)
+    monkeypatch.setattr(ingestion, "BATCH_CHUNKS", 4)
+
+
+def test_a_cluster_ingest_equals_a_local_one(tmp_path: Path, head: LocalRay, minilm: Any,
+                                             small_batches: None,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = make_docs(tmp_path)
+    outcomes: list[Any] = []
+    real = Cluster.outcome
+
+    def recorded(self: Cluster, seq: int, check_stop: Any) -> Any:
+        outcome = real(self, seq, check_stop)
+        outcomes.append(outcome)
+        return outcome
+
+    monkeypatch.setattr(Cluster, "outcome", recorded)
+    local = ingest(tmp_path, "local", docs, minilm)
+    remote = ingest(tmp_path, "ray", docs, minilm, head.address)
+    assert len(local["chunks"]) > 20 and len(outcomes) >= 5  # several batches went out
+    assert {pid for outcome in outcomes for pid in [outcome.pid]} - {os.getpid()}
+    assert all(outcome.pid != os.getpid() for outcome in outcomes)
+    assert_same(local, remote)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_worker_killed_mid_batch_costs_a_retry(tmp_path: Path, head: LocalRay, minilm: Any,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(ingestion, "BATCH_FILES", 2)
+    docs = make_docs(tmp_path, files=5, big=160)  # the first batch: about 20 slices to embed
+    killed: list[int] = []
+    outcomes: list[Any] = []
+    real = Cluster.outcome
+
+    def kill_first(self: Cluster, seq: int, check_stop: Any) -> Any:
+        if not killed:  # the first batch went to the first actor: kill it while it works
+            pid = self.nodes[0][1]
+            start = _cpu_seconds(pid)
+            deadline = time.monotonic() + 120
+            while _cpu_seconds(pid) - start < 1.0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        outcome = real(self, seq, check_stop)
+        outcomes.append(outcome)
+        return outcome
+
+    monkeypatch.setattr(Cluster, "outcome", kill_first)
+    local = ingest(tmp_path, "local", docs, minilm)
+    with caplog.at_level(logging.WARNING):
+        remote = ingest(tmp_path, "ray", docs, minilm, head.address)
+    assert killed and outcomes[0].pid != killed[0]  # the batch ran again on a new process
+    assert not [r for r in caplog.records if "goes on locally" in r.getMessage()]
+    assert_same(local, remote)
+
+
+def test_a_cluster_gone_mid_ingest_leaves_the_rest_to_this_machine(
+        tmp_path: Path, minilm: Any, small_batches: None, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    docs = make_docs(tmp_path, files=10)
+    doomed = LocalRay(cpus=1).start()
+    outcomes: list[Any] = []
+    real = Cluster.outcome
+
+    def kill_after_first(self: Cluster, seq: int, check_stop: Any) -> Any:
+        if outcomes:
+            doomed.kill()
+        outcome = real(self, seq, check_stop)
+        outcomes.append(outcome)
+        return outcome
+
+    monkeypatch.setattr(Cluster, "outcome", kill_after_first)
+    try:
+        local = ingest(tmp_path, "local", docs, minilm)
+        with caplog.at_level(logging.WARNING):
+            remote = ingest(tmp_path, "ray", docs, minilm, doomed.address)
+    finally:
+        doomed.stop()
+    warnings = [r.getMessage() for r in caplog.records if "goes on locally" in r.getMessage()]
+    assert len(warnings) == 1 and len(outcomes) >= 1
+    assert remote["report"].failed == 0
+    assert_same(local, remote)
