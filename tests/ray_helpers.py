@@ -37,7 +37,7 @@ class LocalRay:
 
     def start(self) -> LocalRay:
         """Start the head; returns when it accepts jobs."""
-        base = random.randrange(20000, 60000, 200)
+        base = random.randrange(20000, 32400, 200)  # below the ephemeral ports
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
         process = subprocess.Popen(
             [RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={self.port}",

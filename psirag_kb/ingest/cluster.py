@@ -25,7 +25,7 @@ START_S = 300.0
 """Seconds the child may take to join and load the model in every actor."""
 POLL_S = 0.2
 """How often a wait for an outcome looks whether the ingest was asked to stop."""
-CHECK_S = 5.0
+CHECK_S = 2.0
 """While an outcome is awaited, the head's port is probed this often: a cluster that went away
 is noticed in seconds, not after Ray's own minute."""
 SLOTS_PER_ACTOR = 2
@@ -187,11 +187,11 @@ class Cluster:
         try:
             probe(resolve_address(self.address))
         except ClusterGone:
-            self.close()
+            self.close(wait_s=0.0)
             raise
 
-    def close(self) -> None:
-        """Stop the child (the actors die with its Ray job)."""
+    def close(self, wait_s: float = 5.0) -> None:
+        """Stop the child (the actors die with its Ray job), killing it after `wait_s`."""
         conn, process = self._conn, self._process
         self._conn = self._process = None
         self._outcomes.clear()
@@ -203,7 +203,7 @@ class Cluster:
                 pass
             conn.close()
         if process is not None:
-            process.join(5.0)
+            process.join(wait_s)
             if process.is_alive():
                 process.kill()
                 process.join(5.0)

@@ -75,7 +75,7 @@ class ClusterPipeline:
                 rest = unsent + [p for _, paths, _ in out for p in paths]
                 rest += [p for batch in todo for p in batch]
                 log.warning("%s; the ingest goes on locally (%d file(s) left)", exc, len(rest))
-                self.cluster.close()
+                self.cluster.close(wait_s=0.0)  # gone: nothing to finish there
                 if inflight is not None:
                     self.committed(*inflight)
                     inflight = None

@@ -121,49 +121,30 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ingestion, "BATCH_CHUNKS", 4)
 
 
-def test_a_cluster_ingest_equals_a_local_one(tmp_path: Path, head: LocalRay, minilm: Any,
-                                             small_batches: None,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    docs = make_docs(tmp_path)
-    outcomes: list[Any] = []
-    real = Cluster.outcome
-
-    def recorded(self: Cluster, seq: int, check_stop: Any) -> Any:
-        outcome = real(self, seq, check_stop)
-        outcomes.append(outcome)
-        return outcome
-
-    monkeypatch.setattr(Cluster, "outcome", recorded)
-    local = ingest(tmp_path, "local", docs, minilm)
-    remote = ingest(tmp_path, "ray", docs, minilm, head.address)
-    assert len(local["chunks"]) > 20 and len(outcomes) >= 5  # several batches went out
-    assert {pid for outcome in outcomes for pid in [outcome.pid]} - {os.getpid()}
-    assert all(outcome.pid != os.getpid() for outcome in outcomes)
-    assert_same(local, remote)
-
-
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU time a process used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_a_worker_killed_mid_batch_costs_a_retry(tmp_path: Path, head: LocalRay, minilm: Any,
-                                                 monkeypatch: pytest.MonkeyPatch,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(ingestion, "BATCH_FILES", 2)
-    docs = make_docs(tmp_path, files=5, big=160)  # the first batch: about 20 slices to embed
+def test_a_cluster_ingest_equals_a_local_one_with_a_worker_killed_mid_batch(
+        tmp_path: Path, head: LocalRay, minilm: Any, small_batches: None,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Batches go out several at a time and come back in any order; the first (one long
+    file) loses its worker half-way, runs again on a restarted one, and nothing is lost or
+    doubled."""
+    docs = make_docs(tmp_path, files=8, big=400)
     killed: list[int] = []
     outcomes: list[Any] = []
     real = Cluster.outcome
 
     def kill_first(self: Cluster, seq: int, check_stop: Any) -> Any:
-        if not killed:  # the first batch went to the first actor: kill it while it works
+        if not killed:  # the first batch went to the first actor: kill it while it embeds
             pid = self.nodes[0][1]
             start = _cpu_seconds(pid)
-            deadline = time.monotonic() + 120
-            while _cpu_seconds(pid) - start < 1.0 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            deadline = time.monotonic() + 60
+            while _cpu_seconds(pid) - start < 0.5 and time.monotonic() < deadline:
+                time.sleep(0.02)
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
         outcome = real(self, seq, check_stop)
@@ -174,8 +155,11 @@ def test_a_worker_killed_mid_batch_costs_a_retry(tmp_path: Path, head: LocalRay,
     local = ingest(tmp_path, "local", docs, minilm)
     with caplog.at_level(logging.WARNING):
         remote = ingest(tmp_path, "ray", docs, minilm, head.address)
-    assert killed and outcomes[0].pid != killed[0]  # the batch ran again on a new process
+    assert killed and outcomes[0].pid not in (killed[0], os.getpid())  # run again elsewhere
+    assert outcomes[0].changes[0].path.endswith("aaa-long.md")
+    assert len(outcomes) >= 5 and all(outcome.pid != os.getpid() for outcome in outcomes)
     assert not [r for r in caplog.records if "goes on locally" in r.getMessage()]
+    assert len(local["chunks"]) > 40
     assert_same(local, remote)
 
 
@@ -202,6 +186,7 @@ def test_a_cluster_gone_mid_ingest_leaves_the_rest_to_this_machine(
     finally:
         doomed.stop()
     warnings = [r.getMessage() for r in caplog.records if "goes on locally" in r.getMessage()]
-    assert len(warnings) == 1 and len(outcomes) >= 1
+    assert len(warnings) == 1  # and this process (a daemon's) lives on: Ray is in a child
+    assert 1 <= sum(len(o.taken) for o in outcomes) < len(local["files"])  # the rest: here
     assert remote["report"].failed == 0
     assert_same(local, remote)
