@@ -416,6 +416,11 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     device = (f" on {status['device']} ({status['device_reason']})"
               if status.get("device") else "")
     print(f"chunks: {status['chunks']}   model: {status['model']} ({status['dim']}-d){device}")
+    compute = status.get("compute") or {}
+    if compute.get("ray_address"):
+        workers = (f", {compute['workers']} worker(s) on {', '.join(compute['nodes'])}"
+                   if compute.get("workers") else "")
+        print(f"ingest on Ray at {compute['ray_address']}: {compute['state']}{workers}")
     tree = status["tree"]
     print(f"tree: depth {tree['depth']}, {tree['abstract_nodes']} abstract nodes, "
           f"nodes per layer {tree['nodes_per_layer']}")

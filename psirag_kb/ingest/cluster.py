@@ -30,8 +30,9 @@ CHECK_S = 2.0
 is noticed in seconds, not after Ray's own minute."""
 SLOTS_PER_ACTOR = 2
 """Batches out per actor: one being worked on, one waiting, so no actor idles between two."""
-CURRENT_CLUSTER = Path("/tmp/ray/ray_current_cluster")
-"""Where `ray start --head` writes the address of the cluster on this machine."""
+CURRENT_CLUSTER: Path | None = None
+"""Where `ray start --head` writes the address of the cluster on this machine (None: Ray's own
+place, ray/ray_current_cluster in RAY_TMPDIR, TMPDIR or /tmp)."""
 
 
 class ClusterGone(KBError):
@@ -58,8 +59,10 @@ def resolve_address(address: str) -> str:
     named = os.environ.get("RAY_ADDRESS", "").strip()
     if named and named != "auto":
         return named
+    system = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+    current = CURRENT_CLUSTER or Path(system) / "ray" / "ray_current_cluster"
     try:
-        return CURRENT_CLUSTER.read_text().strip()
+        return current.read_text().strip()
     except OSError as exc:
         raise ClusterGone("ray_address = \"auto\" but no Ray cluster runs on this machine "
                           "(start one with `ray start --head`)") from exc
@@ -118,12 +121,15 @@ class Cluster:
         child.close()
         self._conn = parent
         deadline = time.monotonic() + START_S
-        while not parent.poll(POLL_S):
-            if check_stop is not None:
-                check_stop()
-            if not self._process.is_alive() or time.monotonic() > deadline:
-                self.close()
-                raise ClusterGone(f"the Ray cluster at {address} did not start the workers")
+        try:
+            while not parent.poll(POLL_S):
+                if check_stop is not None:
+                    check_stop()
+                if not self._process.is_alive() or time.monotonic() > deadline:
+                    raise ClusterGone(f"the Ray cluster at {address} did not start the workers")
+        except BaseException:  # a stop or a timeout: the child goes, whatever it was doing
+            self.close(wait_s=0.0)
+            raise
         try:
             kind, count, detail = parent.recv()
         except (EOFError, OSError) as exc:

@@ -222,6 +222,8 @@ class Ingestion:
         self._cluster_lock = threading.Lock()
         self._ray: Cluster | None = None
         self._ray_retry = 0.0
+        self.ray_actors: int | None = None
+        """Ray actors to start (None: one per CPU of the cluster); benchmarks set it."""
 
     def _cluster(self, large: bool, check_stop: Callable[[], None]) -> Cluster | None:
         """The Ray cluster a large ingest runs on ([compute] ray_address), started on first
@@ -236,7 +238,7 @@ class Ingestion:
             if time.monotonic() < self._ray_retry:
                 return None
             self._ray = None
-            cluster = Cluster(address, self.config)
+            cluster = Cluster(address, self.config, self.ray_actors)
             try:
                 check_ray(self.config, self.embedder)
                 cluster.start(check_stop)
@@ -246,6 +248,20 @@ class Ingestion:
                 return None
             self._ray = cluster
             return cluster
+
+    def compute_status(self) -> dict[str, Any]:
+        """Where large ingests read and embed: {"ray_address", "state" (local, not started,
+        connected, gone: lost mid-ingest, unreachable: at the last try), "workers", "nodes"}."""
+        address = self.config.compute.ray_address
+        ray = self._ray
+        if not address:
+            return {"ray_address": "", "state": "local", "workers": 0, "nodes": []}
+        if ray is not None and ray.alive:
+            nodes = sorted({node for node, _ in ray.nodes})
+            return {"ray_address": address, "state": "connected", "workers": ray.workers,
+                    "nodes": nodes}
+        state = "gone" if ray is not None else "unreachable" if self._ray_retry else "not started"
+        return {"ray_address": address, "state": state, "workers": 0, "nodes": []}
 
     def stop(self, wait_s: float = 0.0) -> None:
         """Stop every running and later ingest after its committed batch (the knowledge base

@@ -98,6 +98,7 @@ def ingest(tmp_path: Path, name: str, docs: Path, minilm: Any, address: str = ""
             helper.join(120)
         kb.regenerate_abstracts(offline=True)
         result = snapshot(kb)
+        result["compute"] = kb.status()["compute"]
     result["report"] = report
     return result
 
@@ -159,6 +160,8 @@ def test_a_cluster_ingest_equals_a_local_one_with_a_worker_killed_mid_batch(
     assert outcomes[0].changes[0].path.endswith("aaa-long.md")
     assert len(outcomes) >= 5 and all(outcome.pid != os.getpid() for outcome in outcomes)
     assert not [r for r in caplog.records if "goes on locally" in r.getMessage()]
+    assert remote["compute"]["state"] == "connected" and remote["compute"]["workers"] == 2
+    assert local["compute"]["state"] == "local"
     assert len(local["chunks"]) > 40
     assert_same(local, remote)
 
@@ -188,5 +191,6 @@ def test_a_cluster_gone_mid_ingest_leaves_the_rest_to_this_machine(
     warnings = [r.getMessage() for r in caplog.records if "goes on locally" in r.getMessage()]
     assert len(warnings) == 1  # and this process (a daemon's) lives on: Ray is in a child
     assert 1 <= sum(len(o.taken) for o in outcomes) < len(local["files"])  # the rest: here
+    assert remote["compute"]["state"] == "gone"
     assert remote["report"].failed == 0
     assert_same(local, remote)
