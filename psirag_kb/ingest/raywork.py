@@ -127,19 +127,23 @@ def _loop(conn: Connection, pool: list[Any]) -> None:
     out: dict[Any, tuple[int, int]] = {}  # result ref -> (seq, actor)
     load = [0] * len(pool)
     while True:
+        wait = POLL_S if out else 0.5  # block on the pipe only until the first message
         try:
-            while conn.poll(POLL_S if out else 0.5):
+            while conn.poll(wait):
                 kind, seq, batch = conn.recv()
                 if kind == "stop":
                     return
                 actor = load.index(min(load))
                 out[pool[actor].run.remote(batch)] = (seq, actor)
                 load[actor] += 1
+                wait = 0.0
         except (EOFError, OSError):
             return  # the parent is gone
         if not out:
             continue
-        ready, _ = ray.wait(list(out), num_returns=len(out), timeout=POLL_S)
+        ready, _ = ray.wait(list(out), num_returns=1, timeout=POLL_S)
+        if ready:  # and whatever else is done by now
+            ready, _ = ray.wait(list(out), num_returns=len(out), timeout=0)
         for ref in ready:
             seq, actor = out.pop(ref)
             load[actor] -= 1
