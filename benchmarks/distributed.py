@@ -11,8 +11,8 @@ data directory with the real model:
   ray N: the same ingest with [compute] ray_address, N actors each holding the model.
 Reports passages/s and chunks/s (wall time of `kb.ingest`, the tree build included), the
 cluster's start (child process, actors loading the model), the round trip of an empty batch
-(the per-batch overhead), the writer's commit rate (chunks per second of its `store` time),
-and the scaling per added worker.
+and the pipe transfer of a full one (the per-batch overhead), the writer's commit rate
+(chunks per second of its `store` time), and the scaling per added worker.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,35 @@ def run(folder: Path, data: Path, passages: int, address: str = "", actors: int 
     return result
 
 
+def transfer_ms(chunks: int = 256, rounds: int = 20) -> float:
+    """Median ms to send a batch outcome of `chunks` chunks (384-d vectors, 100-token texts)
+    through a pipe, as the child hands one to the knowledge base's process."""
+    import multiprocessing
+
+    import numpy as np
+
+    from psirag_kb.ingest.ingestion import IngestReport
+    from psirag_kb.ingest.raywork import Outcome
+    from psirag_kb.storage.store import ChunkRow, FileChange
+
+    rng = np.random.default_rng(0)
+    rows = [ChunkRow(i, "/srv/docs/f.md", 0, 500, 1, 9, "word " * 100, f"{i:064x}",
+                     vector=rng.standard_normal(384).astype(np.float32), context="Title")
+            for i in range(chunks)]
+    outcome = Outcome([FileChange("/srv/docs/f.md", "file", "0" * 64, 1, 0.0, "indexed", "",
+                                  rows)], ["/srv/docs/f.md"], [], IngestReport(), "node", 1)
+    sender, receiver = multiprocessing.Pipe()
+    times = []
+    for _ in range(rounds):
+        begun = time.perf_counter()
+        reader = threading.Thread(target=receiver.recv)  # the pipe holds 64 KB: read beside
+        reader.start()
+        sender.send(outcome)
+        reader.join()
+        times.append(time.perf_counter() - begun)
+    return round(1000 * sorted(times)[rounds // 2], 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("corpus", type=Path, help='{"id","title","text"} lines')
@@ -118,6 +148,7 @@ def main() -> None:
         print(f"{args.passages} passages in {files} files; {os.cpu_count()} cores "
               f"({platform.processor() or platform.machine()}), load {os.getloadavg()[0]:.2f}",
               flush=True)
+        print(f"a 256-chunk outcome through the child's pipe: {transfer_ms()} ms", flush=True)
         results = [run(folder, tmp / "local", args.passages)]
         started = time.perf_counter()
         head = LocalRay(cpus=max(args.workers)).start()
