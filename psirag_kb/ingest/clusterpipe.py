@@ -45,8 +45,9 @@ class ClusterPipeline:
 
     def run(self, files: list[Path]) -> None:
         """Commit every file's batch in order; returns after the last commit."""
-        todo = deque(files[i:i + self.batch_files] for i in range(0, len(files),
-                                                                  self.batch_files))
+        # a burst of fewer than batch_files x workers files is shared among the workers
+        size = max(1, min(self.batch_files, -(-len(files) // max(1, self.cluster.workers))))
+        todo = deque(files[i:i + size] for i in range(0, len(files), size))
         out: deque[tuple[int, list[Path], Any]] = deque()  # (seq, paths, context), in order
         unsent: list[Path] = []  # files taken off `todo` or left by a batch, not yet sent
         inflight: tuple[Prepared, Future] | None = None
