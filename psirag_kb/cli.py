@@ -211,6 +211,9 @@ def _ingest_via_daemon(args: argparse.Namespace, config: Config) -> int | None:
     if args.jsonl:
         raise KBError(f"a daemon owns {config.data_dir} ({daemon.url}); stop it to ingest "
                       "a --jsonl corpus")
+    if getattr(args, "ray", None) is not None:
+        print(f"note: --ray is not passed on; the daemon at {daemon.url} reads and embeds where "
+              "its own [compute] ray_address says", file=sys.stderr)
     reports = [daemon.reindex(path) for path in args.paths]
     if args.json:
         print(json.dumps({"daemon": daemon.url, "reports": reports}))
