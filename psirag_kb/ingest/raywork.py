@@ -25,6 +25,8 @@ POLL_S = 0.02
 """How long the child waits on its pipe, then on Ray, while batches are out."""
 GCS_WAIT_S = 20
 """Seconds Ray waits for a lost head before it ends this process (its default is 60)."""
+LOG_FILE = "ray.log"
+"""In the data directory: what Ray printed in the child (workers that died, retries)."""
 TASK_RETRIES = 3
 """Times a batch is tried again on a restarted actor when its worker process died."""
 
@@ -103,6 +105,7 @@ def serve(conn: Connection, address: str, config: Any, actors: int | None) -> No
     """The child process: join the cluster, start the actors, then run the batches the
     parent sends (("batch", seq, Batch) -> ("done", seq, Outcome) or ("error", seq, why))."""
     os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", str(GCS_WAIT_S))
+    _log_to(Path(config.data_dir) / LOG_FILE)
     try:
         import ray
 
@@ -118,6 +121,18 @@ def serve(conn: Connection, address: str, config: Any, actors: int | None) -> No
         conn.send(("failed", 0, f"{type(exc).__name__}: {exc}"))
         return
     _loop(conn, pool)
+
+
+def _log_to(path: Path) -> None:
+    """Send this process's output (Ray's messages about its workers) to a file, not to the
+    terminal or the daemon's output."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError:
+        return
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def _loop(conn: Connection, pool: list[Any]) -> None:
