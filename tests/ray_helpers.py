@@ -58,23 +58,32 @@ class LocalRay:
         return self
 
     def pids(self) -> list[int]:
-        """This cluster's processes: its process group, and any naming its temp dir."""
-        found = []
+        """This cluster's processes: its process group, any naming its temp dir, and their
+        descendants (Ray's workers have a group of their own and rename themselves)."""
+        own, parents = set(), {}
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit() or int(entry.name) == os.getpid():
                 continue
+            pid = int(entry.name)
             try:
-                group = os.getpgid(int(entry.name))
+                group = os.getpgid(pid)
                 command = (entry / "cmdline").read_bytes()
-            except (OSError, ProcessLookupError):
+                parents[pid] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ProcessLookupError, ValueError, IndexError):
                 continue
             if group == self.group or str(self.temp).encode() in command:
-                found.append(int(entry.name))
-        return found
+                own.add(pid)
+        grown = True
+        while grown:
+            children = {pid for pid, parent in parents.items() if parent in own} - own
+            own |= children
+            grown = bool(children)
+        return sorted(own)
 
     def kill(self) -> None:
-        """Kill every process of the cluster (SIGKILL: the cluster is gone at once)."""
-        for _ in range(3):
+        """Kill every process of the cluster (SIGKILL: the cluster is gone at once), again
+        until none is left (a dying raylet may still start a worker)."""
+        for _ in range(60):
             pids = self.pids()
             if not pids:
                 return
@@ -83,7 +92,7 @@ class LocalRay:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            time.sleep(0.5)
+            time.sleep(0.2)
 
     def stop(self) -> None:
         """Kill the cluster and remove its temp dir."""
