@@ -108,7 +108,8 @@ class ClusterStage:
         with ingestion._reading():
             ingestion._check_stop()
             records = ingestion.store.records(str(p) for p in paths)
-            known = ingestion._known(records)
+            known = ingestion._known({path: record for path, record in records.items()
+                                      if _maybe_changed(record)})
         batch = Batch([str(p) for p in paths], records, known, self.keep_vanished,
                       self.max_chunks)
         return batch, records
@@ -135,3 +136,16 @@ class ClusterStage:
         left = [p for p in paths if str(p) not in taken]
         expected = {c.path: records.get(c.path) for c in changes}
         return Prepared(done, changes, expected, report, []), left
+
+
+def _maybe_changed(record: FileRecord) -> bool:
+    """Whether a worker may need a file's stored chunk hashes: not when its size and mtime
+    are the indexed ones (then its content hash is too, almost surely; if not, its chunks are
+    embedded again, not reused). Spares a rescan a lookup per unchanged file."""
+    if record.state != "indexed":
+        return True
+    try:
+        stat = os.stat(record.path)
+    except OSError:
+        return False  # gone: nothing to reuse
+    return (stat.st_size, stat.st_mtime) != (record.size, record.mtime)

@@ -627,7 +627,8 @@ class Ingestion:
             report.timed("read", time.perf_counter() - started)
             self._check_stop()
             kept = [c for c in changes if c.state != "removed"]
-            pending = reuse(kept, self._known(records), report)
+            changed = {c.path: records[c.path] for c in kept if c.path in records}
+            pending = reuse(kept, self._known(changed), report)
         expected = {c.path: records.get(c.path) for c in changes}
         return Prepared(paths[:taken], changes, expected, report, pending), paths[taken:]
 
@@ -754,8 +755,9 @@ class Ingestion:
         return self.reader.prepare(path, record, report, keep_vanished)
 
     def _known(self, records: dict[str, FileRecord]) -> Known:
-        """The stored chunks (id, hash) of known files, for `reuse`."""
-        return {path: self.store.chunk_hashes(record.id) for path, record in records.items()}
+        """The stored chunks (id, hash) of known files, for `reuse` (one lookup per file)."""
+        return {path: self.store.chunk_hashes(record.id) for path, record in records.items()
+                if record.chunks}
 
     def _reuse_and_embed(self, changes: list[FileChange], report: IngestReport) -> None:
         """Keep chunks whose hash is unchanged; embed the others."""

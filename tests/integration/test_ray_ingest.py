@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -85,17 +84,22 @@ def snapshot(kb: KnowledgeBase) -> dict[str, Any]:
 
 
 def ingest(tmp_path: Path, name: str, docs: Path, minilm: Any, address: str = "",
-           during: Any = None) -> dict[str, Any]:
+           edit: Path | None = None) -> dict[str, Any]:
     """Ingest `docs` into a fresh data directory (on the cluster at `address`, if given);
-    `during(kb)` runs beside the ingest."""
+    with `edit`, that file then gets a new closing paragraph and the folder is ingested again
+    (its unchanged chunks kept), and the file is put back as it was."""
     config = Config().with_data_dir(tmp_path / name).replace("compute", ray_address=address)
     with KnowledgeBase(config, embedder=minilm) as kb:
-        helper = threading.Thread(target=during, args=(kb,), daemon=True) if during else None
-        if helper:
-            helper.start()
         report = kb.ingest([docs])
-        if helper:
-            helper.join(120)
+        if edit is not None:
+            original = edit.read_text()
+            edit.write_text(original + "\nA closing paragraph about herons by the river.\n")
+            try:
+                again = kb.ingest([docs])
+            finally:
+                edit.write_text(original)
+            assert again.updated == 1 and again.chunks_kept >= 1 and again.chunks_embedded
+            report.chunks_kept, report.updated = again.chunks_kept, again.updated
         kb.regenerate_abstracts(offline=True)
         result = snapshot(kb)
         result["compute"] = kb.status()["compute"]
@@ -112,6 +116,7 @@ def assert_same(local: dict[str, Any], remote: dict[str, Any]) -> None:
     assert remote["nodes"] == local["nodes"]
     assert remote["report"].chunks_embedded == local["report"].chunks_embedded
     assert remote["report"].added == local["report"].added
+    assert remote["report"].chunks_kept == local["report"].chunks_kept
 
 
 @pytest.fixture
@@ -133,7 +138,7 @@ def test_a_cluster_ingest_equals_a_local_one_with_a_worker_killed_mid_batch(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """Batches go out several at a time and come back in any order; the first (one long
     file) loses its worker half-way, runs again on a restarted one, and nothing is lost or
-    doubled."""
+    doubled; an edited file's ingest on the cluster keeps its unchanged chunks, as here."""
     docs = make_docs(tmp_path, files=8, big=400)
     killed: list[int] = []
     outcomes: list[Any] = []
@@ -153,9 +158,10 @@ def test_a_cluster_ingest_equals_a_local_one_with_a_worker_killed_mid_batch(
         return outcome
 
     monkeypatch.setattr(Cluster, "outcome", kill_first)
-    local = ingest(tmp_path, "local", docs, minilm)
+    edit = docs / "notes" / "n03.md"  # then edited and ingested again: kept chunks too
+    local = ingest(tmp_path, "local", docs, minilm, edit=edit)
     with caplog.at_level(logging.WARNING):
-        remote = ingest(tmp_path, "ray", docs, minilm, head.address)
+        remote = ingest(tmp_path, "ray", docs, minilm, head.address, edit=edit)
     assert killed and outcomes[0].pid not in (killed[0], os.getpid())  # run again elsewhere
     assert outcomes[0].changes[0].path.endswith("aaa-long.md")
     assert len(outcomes) >= 5 and all(outcome.pid != os.getpid() for outcome in outcomes)
