@@ -15,7 +15,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[test,fast]'
+	$(BIN)/pip install --quiet -e '.[test,fast,ray]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -48,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--json", action="store_true", help="print the report as JSON")
     ingest.add_argument("--no-abstracts", action="store_true",
                         help="leave the tree's keyword abstracts to `maintain` or the daemon")
+    ingest.add_argument("--ray", metavar="ADDRESS",
+                        help="read and embed on a Ray cluster: HOST:PORT of its head, or auto "
+                             "(the `ray start` cluster on this machine); overrides [compute] "
+                             "ray_address")
 
     forget = commands.add_parser(
         "forget", help="remove files or folders from the index on purpose (a folder that "
@@ -207,6 +211,9 @@ def _ingest_via_daemon(args: argparse.Namespace, config: Config) -> int | None:
     if args.jsonl:
         raise KBError(f"a daemon owns {config.data_dir} ({daemon.url}); stop it to ingest "
                       "a --jsonl corpus")
+    if getattr(args, "ray", None) is not None:
+        print(f"note: --ray is not passed on; the daemon at {daemon.url} reads and embeds where "
+              "its own [compute] ray_address says", file=sys.stderr)
     reports = [daemon.reindex(path) for path in args.paths]
     if args.json:
         print(json.dumps({"daemon": daemon.url, "reports": reports}))
@@ -250,6 +257,8 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
     if not args.paths and not args.jsonl:
         raise KBError("give files or folders to ingest, or --jsonl CORPUS")
     _local_only(config, "ingest")
+    if args.ray is not None:
+        config = config.replace("compute", ray_address=args.ray)
     forwarded = _ingest_via_daemon(args, config)
     if forwarded is not None:
         return forwarded
@@ -410,6 +419,11 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     device = (f" on {status['device']} ({status['device_reason']})"
               if status.get("device") else "")
     print(f"chunks: {status['chunks']}   model: {status['model']} ({status['dim']}-d){device}")
+    compute = status.get("compute") or {}
+    if compute.get("ray_address"):
+        workers = (f", {compute['workers']} worker(s) on {', '.join(compute['nodes'])}"
+                   if compute.get("workers") else "")
+        print(f"ingest on Ray at {compute['ray_address']}: {compute['state']}{workers}")
     tree = status["tree"]
     print(f"tree: depth {tree['depth']}, {tree['abstract_nodes']} abstract nodes, "
           f"nodes per layer {tree['nodes_per_layer']}")

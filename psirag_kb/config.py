@@ -240,6 +240,16 @@ class WebConfig:
 
 
 @dataclass(frozen=True)
+class ComputeConfig:
+    """Where the work before the writer runs: here, or on a Ray cluster."""
+
+    ray_address: str = ""
+    """Empty: read and embed on this machine. "auto": the cluster `ray start` runs on this
+    machine; "HOST:PORT": that cluster's head (this machine must be one of its nodes). Ingests
+    of folders and of more than a few files read, parse and embed there; the writer stays here."""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration."""
 
@@ -252,6 +262,7 @@ class Config:
     watch: WatchConfig = field(default_factory=WatchConfig)
     api: APIConfig = field(default_factory=APIConfig)
     web: WebConfig = field(default_factory=WebConfig)
+    compute: ComputeConfig = field(default_factory=ComputeConfig)
 
     @property
     def data_dir(self) -> Path:

@@ -323,6 +323,7 @@ class KnowledgeBase(OverStores):
             "generation": self.store.generation,
             "indexes": self.stores.index_status(),
             "writer": {"queued": self.writer.queued, "running": _label(self.writer.running)},
+            "compute": self.ingestion.compute_status(),
             "stores": self.stores.sizes(),
             "problems": problems,
             "unavailable": self.store.unavailable(),

@@ -19,21 +19,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from psirag_kb.errors import FileReadError, KBError, SkippedFile
-from psirag_kb.ingest.chunking import chunk_text, content_hash
+from psirag_kb.errors import KBError
+from psirag_kb.ingest.chunking import content_hash
+from psirag_kb.ingest.cluster import Cluster, ClusterGone, check_ray
+from psirag_kb.ingest.clusterpipe import ClusterPipeline, ClusterStage
 from psirag_kb.ingest.context import file_title, fit
-from psirag_kb.ingest.documents import is_supported, link_inside, link_outside, read_document
-from psirag_kb.ingest.formats.bounds import UnpackLimits
-from psirag_kb.ingest.pdf import awaits_ocr, tesseract_ready
+from psirag_kb.ingest.documents import link_inside, link_outside
 from psirag_kb.ingest.pipeline import POLL_S, Pipeline, Prepared
+from psirag_kb.ingest.reading import BatchReader, Known, path_hash, reuse
 from psirag_kb.paths import inside, resolved
 from psirag_kb.storage.store import (
     UNAVAILABLE,
     ChunkRow,
     FileChange,
     FileRecord,
-    indexed_text,
-    restored_note,
 )
 from psirag_kb.storage.writer import Cancelled, WriterClosed
 
@@ -50,15 +49,14 @@ BATCH_FILES = 64
 BATCH_CHUNKS = 256
 """A batch ends after the file that brings it to this many chunks: a commit every few seconds
 with MiniLM on two cores, so a stop or a kill loses little."""
-EMBED_SLICE = 32
-"""Chunks embedded per call, the model's batch size: a stop waits for one slice (4 s at load 12
-on two cores), and another ingest's embedding (a one-line edit) gets the model between two
-slices. Slices of 16 embedded at half the speed on the loaded machine."""
 SMALL_INGEST = 8
 """Ingests of more files than this run one at a time (the bulk lane); smaller ones never wait
 for it, so an edit is committed while a folder is being indexed."""
 STALE_RETRIES = 2
 """Times a batch whose files changed meanwhile is prepared again before the writer reads it."""
+CLUSTER_RETRY_S = 60.0
+"""After a Ray cluster could not be reached, ingests stay local this long before trying again
+(each try costs a connection probe, and a child process when the head answers)."""
 CLOSE_WAIT_S = 3.0
 """How long closing waits for a reader thread to notice the stop."""
 
@@ -139,12 +137,6 @@ def _external_reason(path: Path, folder: Path) -> str | None:
             "set [ingest] follow_external_links = true to index it")
 
 
-def path_hash(path: Path) -> str:
-    """Content hash of a file on disk, read in blocks (the same value as `file_hash`)."""
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
 def one_per_file(found: Iterable[tuple[Path, Path]]) -> tuple[dict[Path, Path], list[Path]]:
     """(file -> folder it was found in, the other spellings of those files) from (file,
     folder) pairs in the order named: one entry per directory entry, two spellings being the
@@ -220,18 +212,65 @@ class Ingestion:
         self.data_dir = config.data_dir
         self.embedder = embedder
         self.stores = stores
+        self.reader = BatchReader(config, embedder)
         self.embed_seconds = 0.0
         self._lane = threading.Lock()
         self._stopping = threading.Event()
         self._readers = 0
         self._running = 0
         self._idle = threading.Condition()
+        self._cluster_lock = threading.Lock()
+        self._ray: Cluster | None = None
+        self._ray_retry = 0.0
+        self.ray_actors: int | None = None
+        """Ray actors to start (None: one per CPU of the cluster); benchmarks set it."""
+
+    def _cluster(self, large: bool, check_stop: Callable[[], None]) -> Cluster | None:
+        """The Ray cluster a large ingest runs on ([compute] ray_address), started on first
+        use; None for local work (no address, a small ingest, or the cluster unreachable: a
+        warning says so, and it is tried again after `CLUSTER_RETRY_S`)."""
+        address = self.config.compute.ray_address
+        if not address or not large:
+            return None
+        with self._cluster_lock:
+            if self._ray is not None and self._ray.alive:
+                return self._ray
+            if time.monotonic() < self._ray_retry:
+                return None
+            self._ray = None
+            cluster = Cluster(address, self.config, self.ray_actors)
+            try:
+                check_ray(self.config, self.embedder)
+                cluster.start(check_stop)
+            except ClusterGone as exc:
+                log.warning("%s; ingesting on this machine", exc)
+                self._ray_retry = time.monotonic() + CLUSTER_RETRY_S
+                return None
+            self._ray = cluster
+            return cluster
+
+    def compute_status(self) -> dict[str, Any]:
+        """Where large ingests read and embed: {"ray_address", "state" (local, not started,
+        connected, gone: lost mid-ingest, unreachable: at the last try), "workers", "nodes"}."""
+        address = self.config.compute.ray_address
+        ray = self._ray
+        if not address:
+            return {"ray_address": "", "state": "local", "workers": 0, "nodes": []}
+        if ray is not None and ray.alive:
+            nodes = sorted({node for node, _ in ray.nodes})
+            return {"ray_address": address, "state": "connected", "workers": ray.workers,
+                    "nodes": nodes}
+        state = "gone" if ray is not None else "unreachable" if self._ray_retry else "not started"
+        return {"ray_address": address, "state": state, "workers": 0, "nodes": []}
 
     def stop(self, wait_s: float = 0.0) -> None:
         """Stop every running and later ingest after its committed batch (the knowledge base
         is closing); wait up to `wait_s` for reader threads inside a batch (one file at most)
         to stop using the store."""
         self._stopping.set()
+        with self._cluster_lock:
+            if self._ray is not None:
+                self._ray.close()
         with self._idle:
             self._idle.wait_for(lambda: self._readers == 0, wait_s)
 
@@ -360,7 +399,7 @@ class Ingestion:
                 if inline:
                     self._ingest_inline(files, report, progress, keep_vanished)
                 else:
-                    self._ingest_pipelined(files, report, progress, keep_vanished)
+                    self._ingest_pipelined(files, report, progress, keep_vanished, large)
                 stopped = False
             finally:
                 if owned:  # a bulk ingest builds the tree here, unless the KB is closing
@@ -495,9 +534,11 @@ class Ingestion:
                 progress(min(start + len(batch), total), total, str(batch[-1]))
 
     def _ingest_pipelined(self, files: list[Path], report: IngestReport,
-                          progress: Progress | None, keep_vanished: bool) -> None:
-        """Read on a reader thread, embed on an embedder thread, commit ready batches on the
-        writer; this thread waits (a Ctrl-C stops the pipeline after its committed batch)."""
+                          progress: Progress | None, keep_vanished: bool,
+                          large: bool = False) -> None:
+        """Read on a reader thread, embed on an embedder thread (or, for a large ingest with
+        [compute] ray_address, both on the Ray cluster), commit ready batches on the writer;
+        this thread waits (a Ctrl-C stops the pipeline after its committed batch)."""
         total, done = len(files), 0
 
         def committed(prepared: Prepared, future: Future) -> None:
@@ -520,17 +561,29 @@ class Ingestion:
                 raise Cancelled("interrupted")
             self._check_stop()
 
-        pipeline = Pipeline(
-            prepare=lambda paths: self._prepare_batch(paths, keep_vanished, BATCH_CHUNKS),
-            embed=lambda prepared: self._embed(prepared.pending, prepared.report),
-            commit=lambda prepared: self.writer.submit(lambda: self._commit(prepared)),
-            committed=committed, check_stop=check_stop, batch_files=BATCH_FILES,
-        )
+        def commit(prepared: Prepared) -> Future:
+            return self.writer.submit(lambda: self._commit(prepared))
+
+        def local(paths: list[Path]) -> None:
+            Pipeline(
+                prepare=lambda batch: self._prepare_batch(batch, keep_vanished, BATCH_CHUNKS),
+                embed=lambda prepared: self._embed(prepared.pending, prepared.report),
+                commit=commit, committed=committed, check_stop=check_stop,
+                batch_files=BATCH_FILES,
+            ).run(paths)
+
+        cluster = self._cluster(large, check_stop) if files else None
+        if cluster is None:
+            run: Callable[[list[Path]], None] = local
+        else:
+            stage = ClusterStage(self, keep_vanished, BATCH_CHUNKS)
+            run = ClusterPipeline(cluster, stage.send, stage.receive, commit, committed,
+                                  check_stop, local, BATCH_FILES).run
         outcome: list[BaseException] = []
 
         def embed_and_commit() -> None:
             try:
-                pipeline.run(files)
+                run(files)
             except BaseException as exc:  # noqa: BLE001 - raised again by the caller
                 outcome.append(exc)
 
@@ -574,7 +627,8 @@ class Ingestion:
             report.timed("read", time.perf_counter() - started)
             self._check_stop()
             kept = [c for c in changes if c.state != "removed"]
-            pending = self._reuse(kept, records, report)
+            changed = {c.path: records[c.path] for c in kept if c.path in records}
+            pending = reuse(kept, self._known(changed), report)
         expected = {c.path: records.get(c.path) for c in changes}
         return Prepared(paths[:taken], changes, expected, report, pending), paths[taken:]
 
@@ -698,132 +752,23 @@ class Ingestion:
         keep_vanished: bool = False,
     ) -> FileChange | None:
         """Read and chunk one file (known as `record`); None when it is unchanged."""
-        key = str(path)
-        try:
-            before = path.stat()
-            if not is_supported(path):
-                raise SkippedFile(f"unsupported file type {path.suffix or '(no extension)'}")
-            if before.st_size > self.config.ingest.max_file_bytes:
-                raise SkippedFile(
-                    f"file too large ({before.st_size} bytes > limit "
-                    f"{self.config.ingest.max_file_bytes})"
-                )
-            digest = path_hash(path)
-            if record and record.hash == digest and record.state == UNAVAILABLE:
-                report.restored += 1  # its folder is back: the chunks it kept are its own
-                return FileChange(key, "file", digest, before.st_size, before.st_mtime,
-                                  "indexed", restored_note(record.reason), keep_chunks=True)
-            if (record and record.hash == digest and record.state != "failed"
-                    and not self._ocr_now(record)):
-                report.unchanged += 1
-                return None
-            document = read_document(path, max_bytes=self.config.ingest.max_file_bytes,
-                                     ocr=self.config.ingest.ocr, limits=UnpackLimits(
-                                         self.config.ingest.max_extracted_bytes,
-                                         self.config.ingest.max_compression_ratio))
-            after = path.stat()
-            if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
-                raise FileReadError(f"{path} changed while being read; will retry")
-        except SkippedFile as exc:
-            if exc.damaged and record is not None and record.chunks:  # a reader raised on it
-                reason = f"{exc.reason}; its previous version stays indexed"
-                report.failed += 1
-                report.problems.append((key, "failed", reason))
-                return FileChange(key, "file", "", 0, 0.0, "failed", reason, keep_chunks=True)
-            report.skipped += 1
-            report.problems.append((key, "skipped", exc.reason))
-            size = before.st_size if "before" in locals() else 0
-            return FileChange(key, "file", "", size, 0.0, "skipped", exc.reason)
-        except FileNotFoundError:
-            if keep_vanished:
-                return None
-            report.removed += record is not None
-            return FileChange(key, "file", "", 0, 0.0, "removed") if record else None
-        except (FileReadError, OSError) as exc:
-            if keep_vanished and not os.path.lexists(path):
-                return None  # deleted while being read: the watcher's delete event decides
-            report.failed += 1
-            reason = str(exc) if isinstance(exc, FileReadError) else f"cannot read: {exc}"
-            report.problems.append((key, "failed", reason))
-            return FileChange(key, "file", "", 0, 0.0, "failed", reason, keep_chunks=True)
-        chunks = chunk_text(
-            document.text, self.embedder.count_tokens,
-            max_tokens=self.config.ingest.chunk_tokens,
-            hard_max_tokens=self.config.ingest.max_chunk_tokens, breaks=document.breaks(),
-        )
-        locations = document.locations([(c.start, c.end) for c in chunks])
-        headers = (document.headers([c.line_first for c in chunks])
-                   if self.config.ingest.chunk_context else [""] * len(chunks))
-        rows = [
-            ChunkRow(c.ordinal, key, c.start, c.end, c.line_first, c.line_last, c.text,
-                     content_hash(indexed_text(header, c.text)),
-                     location=None if where is None else json.dumps(where, ensure_ascii=False),
-                     context=header)
-            for c, where, header in zip(chunks, locations, headers, strict=True)
-        ]
-        if record is None:
-            report.added += 1
-        else:
-            report.updated += 1
-        change = FileChange(key, "file", digest, after.st_size, after.st_mtime, "indexed",
-                            document.note, rows)
-        if not rows:
-            change.state, change.reason = "skipped", "no text to index"
-            report.skipped += 1
-            report.problems.append((key, "skipped", change.reason))
-        elif document.note:
-            report.problems.append((key, "indexed", document.note))
-        return change
+        return self.reader.prepare(path, record, report, keep_vanished)
 
-    def _ocr_now(self, record: FileRecord) -> bool:
-        """Whether an unchanged file is read again because OCR can now read pages it lacks."""
-        return awaits_ocr(record.reason) and tesseract_ready(self.config.ingest.ocr)
+    def _known(self, records: dict[str, FileRecord]) -> Known:
+        """The stored chunks (id, hash) of known files, for `reuse` (one lookup per file)."""
+        return {path: self.store.chunk_hashes(record.id) for path, record in records.items()
+                if record.chunks}
 
     def _reuse_and_embed(self, changes: list[FileChange], report: IngestReport) -> None:
         """Keep chunks whose hash is unchanged; embed the others."""
         records = self.store.records(change.path for change in changes)
-        self._embed(self._reuse(changes, records, report), report)
-
-    def _reuse(self, changes: list[FileChange], records: dict[str, FileRecord],
-               report: IngestReport) -> list[ChunkRow]:
-        """Give chunks whose hash the file's stored chunks have their stored id; return the
-        chunks left to embed."""
-        pending: list[ChunkRow] = []
-        for change in changes:
-            record = records.get(change.path)
-            known = self.store.chunk_hashes(record.id) if record else []
-            old: dict[str, list[int]] = defaultdict(list)
-            if change.state == "indexed":
-                for chunk_id, chunk_hash in known:
-                    old[chunk_hash].append(chunk_id)
-            for row in change.chunks:
-                if row.id is not None:
-                    continue
-                if old.get(row.hash):
-                    row.id = old[row.hash].pop(0)
-                    report.chunks_kept += 1
-                else:
-                    pending.append(row)
-        return pending
+        self._embed(reuse(changes, self._known(records), report), report)
 
     def _embed(self, rows: list[ChunkRow], report: IngestReport) -> None:
         """Embed chunks in slices of similar length (a stop is noticed between slices)."""
-        if not rows:
-            return
-        started = time.perf_counter()
-        order = sorted(rows, key=lambda row: len(row.indexed))
         inline = self.writer.on_writer_thread()
-        for start in range(0, len(order), EMBED_SLICE):
-            if not inline:
-                self._check_stop()
-            part = order[start:start + EMBED_SLICE]
-            vectors = self.embedder.embed([row.indexed for row in part])
-            for row, vector in zip(part, vectors, strict=True):
-                row.vector = vector
-        elapsed = time.perf_counter() - started
-        self.embed_seconds += elapsed
-        report.timed("embed", elapsed)
-        report.chunks_embedded += len(rows)
+        self.embed_seconds += self.reader.embed(rows, report,
+                                                None if inline else self._check_stop)
 
     def _read_batch(
         self, paths: list[Path], records: dict[str, FileRecord], report: IngestReport,
@@ -831,28 +776,8 @@ class Ingestion:
     ) -> tuple[list[FileChange], int]:
         """Read and chunk files until they run out or (after at least one) their chunks reach
         `max_chunks`; returns the changes and how many paths were taken."""
-        changes = []
-        chunks = taken = 0
-        for path in paths:
-            if max_chunks is not None and taken and chunks >= max_chunks:
-                break
-            if not self.writer.on_writer_thread():
-                self._check_stop()
-            taken += 1
-            try:
-                change = self._prepare(path, records.get(str(path)), report, keep_vanished)
-            except Exception as exc:  # noqa: BLE001 - one bad file never stops the run
-                log.exception("unexpected error reading %s", path)
-                reason = f"unexpected error: {type(exc).__name__}: {exc}; will retry"
-                report.failed += 1
-                report.problems.append((str(path), "failed", reason))
-                # a reader's bug must not cost the file's index: its previous chunks are kept
-                change = FileChange(str(path), "file", "", 0, 0.0, "failed", reason,
-                                    keep_chunks=True)
-            if change is not None:
-                changes.append(change)
-                chunks += len(change.chunks)
-        return changes, taken
+        check = None if self.writer.on_writer_thread() else self._check_stop
+        return self.reader.read_batch(paths, records, report, keep_vanished, max_chunks, check)
 
     def _ingest_batch(
         self, paths: list[Path], report: IngestReport, keep_vanished: bool = False

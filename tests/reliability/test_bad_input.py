@@ -21,7 +21,7 @@ import pytest
 from daemon_helpers import api, wait_for, watching
 from memory_probe import reader_growth
 
-import psirag_kb.ingest.ingestion as ingestion
+import psirag_kb.ingest.reading as reading
 from psirag_kb.config import Config
 from psirag_kb.service.daemon import Daemon
 
@@ -235,7 +235,7 @@ def test_file_deleted_between_event_and_read(start, docs, monkeypatch):
     """The file vanishes inside the reader: nothing is recorded (no failure, no record), and its
     delete event finds nothing to clean up."""
     daemon = start(docs)
-    real = ingestion.read_document
+    real = reading.read_document
     vanished: list[Path] = []
 
     def vanish_then_read(path: Path, **kwargs: Any) -> Any:
@@ -244,7 +244,7 @@ def test_file_deleted_between_event_and_read(start, docs, monkeypatch):
             vanished.append(path)
         return real(path, **kwargs)
 
-    monkeypatch.setattr(ingestion, "read_document", vanish_then_read)
+    monkeypatch.setattr(reading, "read_document", vanish_then_read)
     gone = docs / "vanishing.md"
     gone.write_text("A note about a mayfly that will not be there.\n")
     ok = good(docs, "axolotl")
@@ -278,14 +278,14 @@ def test_unreadable_file_chmod_000(start, docs):
 def test_unreadable_file_simulated(start, docs, monkeypatch):
     """The same as chmod 000, by making the open fail (root can read anything)."""
     daemon = start(docs)
-    real = ingestion.path_hash
+    real = reading.path_hash
 
     def denied(path: Path) -> str:
         if Path(path).name == "locked.md":
             raise PermissionError(13, "Permission denied", str(path))
         return real(path)
 
-    monkeypatch.setattr(ingestion, "path_hash", denied)
+    monkeypatch.setattr(reading, "path_hash", denied)
     locked = docs / "locked.md"
     locked.write_text("A secret note about a dormouse.\n")
     ok = good(docs, "tapir")
