@@ -262,7 +262,7 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
     forwarded = _ingest_via_daemon(args, config)
     if forwarded is not None:
         return forwarded
-    from psirag_kb.ingest.ingestion import IngestReport
+    from psirag_kb.ingest.report import IngestReport
 
     total = IngestReport()
     with _open(config) as kb, _ProgressBar("indexing") as progress:

@@ -74,8 +74,8 @@ class BatchWorker:
 
     def run(self, batch: Batch) -> Outcome:
         """Read, chunk, reuse stored chunks and embed the rest, as a local ingest does."""
-        from psirag_kb.ingest.ingestion import IngestReport
         from psirag_kb.ingest.reading import reuse
+        from psirag_kb.ingest.report import IngestReport
 
         started = time.perf_counter()
         paths = [Path(p) for p in batch.paths]
