@@ -455,8 +455,9 @@ def _abstracts_line(abstracts: dict[str, Any]) -> str:
         line += (f"; {abstracts['refused']} LLM abstracts refused as unsupported by their text "
                  "(the offline ones stay)")
     if abstracts.get("junk"):
-        line += (f"; {abstracts['junk']} unusable LLM replies ({abstracts.get('nodes_backed_off', 0)}"
-                 " nodes wait to be asked again)")
+        waiting = abstracts.get("nodes_backed_off", 0)
+        line += (f"; {abstracts['junk']} unusable LLM replies ({waiting} nodes wait to be "
+                 "asked again)")
     if abstracts.get("last_error"):
         line += f"; last error: {abstracts['last_error']}"
     hosts = abstracts.get("hosts") or []
