@@ -468,6 +468,10 @@ def _abstracts_line(abstracts: dict[str, Any]) -> str:
     if abstracts.get("refused"):
         line += (f"; {abstracts['refused']} LLM abstracts refused as unsupported by their text "
                  "(the offline ones stay)")
+    if abstracts.get("junk"):
+        waiting = abstracts.get("nodes_backed_off", 0)
+        line += (f"; {abstracts['junk']} unusable LLM replies ({waiting} nodes wait to be "
+                 "asked again)")
     if abstracts.get("last_error"):
         line += f"; last error: {abstracts['last_error']}"
     hosts = abstracts.get("hosts") or []
@@ -569,19 +573,16 @@ def cmd_distill(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_maintain(args: argparse.Namespace, config: Config) -> int:
     """Run upkeep as the data directory's owner, serving the read API meanwhile (so `query` and
-    `status` go on, and show its progress); on a terminal abstract regeneration shows nodes
+    `status` go on, and show its progress), or hand it to the daemon that owns the stores (the
+    local one, or --server's; an admin only); on a terminal abstract regeneration shows nodes
     done, rate and ETA, without one it logs a progress line now and then."""
-    from psirag_kb.service.client import daemon_info, running_daemon
+    from psirag_kb.service.client import remote_daemon, running_daemon
     from psirag_kb.service.daemon import Daemon
 
-    _local_only(config, "maintain")
-    if running_daemon(config) is not None:
-        info = daemon_info(config.data_dir) or {}
-        pid = info.get("pid", "?")
-        raise KBError(
-            f"the daemon (pid {pid}, {info.get('url', 'starting')}) owns {config.data_dir} and "
-            f"runs maintain every {config.watch.maintain_interval_s:g} s; `status` shows its "
-            f"progress (stop it with `kill {pid}` to run maintain here)")
+    daemon = remote_daemon(config) or running_daemon(config)
+    if daemon is not None:
+        _print_report(_maintain_via_daemon(daemon), args.json)
+        return 0
     owner = Daemon(config.replace("api", host="127.0.0.1", port=0), serve_only=True)
     owner.start()
     try:
@@ -593,13 +594,40 @@ def cmd_maintain(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+FOLLOW_S = 1.0
+"""Seconds between two looks at a daemon's status while it runs maintain for the command."""
+
+
+def _maintain_via_daemon(daemon: Any) -> dict[str, Any]:
+    """Have the daemon that owns the stores run maintain on its writer (an admin only), showing
+    its progress from its status until the run ends; the run's report."""
+    asked = daemon.maintain()
+    print(f"maintain runs in the daemon (pid {asked['pid']}, {daemon.url}); Ctrl-C stops "
+          "following it, not the run", file=sys.stderr)
+    view = _AbstractBar(None)
+    with view:
+        while True:
+            status = daemon.status()
+            job = next((j for j in status.get("daemon", {}).get("jobs", [])
+                        if j["name"] == "maintain"), None)
+            if job is None:
+                raise KBError(f"the daemon at {daemon.url} reports no maintain job")
+            if job["runs"] > asked["runs"]:
+                break
+            view.show(status.get("abstracts") or {})
+            time.sleep(FOLLOW_S)
+    if job.get("error"):
+        raise KBError(f"maintain failed in the daemon: {job['error']}")
+    return job.get("result") or {}
+
+
 PROGRESS_LOG_S = 30.0
 """Seconds between the progress lines `maintain` logs without a terminal."""
 
 
 class _AbstractBar:
     """While open, abstract regeneration shows nodes done, rate and ETA on a terminal, and an
-    interruption says how many abstracts were kept."""
+    interruption says how many abstracts were kept (with `kb` None: shows what `show` gets)."""
 
     def __init__(self, kb: Any) -> None:
         self.kb = kb
@@ -615,15 +643,18 @@ class _AbstractBar:
             self.task = self.bar.add_task("abstracts", total=None, speed="")
 
     def __enter__(self) -> _AbstractBar:
-        self.kb.abstract_job.on_progress = self.show
+        if self.kb is not None:
+            self.kb.abstract_job.on_progress = self.show
         if self.bar is not None:
             self.bar.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
-        self.kb.abstract_job.on_progress = None
         if self.bar is not None:
             self.bar.stop()
+        if self.kb is None:
+            return
+        self.kb.abstract_job.on_progress = None
         if kind is KeyboardInterrupt:
             done = self.kb.abstract_job.last_result.get("regenerated", 0)
             print(f"abstracts kept: {done} written before the interruption", file=sys.stderr)

@@ -29,7 +29,9 @@ KEYWORD_NODES = 32
 COMMIT_EVERY_S = 2.0
 """Longest offline work held before a commit; each LLM abstract is committed at once."""
 BACKOFF_S = (30.0, 3600.0)
-"""First and longest wait before retrying the LLM after a failure."""
+"""First and longest wait before retrying the LLM after the server failed (unreachable, down)."""
+NODE_BACKOFF_S = (300.0, 86400.0)
+"""First and longest wait before asking again for one node whose reply was junk."""
 
 OnProgress = Callable[[dict[str, Any]], None]
 
@@ -112,6 +114,11 @@ class AbstractJob:
         self.refused = 0
         """LLM abstracts refused as ungrounded since the start (the offline one stayed)."""
         self.last_refusal = ""
+        self.junk = 0
+        """Unusable LLM replies (empty, wordless, wrong format) since the start: per node."""
+        self.last_junk = ""
+        self._node_retry: dict[int, tuple[int, float]] = {}
+        """Per node whose reply was junk: its failures in a row and when to ask again."""
         self._failures = 0
         self._retry_at = 0.0
         self._stopping = threading.Event()
@@ -119,6 +126,7 @@ class AbstractJob:
         self._waiting = 0
         self._count = threading.Lock()
         self._yield_to: Callable[[], bool] | None = None
+        self._skip_backed_off = False
         self._mark: Any = None
         self._ended: float | None = None
 
@@ -154,6 +162,9 @@ class AbstractJob:
             "last_error": self.last_error,
             "refused": self.refused,
             "last_refusal": self.last_refusal,
+            "junk": self.junk,
+            "last_junk": self.last_junk,
+            "nodes_backed_off": self._nodes_waiting(),
         }
 
     def _snapshot(self) -> dict[str, Any]:
@@ -164,8 +175,35 @@ class AbstractJob:
         return snapshot
 
     def llm_due(self) -> bool:
-        """Whether an LLM is configured and not inside a backoff after a failure."""
-        return self.llm is not None and time.time() >= self._retry_at
+        """Whether an LLM is configured, not inside a backoff after a failure, and some dirty
+        node is not waiting out its own backoff after a junk reply."""
+        if self.llm is None or time.time() < self._retry_at:
+            return False
+        return self.stores.tree_index.view.dirty > self._nodes_waiting()
+
+    def _nodes_waiting(self) -> int:
+        """Nodes inside their own backoff after a junk reply (forgetting nodes gone since)."""
+        nodes = self.stores.tree_index.view.nodes
+        now = time.time()
+        waiting = list(self._node_retry.items())  # a copy: the job's thread may add meanwhile
+        for node, _ in waiting:
+            if node not in nodes:
+                self._node_retry.pop(node, None)
+        return sum(at > now and node in nodes for node, (_, at) in waiting)
+
+    def _node_due(self, node: int) -> bool:
+        """Whether a node may be asked now (not inside its backoff after a junk reply)."""
+        entry = self._node_retry.get(node)
+        return entry is None or time.time() >= entry[1]
+
+    def _junk(self, node: int, exc: LLMError) -> None:
+        """Record a junk reply for one node and back that node off (the LLM goes on)."""
+        failures = self._node_retry.get(node, (0, 0.0))[0] + 1
+        first, longest = NODE_BACKOFF_S
+        self._node_retry[node] = (failures, time.time() + min(longest, first * 2 ** (failures - 1)))
+        self.junk += 1
+        self.last_junk = self.last_error = str(exc)
+        log.info("unusable LLM reply for node %d (asked again later): %s", node, exc)
 
     def _llm_ready(self) -> bool:
         """Whether the LLM may be asked now (not inside a backoff after a failure)."""
@@ -187,7 +225,8 @@ class AbstractJob:
         log.warning("abstract generation failed: %s", exc)
 
     def run(self, max_nodes: int | None = None, offline: bool = False,
-            yield_to: Callable[[], bool] | None = None) -> dict[str, Any]:
+            yield_to: Callable[[], bool] | None = None,
+            skip_backed_off: bool = False) -> dict[str, Any]:
         """Regenerate dirty abstracts bottom-up; returns counts and seconds.
 
         `offline` writes keyword abstracts only, without asking the LLM; when an LLM is
@@ -196,13 +235,17 @@ class AbstractJob:
         between two nodes to a waiting caller, or whenever `yield_to()` is true.
         Whatever was committed before an interruption (an exception, Ctrl-C, the daemon
         stopping, giving way) stays: those nodes are clean and the rest stay dirty.
+        `skip_backed_off` (the background refresher) leaves alone the nodes inside their own
+        backoff after a junk reply; an explicit run asks every dirty node.
         """
         with self._lock_waiting():
             self._yield_to = yield_to
+            self._skip_backed_off = skip_backed_off
             try:
                 return self._run(max_nodes, offline)
             finally:
                 self._yield_to = None
+                self._skip_backed_off = False
 
     @contextlib.contextmanager
     def _lock_waiting(self) -> Iterator[None]:
@@ -357,18 +400,36 @@ class AbstractJob:
                 made += self._commit([(node, offline(slice(number, number + 1))[0])], work,
                                      labels)
                 continue
-            if exc is not None:
-                self._fail(exc)
-                errors += 1
+            if exc is not None and not isinstance(exc, LLMUnavailable):
+                # a junk reply (empty, wordless, wrong format) fails this node only: it stays
+                # dirty (with an offline abstract) and is asked again after its own backoff
+                self._junk(node, exc)
                 self.progress.advance(failed=1)
-                if isinstance(exc, LLMUnavailable):  # every host failed: the rest wait
-                    self.progress.advance(skipped=len(nodes) - number - 1)
-                    break
+                offline = offline or self._offline_writer(work)
+                self._keep_offline(node, offline(slice(number, number + 1))[0], work, labels)
                 self._report()
                 continue
+            if exc is not None:  # every host failed (down, unreachable): the rest wait
+                self._fail(exc)
+                errors += 1
+                self.progress.advance(failed=1, skipped=len(nodes) - number - 1)
+                break
+            self._node_retry.pop(node, None)
             made += self._commit([(node, text or "")], work, labels)
         self._report()
         return made, errors
+
+    def _keep_offline(self, node: int, text: str, work: Work,
+                      labels: dict[int, dict[int, str]]) -> None:
+        """Give a node that failed with the LLM an offline abstract when it has none yet,
+        leaving it dirty for the LLM (not counted as done)."""
+        if not text or self.stores.writer.call(
+                lambda: node in self.stores.tree_index.live.abstracts):
+            return
+        guided = self.config.tree.node_vectors == "abstract"
+        embedded = dict(zip([text], self.embedder.embed([text]), strict=True)) if guided else {}
+        work.keep_dirty.add(node)
+        self.stores.writer.call(lambda: self._write([node], [text], embedded, work, labels))
 
     def _commit(self, texts: list[tuple[int, str | None]], work: Work,
                 labels: dict[int, dict[int, str]]) -> int:
@@ -388,7 +449,8 @@ class AbstractJob:
         """The children's texts (or abstracts) of the nodes still dirty (on the writer)."""
         live = self.stores.tree_index.live
         view = self.stores.tree_index.view
-        nodes = [n for n in nodes if n in live.children and n in live.dirty]
+        nodes = [n for n in nodes if n in live.children and n in live.dirty
+                 and (not use_llm or not self._skip_backed_off or self._node_due(n))]
         shapes = {n: tuple(live.children[n]) for n in nodes}
         contexts: list[list[str]] = []
         kids: list[list[int]] = []

@@ -20,6 +20,9 @@ _URL = re.compile(r"(?:https?://|www\.)\S+|\b[\w-]+\.(?:com|org|net|io|edu|gov)\
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _NAME = re.compile(r"(?<![\w.])[A-Z][\w’'-]*[a-z][\w’'-]*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n)\s*[\"'“(]*$")
+_CODE = re.compile(r"\w[\[\]{}()=<>*+\\|@$_:]|[\[\]{}()=<>*+\\|@$_:]\w")
+"""Punctuation against a word character: an identifier, a call, a slice, an expression."""
+_EDGES = "\"'`“”‘’.,;:!?()[]{}"
 
 STOP = frozenset("""
 a about above after again against all also am an and any are as at be because been before being
@@ -89,11 +92,16 @@ def names_of(text: str) -> set[str]:
 
 
 def _unsupported_specifics(text: str, source_text: str, stems: set[str]) -> str:
-    """The first URL, number or name of `text` that the sources do not hold, or ""."""
+    """The first URL, code (an identifier, a call, an expression), number or name of `text`
+    that the sources do not hold, or ""."""
     for url in _URL.findall(text):
         if url.lower().rstrip(".,;)") not in source_text:
             return f"the URL {url!r} is not in the text"
     without_urls = _URL.sub(" ", text)
+    for token in without_urls.split():
+        code = token.strip(_EDGES)
+        if _CODE.search(code) and code.lower() not in source_text:
+            return f"the code {code!r} is not in the text"
     for number in _NUMBER.findall(without_urls):
         if not re.search(rf"(?<!\d)(?<!\d[.,]){re.escape(number)}(?!\d)(?![.,]\d)", source_text):
             return f"the number {number!r} is not in the text"

@@ -66,7 +66,7 @@ ROUTES: dict[str, set[str]] = {
     "/api/health": {"GET"}, "/api/status": {"GET"}, "/api/query": {"POST"},
     "/api/tree": {"GET"}, "/api/reindex": {"POST"},
     "/api/forget": {"POST"}, "/api/answer": {"POST"},
-    "/api/users": {"GET", "POST"},
+    "/api/users": {"GET", "POST"}, "/api/maintain": {"POST"},
 }
 METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}
 NODE_ROUTE = re.compile(r"^/api/tree/([^/]+)$")
@@ -93,6 +93,7 @@ class App(Protocol):
     def answer(self, text: str, k: int | None = None,
                on_step: Callable[[dict[str, Any]], None] | None = None, *,
                access: Access = OWNER) -> dict[str, Any]: ...
+    def maintain(self, *, access: Access = OWNER) -> dict[str, Any]: ...
 
 
 class HTTPError(Exception):
@@ -357,6 +358,8 @@ class Endpoints:
             return await self.answer(await self.body(request), access)
         if path == "/api/users" or user:
             return await self.people(request, method, user, access)
+        if path == "/api/maintain":
+            return _json(200, await self.call(lambda: self.app.maintain(access=access)))
         body = validate(await self.body(request), REINDEX_FIELDS, ("path",))
         if path == "/api/forget":
             return _json(200, await self.call(lambda: self.app.forget(body["path"], access=access)))

@@ -242,6 +242,10 @@ class HTTPClient:
         return self._call("POST", "/api/forget", {"path": os.path.abspath(path)},
                           timeout=REINDEX_TIMEOUT_S)
 
+    def maintain(self) -> dict[str, Any]:
+        """Have the daemon start its maintain job now (an admin only); {"pid", "runs"}."""
+        return self._call("POST", "/api/maintain", {})
+
     def users(self, action: str, name: str = "", role: str | None = None,
               read: list[str] | None = None) -> dict[str, Any]:
         """A `users` command over the admin-only /api/users routes."""

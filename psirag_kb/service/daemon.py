@@ -400,6 +400,24 @@ class Daemon:
         self._audited(access, "forget", str(path))
         return {"removed": self._kb().forget([path], access=access)}
 
+    def maintain(self, *, access: Access = OWNER) -> dict[str, Any]:
+        """Start the maintain job now on the daemon's writer (an admin only); {"pid", "runs"}:
+        the job's runs ended so far, so that the caller can follow the next one in `status`
+        (when maintain is running already, that run is the one that ends next)."""
+        if access.role != "admin":
+            if self.audit is not None:
+                self.audit.record(access.name, "maintain", None, status=403)
+            raise AccessDenied(f"{access.name} ({access.role}) may not run maintain: an admin "
+                               "only")
+        if self.serve_only or self.jobs is None:
+            raise KBError(f"psirag-kb {os.getpid()} is running maintain on {self.data_dir} "
+                          "already; `status` shows its progress")
+        self._kb()
+        self._audited(access, "maintain")
+        runs = self.jobs.runs("maintain")
+        self.jobs.run_now("maintain")
+        return {"pid": os.getpid(), "runs": runs}
+
     def allowed_path(self, raw: str) -> Path:
         """The absolute path of a reindex request, refusing traversal and foreign paths."""
         if not raw or "\x00" in raw:

@@ -79,7 +79,8 @@ class AbstractRefresher:
                 log.info("offline abstracts for %d nodes in %.1f s", report["regenerated"],
                          report["seconds"])
         if job.llm_due() and not self._stop.is_set():
-            report = job.run(yield_to=lambda: self._stop.is_set() or self.arriving())
+            report = job.run(yield_to=lambda: self._stop.is_set() or self.arriving(),
+                             skip_backed_off=True)
             ran = True
             if report.get("regenerated"):
                 log.info("LLM abstracts for %d nodes in %.1f s", report["regenerated"],

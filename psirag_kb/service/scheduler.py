@@ -74,6 +74,11 @@ class Jobs:
         """Ask for a run as soon as possible (coalesced with a pending one)."""
         self._scheduler.modify_job(name, next_run_time=datetime.now())
 
+    def runs(self, name: str) -> int:
+        """How many runs of a job have ended so far."""
+        with self._mutex:
+            return self._records[name].runs
+
     def start(self) -> None:
         """Start the scheduler thread."""
         self._scheduler.start()

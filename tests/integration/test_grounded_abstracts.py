@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from fake_ollama import JUNK
 
 from psirag_kb.kb import KnowledgeBase
 
@@ -59,3 +60,41 @@ def test_invented_abstracts_are_refused_and_the_offline_ones_stay(config, minilm
         before = len(asked)
         kb.regenerate_abstracts()
         assert len(asked) == before and dict(live.labels) == labels
+
+
+def test_junk_replies_fail_their_nodes_only(config, minilm, folder, fake_ollama):
+    # a small model's junk reply (issue 29: 12 in a real run) must not pause the whole LLM
+    junk: dict[str, bool] = {}  # per prompt, decided at first sight: every other node is junk
+
+    def reply(body: dict) -> str:
+        text = body["messages"][-1]["content"]
+        if junk.setdefault(text, len(junk) % 2 == 0):
+            return JUNK
+        words = [w for w in text.split() if w.isalpha() and w.islower() and len(w) > 4]
+        return ", ".join(dict.fromkeys(words[:6]))
+
+    fake_ollama.script(fn=reply)
+    config = config.replace("llm", enabled=True, host=fake_ollama.url, timeout_s=5.0)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest([folder])
+        kb.regenerate_abstracts(offline=True)
+        offline = dict(kb.tree_index.live.abstracts)
+        report = kb.regenerate_abstracts()
+        live = kb.tree_index.live
+        bad = {n for n in live.children if live.abstracts[n] == offline[n]}
+        good = set(live.children) - bad
+        assert sum(junk.values()) >= 2 and len(good) == len(junk) - sum(junk.values()) >= 2
+        assert live.dirty == bad  # the junk nodes stay dirty with their offline abstracts
+        assert report["failed"] == len(bad) and report["regenerated"] == len(good)
+        status = kb.status()["abstracts"]
+        assert status["junk"] == len(bad) and "unusable" in status["last_junk"]
+        assert status["nodes_backed_off"] == len(bad)
+        assert all(h["backoffs"] == 0 for h in status["hosts"])  # the host was never paused
+        job = kb.abstract_job
+        assert job.llm_due() is False  # only backed-off nodes are dirty: nothing for the refresher
+        asked = len(fake_ollama.chats)
+        job.run(skip_backed_off=True)
+        assert len(fake_ollama.chats) == asked
+        fake_ollama.script(fn=lambda body: "Mozilla Public License")
+        kb.regenerate_abstracts()  # an explicit run asks them again
+        assert len(fake_ollama.chats) > asked
