@@ -19,6 +19,9 @@ _PART = re.compile(r"[^\W_]+")
 _URL = re.compile(r"(?:https?://|www\.)\S+|\b[\w-]+\.(?:com|org|net|io|edu|gov)\b\S*", re.I)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _NAME = re.compile(r"(?<![\w.])[A-Z][\w’'-]*[a-z][\w’'-]*")
+_CAMEL = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_ACRONYM = re.compile(r"(?<![\w.])[A-Z]{2,}[A-Z0-9]*(?![\w’'-])")
+"""A word in capitals ("PC", "GPL", "MT19937" aside): a name wherever it stands."""
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n)\s*[\"'“(]*$")
 _CODE = re.compile(r"\w[\[\]{}()=<>*+\\|@$_:]|[\[\]{}()=<>*+\\|@$_:]\w")
 """Punctuation against a word character: an identifier, a call, a slice, an expression."""
@@ -76,12 +79,14 @@ def _vocabulary(sources: Iterable[str]) -> tuple[set[str], str]:
     text = " ".join(sources)
     stems = {_stem(w) for w in _WORD.findall(text)}
     stems |= {_stem(w) for w in _PART.findall(text)}  # "debian-releases.csv" holds "debian"
+    stems |= {_stem(w) for w in _CAMEL.findall(text)}  # "osiApproved" holds "osi"
     return stems, " ".join(text.lower().split())
 
 
 def names_of(text: str) -> set[str]:
-    """Capitalised words that are not the first word of a sentence (likely names)."""
-    found = set()
+    """Capitalised words that are not the first word of a sentence, and words in capitals
+    anywhere (likely names)."""
+    found = set(_ACRONYM.findall(text))
     for match in _NAME.finditer(text):
         if _SENTENCE_START.search(text[: match.start()]):
             continue

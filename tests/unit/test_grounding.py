@@ -92,3 +92,10 @@ def test_the_question_again_is_a_restatement(text: str) -> None:
 ])
 def test_a_real_sub_question_is_not_a_restatement(text: str) -> None:
     assert not restates(text, "How does Python manage memory for objects?")
+
+
+def test_a_word_in_capitals_is_a_name_wherever_it_stands() -> None:
+    sources = ["The contract bridge club meets weekly; osiApproved: true for the GPL."]
+    assert not check_abstract("The contract bridge game is now available on PC", sources)
+    assert not check_abstract("NASA contract bridge club meets weekly", sources)
+    assert check_abstract("Contract bridge club, GPL, OSI approved", sources)
