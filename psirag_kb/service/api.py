@@ -52,6 +52,11 @@ REINDEX_FIELDS = {"path": str}
 ANSWER_FIELDS = {"text": str, "k": int}
 USER_FIELDS = {"name": str, "role": str, "read": list}
 GRANT_FIELDS = {"read": list}
+CONVERSATION_FIELDS = {"title": str}
+TURN_FIELDS = {"q": str, "mode": str, "k": int, "in": list}
+ASK_FIELDS = {"q": str, "history": list, "mode": str, "k": int, "in": list}
+MAX_HISTORY = 200
+"""Earlier turns or messages an /api/ask body may carry."""
 MAX_K = 1000
 MAX_SCOPES = 100
 MAX_HEADERS = 100
@@ -67,12 +72,14 @@ ROUTES: dict[str, set[str]] = {
     "/api/tree": {"GET"}, "/api/reindex": {"POST"},
     "/api/forget": {"POST"}, "/api/answer": {"POST"},
     "/api/users": {"GET", "POST"}, "/api/maintain": {"POST"},
+    "/api/conversations": {"GET", "POST"}, "/api/ask": {"POST"},
 }
 METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}
 NODE_ROUTE = re.compile(r"^/api/tree/([^/]+)$")
 PATH_ROUTE = re.compile(r"^/api/path/([^/]+)$")
 CHUNK_ROUTE = re.compile(r"^/api/chunk/([^/]+)$")
 USER_ROUTE = re.compile(r"^/api/users/([^/]+)(?:/(grant|ungrant|rotate))?$")
+CONVERSATION_ROUTE = re.compile(r"^/api/conversations/([^/]+)(/turns)?$")
 OPEN_PATHS = ("/api/health",)
 
 
@@ -94,6 +101,20 @@ class App(Protocol):
                on_step: Callable[[dict[str, Any]], None] | None = None, *,
                access: Access = OWNER) -> dict[str, Any]: ...
     def maintain(self, *, access: Access = OWNER) -> dict[str, Any]: ...
+    def ask(self, question: str, *, conversation: str | None = None,
+            history: Sequence[Any] | None = None, mode: str | None = None,
+            k: int | None = None, within: Sequence[str] | None = None,
+            on_step: Callable[[dict[str, Any]], None] | None = None,
+            access: Access = OWNER) -> dict[str, Any]: ...
+    def conversations(self, *, access: Access = OWNER) -> dict[str, Any]: ...
+    def conversation(self, conversation: str, *, access: Access = OWNER) -> dict[str, Any]: ...
+    def new_conversation(self, title: str = "", *,
+                         access: Access = OWNER) -> dict[str, Any]: ...
+    def rename_conversation(self, conversation: str, title: str, *,
+                            access: Access = OWNER) -> dict[str, Any]: ...
+    def delete_conversation(self, conversation: str, *,
+                            access: Access = OWNER) -> dict[str, Any]: ...
+    def person_removed(self, name: str) -> None: ...
 
 
 class HTTPError(Exception):
@@ -321,8 +342,10 @@ class Endpoints:
             raise HTTPError(501, f"method {method} is not supported")
         node, chunk_path, chunk, user = (NODE_ROUTE.match(path), PATH_ROUTE.match(path),
                                          CHUNK_ROUTE.match(path), USER_ROUTE.match(path))
+        talk = CONVERSATION_ROUTE.match(path)
         allowed = ROUTES.get(path) or ({"GET"} if node or chunk_path or chunk else None) or (
-            ({"DELETE"} if user.group(2) is None else {"POST"}) if user else None)
+            ({"DELETE"} if user.group(2) is None else {"POST"}) if user else None) or (
+            ({"GET", "PATCH", "DELETE"} if talk.group(2) is None else {"POST"}) if talk else None)
         if allowed is None:
             raise HTTPError(404, f"no such endpoint {path}")
         if method not in allowed:
@@ -358,6 +381,8 @@ class Endpoints:
             return await self.answer(await self.body(request), access)
         if path == "/api/users" or user:
             return await self.people(request, method, user, access)
+        if path in ("/api/conversations", "/api/ask") or talk:
+            return await self.talk(request, method, path, talk, access)
         if path == "/api/maintain":
             return _json(200, await self.call(lambda: self.app.maintain(access=access)))
         body = validate(await self.body(request), REINDEX_FIELDS, ("path",))
@@ -385,7 +410,9 @@ class Endpoints:
         name, action = user.group(1), user.group(2)
         self._audit(access, f"users {action or 'revoke'}", name)
         if action is None:
-            return _json(200, await self.call(users.revoke, name))
+            revoked = await self.call(users.revoke, name)
+            await self.call(self.app.person_removed, name)  # their conversations go too
+            return _json(200, revoked)
         if action == "rotate":
             return _json(200, await self.call(users.rotate, name))
         read = _paths(validate(await self.body(request), GRANT_FIELDS, ("read",))["read"])
@@ -393,6 +420,48 @@ class Endpoints:
             raise HTTPError(400, "field 'read' must list at least one path")
         change = users.grant if action == "grant" else users.ungrant
         return _json(200, await self.call(change, name, read))
+
+    async def talk(self, request: Request, method: str, path: str,
+                   talk: re.Match[str] | None, access: Access) -> Response:
+        """The conversation routes: list and create, read, rename, delete, add a turn; and
+        /api/ask (a follow-up resolved against the earlier turns in the body, not stored)."""
+        app = self.app
+        if path == "/api/ask":
+            body = validate(await self.body(request), ASK_FIELDS, ("q",))
+            history = body.get("history") or []
+            if len(history) > MAX_HISTORY:
+                raise HTTPError(400, f"field 'history' holds at most {MAX_HISTORY} turns")
+            return await self.ask(body, access, history=history)
+        if talk is None and method == "GET":
+            return _json(200, await self.call(lambda: app.conversations(access=access)))
+        if talk is None:
+            body = validate(await self.body(request), CONVERSATION_FIELDS, ())
+            title = body.get("title") or ""
+            return _json(200, await self.call(lambda: app.new_conversation(title,
+                                                                           access=access)))
+        conversation = talk.group(1)
+        if talk.group(2):
+            body = validate(await self.body(request), TURN_FIELDS, ("q",))
+            return await self.ask(body, access, conversation=conversation)
+        if method == "GET":
+            return _json(200, await self.call(lambda: app.conversation(conversation,
+                                                                       access=access)))
+        if method == "PATCH":
+            title = validate(await self.body(request), CONVERSATION_FIELDS, ("title",))["title"]
+            return _json(200, await self.call(
+                lambda: app.rename_conversation(conversation, title, access=access)))
+        return _json(200, await self.call(lambda: app.delete_conversation(conversation,
+                                                                          access=access)))
+
+    async def ask(self, body: dict[str, Any], access: Access, **where: Any) -> Response:
+        """A turn: {q, mode, k, in} searched or answered after the earlier turns."""
+        k, within = _k(body.get("k")), scopes(body.get("in"))
+        if not body["q"].strip():
+            raise HTTPError(400, "field 'q' is empty")
+        extra = {} if within is None else {"within": within}
+        result = await self.call(lambda: self.app.ask(body["q"], mode=body.get("mode"), k=k,
+                                                      access=access, **where, **extra))
+        return _json(200, result)
 
     def _audit(self, access: Access, action: str, name: str) -> None:
         if self.audit is not None:
