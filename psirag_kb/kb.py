@@ -325,6 +325,8 @@ class KnowledgeBase(OverStores):
             passages = [_passage(readable[i], i, rank) if i in readable
                         else {"chunk_id": i, "rank": rank, "withheld": True}
                         for rank, i in enumerate(turn.chunk_ids, start=1)]
+            for passage, number in zip(passages, turn.numbers, strict=False):
+                passage["number"] = number
             withheld = any(p.get("withheld") for p in passages)
             turns.append({"turn": number, "question": turn.question, "searched": turn.searched,
                           "rewrite": turn.rewrite, "mode": turn.mode,
@@ -476,10 +478,15 @@ def _stored_turn(question: str, rewrite: Rewrite, result: dict[str, Any]) -> Sto
         rows = result.get("citations") or []
     else:
         rows = result.get("results") or []
-    ids = list(dict.fromkeys(int(r["chunk_id"]) for r in rows if r.get("chunk_id") is not None))
+    cited: dict[int, int] = {}
+    for row in rows:
+        if row.get("chunk_id") is not None and int(row["chunk_id"]) not in cited:
+            cited[int(row["chunk_id"])] = int(row.get("number") or 0)
+    ids = list(cited)[:CITED]
+    numbers = tuple(cited[i] for i in ids) if all(cited[i] for i in ids) else ()
     status = result.get("status") or ("found" if rows else "nothing found")
     return StoredTurn(question, rewrite.query, rewrite.method, str(result.get("mode") or ""),
-                      result.get("answer"), str(status), tuple(ids[:CITED]))
+                      result.get("answer"), str(status), tuple(ids), numbers)
 
 
 def _passage(hit: Any, chunk_id: int, rank: int) -> dict[str, Any]:

@@ -31,7 +31,7 @@ def create_conversation_tables(db: duckdb.DuckDBPyConnection) -> None:
     db.execute("""CREATE TABLE IF NOT EXISTS turns (
         conversation VARCHAR, ord INTEGER, question VARCHAR, searched VARCHAR,
         rewrite VARCHAR, mode VARCHAR, answer VARCHAR, status VARCHAR, chunk_ids BIGINT[],
-        asked DOUBLE)""")
+        numbers INTEGER[], asked DOUBLE)""")
     db.execute("CREATE INDEX IF NOT EXISTS conversations_id ON conversations (id)")
     db.execute("CREATE INDEX IF NOT EXISTS conversations_owner ON conversations (owner)")
     db.execute("CREATE INDEX IF NOT EXISTS turns_conversation ON turns (conversation)")
@@ -61,6 +61,8 @@ class StoredTurn:
     status: str
     chunk_ids: tuple[int, ...] = ()
     """The passages cited (an answer's citations, else the results), best first."""
+    numbers: tuple[int, ...] = ()
+    """The citation number of each passage in the answer's text ([n]); () for results."""
     at: float = field(default_factory=time.time)
 
 
@@ -128,10 +130,11 @@ class Conversations:
         """The turns of the owner's conversation, oldest first."""
         self.summary(conversation, owner)  # not found unless it is theirs
         rows = self._read().execute(
-            """SELECT question, searched, rewrite, mode, answer, status, chunk_ids, asked
-               FROM turns WHERE conversation = ? ORDER BY ord""", [conversation]).fetchall()
+            """SELECT question, searched, rewrite, mode, answer, status, chunk_ids, numbers,
+                      asked FROM turns WHERE conversation = ? ORDER BY ord""", [conversation]).fetchall()
         return [StoredTurn(r[0], r[1], r[2], r[3], r[4], r[5],
-                           tuple(int(i) for i in (r[6] or ())), r[7]) for r in rows]
+                           tuple(int(i) for i in (r[6] or ())),
+                           tuple(int(n) for n in (r[7] or ())), r[8]) for r in rows]
 
     def owners(self) -> list[str]:
         """Everyone who has a conversation."""
@@ -163,9 +166,10 @@ class Conversations:
                 raise _not_found(conversation)
             number = db.execute("SELECT coalesce(max(ord), 0) + 1 FROM turns "
                                 "WHERE conversation = ?", [conversation]).fetchone()[0]
-            db.execute("INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            db.execute("INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        [conversation, number, turn.question, turn.searched, turn.rewrite,
-                        turn.mode, turn.answer, turn.status, list(turn.chunk_ids), turn.at])
+                        turn.mode, turn.answer, turn.status, list(turn.chunk_ids),
+                        list(turn.numbers), turn.at])
             title = found[0] or title_of(turn.question)
             db.execute("UPDATE conversations SET updated = ?, title = ? WHERE id = ?",
                        [turn.at, title, conversation])
