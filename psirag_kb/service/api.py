@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import json
 import logging
 import socket
@@ -41,6 +42,7 @@ from psirag_kb.service.auth import (
     token_matches,
 )
 from psirag_kb.service.http import MAX_HEAD_BYTES, JSONProtocol, header
+from psirag_kb.service.openapi import openapi
 from psirag_kb.service.routes import NotFound, Route, match, route, routes_of
 
 __all__ = ["APIServer", "HTTPError", "is_loopback", "validate"]
@@ -549,9 +551,23 @@ class Endpoints:
 
     # -- issue 32: OpenAPI and the OpenAI-compatible /v1 (branch i32b) -----------------------
 
+    @route("GET", "/api/openapi.json", "This API's OpenAPI 3.1 description, generated from "
+           "its route table.", response="an OpenAPI 3.1 document")
+    async def openapi(self, request: Request, access: Access) -> Response:
+        """GET /api/openapi.json."""
+        return _json(200, openapi(self.table, _version()))
+
 
 Endpoints.table = routes_of(Endpoints)
 OPEN_PATHS = tuple(entry.path for entry in Endpoints.table if entry.open)
+
+
+def _version() -> str:
+    """The installed package's version (the OpenAPI document's info.version)."""
+    try:
+        return importlib.metadata.version("psirag-kb")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
 
 
 def _access(request: Request) -> Access:
