@@ -54,6 +54,11 @@ REINDEX_FIELDS = {"path": str}
 ANSWER_FIELDS = {"text": str, "k": int}
 USER_FIELDS = {"name": str, "role": str, "read": list}
 GRANT_FIELDS = {"read": list}
+CONVERSATION_FIELDS = {"title": str}
+TURN_FIELDS = {"q": str, "mode": str, "k": int, "in": list}
+ASK_FIELDS = {"q": str, "history": list, "mode": str, "k": int, "in": list}
+MAX_HISTORY = 200
+"""Earlier turns or messages an /api/ask body may carry."""
 MAX_K = 1000
 MAX_SCOPES = 100
 MAX_HEADERS = 100
@@ -87,6 +92,20 @@ class App(Protocol):
                on_step: Callable[[dict[str, Any]], None] | None = None, *,
                access: Access = OWNER) -> dict[str, Any]: ...
     def maintain(self, *, access: Access = OWNER) -> dict[str, Any]: ...
+    def ask(self, question: str, *, conversation: str | None = None,
+            history: Sequence[Any] | None = None, mode: str | None = None,
+            k: int | None = None, within: Sequence[str] | None = None,
+            on_step: Callable[[dict[str, Any]], None] | None = None,
+            access: Access = OWNER) -> dict[str, Any]: ...
+    def conversations(self, *, access: Access = OWNER) -> dict[str, Any]: ...
+    def conversation(self, conversation: str, *, access: Access = OWNER) -> dict[str, Any]: ...
+    def new_conversation(self, title: str = "", *,
+                         access: Access = OWNER) -> dict[str, Any]: ...
+    def rename_conversation(self, conversation: str, title: str, *,
+                            access: Access = OWNER) -> dict[str, Any]: ...
+    def delete_conversation(self, conversation: str, *,
+                            access: Access = OWNER) -> dict[str, Any]: ...
+    def person_removed(self, name: str) -> None: ...
 
 
 class HTTPError(Exception):
@@ -507,7 +526,9 @@ class Endpoints:
         """DELETE /api/users/<name>."""
         users = self._admin(access)
         self._audit(access, "users revoke", name)
-        return _json(200, await self.call(users.revoke, name))
+        revoked = await self.call(users.revoke, name)
+        await self.call(self.app.person_removed, name)  # their conversations go too
+        return _json(200, revoked)
 
     @route("POST", "/api/users/{name}/rotate", "A new token for a person, the old one stops "
            "(admins).", response="{name, token}")
@@ -544,6 +565,80 @@ class Endpoints:
             self.audit.record(access.name, action, name)
 
     # -- issue 32: conversations (branch i32) ------------------------------------------------
+
+    @route("GET", "/api/conversations", "The caller's conversations, most recently continued "
+           "first.", response="{conversations: [{id, title, created, updated, turns}]}")
+    async def conversations(self, request: Request, access: Access) -> Response:
+        """GET /api/conversations."""
+        return _json(200, await self.call(lambda: self.app.conversations(access=access)))
+
+    @route("POST", "/api/conversations", "Start a conversation (the title defaults to its "
+           "first question).", body=CONVERSATION_FIELDS,
+           response="{id, title, created, updated, turns}")
+    async def conversation_new(self, request: Request, access: Access) -> Response:
+        """POST /api/conversations."""
+        title = (await self.fields(request)).get("title") or ""
+        return _json(200, await self.call(lambda: self.app.new_conversation(title,
+                                                                            access=access)))
+
+    @route("GET", "/api/conversations/{conversation_id}", "One of the caller's conversations "
+           "with its turns (passages re-checked against the grants of now).",
+           response="{id, title, created, updated, turns: [...]}")
+    async def conversation_read(self, request: Request, access: Access,
+                                conversation_id: str) -> Response:
+        """GET /api/conversations/<id>."""
+        return _json(200, await self.call(
+            lambda: self.app.conversation(conversation_id, access=access)))
+
+    @route("PATCH", "/api/conversations/{conversation_id}", "Rename a conversation.",
+           body=CONVERSATION_FIELDS, required=("title",),
+           response="{id, title, created, updated, turns}")
+    async def conversation_rename(self, request: Request, access: Access,
+                                  conversation_id: str) -> Response:
+        """PATCH /api/conversations/<id>."""
+        title = (await self.fields(request))["title"]
+        return _json(200, await self.call(
+            lambda: self.app.rename_conversation(conversation_id, title, access=access)))
+
+    @route("DELETE", "/api/conversations/{conversation_id}", "Delete a conversation.",
+           response="{deleted: id}")
+    async def conversation_delete(self, request: Request, access: Access,
+                                  conversation_id: str) -> Response:
+        """DELETE /api/conversations/<id>."""
+        return _json(200, await self.call(
+            lambda: self.app.delete_conversation(conversation_id, access=access)))
+
+    @route("POST", "/api/conversations/{conversation_id}/turns", "Ask the next question of a "
+           "conversation (a follow-up is resolved against its earlier turns; the turn is "
+           "stored).", body=TURN_FIELDS, required=("q",),
+           response="the query or answer object plus {question, searched, rewrite, "
+                    "conversation, turn}")
+    async def conversation_turn(self, request: Request, access: Access,
+                                conversation_id: str) -> Response:
+        """POST /api/conversations/<id>/turns."""
+        body = await self.fields(request)
+        return await self.ask_turn(body, access, conversation=conversation_id)
+
+    @route("POST", "/api/ask", "A question after the earlier turns given in the body (a "
+           "follow-up resolved, nothing stored).", body=ASK_FIELDS, required=("q",),
+           response="the query or answer object plus {question, searched, rewrite}")
+    async def ask(self, request: Request, access: Access) -> Response:
+        """POST /api/ask."""
+        body = await self.fields(request)
+        history = body.get("history") or []
+        if len(history) > MAX_HISTORY:
+            raise HTTPError(400, f"field 'history' holds at most {MAX_HISTORY} turns")
+        return await self.ask_turn(body, access, history=history)
+
+    async def ask_turn(self, body: dict[str, Any], access: Access, **where: Any) -> Response:
+        """A turn: {q, mode, k, in} searched or answered after the earlier turns."""
+        k, within = _k(body.get("k")), scopes(body.get("in"))
+        if not body["q"].strip():
+            raise HTTPError(400, "field 'q' is empty")
+        extra = {} if within is None else {"within": within}
+        result = await self.call(lambda: self.app.ask(body["q"], mode=body.get("mode"), k=k,
+                                                      access=access, **where, **extra))
+        return _json(200, result)
 
     # -- issue 33: sign-in (branch i33) ------------------------------------------------------
 
