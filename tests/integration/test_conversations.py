@@ -6,6 +6,8 @@ the grants of now, a removed person's conversations go, and keep_days prunes old
 
 from __future__ import annotations
 
+import io
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 from daemon_helpers import api, wait_for
 
 from psirag_kb.access import Access
+from psirag_kb.cli import main
 from psirag_kb.config import Config
 from psirag_kb.errors import ConversationNotFound, KBError
 from psirag_kb.kb import KnowledgeBase
@@ -142,10 +145,27 @@ def start(config: Config, minilm: Any) -> Daemon:
 
 
 def test_conversations_over_the_api_survive_a_daemon_restart_and_go_with_the_person(
-        served: tuple[Config, dict[str, str]], minilm: Any) -> None:
+        served: tuple[Config, dict[str, str]], minilm: Any, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     config, tokens = served
     daemon = start(config, minilm)
     try:
+        # the CLI through the daemon: chat on a pipe, then query --conversation, conversations
+        cli = ["--data-dir", str(config.data_dir)]
+        monkeypatch.setattr("sys.stdin", io.StringIO("What is Helgrind?\n\n"
+                                                     "What are its command-line options?\n"))
+        assert main([*cli, "chat", "-k", "2"]) == 0
+        out = capsys.readouterr().out
+        assert out.count("Q: ") == 2 and "searched: Helgrind command-line options" in out
+        assert main([*cli, "conversations", "--json"]) == 0
+        (mine,) = json.loads(capsys.readouterr().out)["conversations"]
+        assert mine["turns"] == 2 and mine["title"] == "What is Helgrind?"
+        assert main([*cli, "query", "And Massif?", "--conversation", mine["id"], "--json"]) == 0
+        assert "Massif" in json.loads(capsys.readouterr().out)["searched"]
+        assert main([*cli, "conversations", "show", mine["id"]]) == 0
+        assert "3. And Massif?" in capsys.readouterr().out
+        assert main([*cli, "query", "x", "--conversation", "nope"]) == 1
+        assert "no conversation 'nope'" in capsys.readouterr().err
         status, talk = api(daemon, "POST", "/api/conversations", {}, token=tokens["ana"])
         assert status == 200
         path = f"/api/conversations/{talk['id']}"
@@ -182,7 +202,7 @@ def test_conversations_over_the_api_survive_a_daemon_restart_and_go_with_the_per
         assert reopened["turns"][1]["searched"] == turn["searched"]
         assert api(daemon, "DELETE", "/api/users/ana")[0] == 200  # the owner's token: admin
         assert api(daemon, "GET", path, token=tokens["bo"])[0] == 404
-        assert daemon.kb.talks.owners() == ["bo"]
+        assert daemon.kb.talks.owners() == ["bo", "owner"]  # the CLI's: the owner's
         status, listed = api(daemon, "GET", "/api/conversations", token=tokens["bo"])
         assert [c["id"] for c in listed["conversations"]] == [bo_talk["id"]]
     finally:
