@@ -169,10 +169,20 @@ def offline(history: Sequence[Turn], question: str) -> str:
     earlier = subject(last)
     if opening in ("what about", "how about", "and what about", "and how about", "and",
                    "same for", "or") and new_names and not _pointer_words(question):
-        # "what about Helgrind?": the last query with its names swapped for the new ones
-        kept = [w for w in content_words(last.query) if w not in earlier]
-        return " ".join(_unique([*new_names, *kept, *own]))
+        # "what about Helgrind?": the last query with its names of the same kind (numbers
+        # for a number, words for a word) swapped for the new ones, in place
+        kinds = {_kind(w) for w in new_names}
+        swapped = {w for w in earlier if _kind(w) in kinds}
+        out: list[str] = []
+        for word in content_words(last.query):
+            out.extend(new_names if word in swapped else [word])
+        return " ".join(_unique([*out, *new_names, *own]))
     return " ".join(_unique([*earlier, *own]))
+
+
+def _kind(word: str) -> str:
+    """"number" for a version or a year (2.6.3, v2.30, 2023), else "word"."""
+    return "number" if any(c.isdigit() for c in word) else "word"
 
 
 def resolve(history: Sequence[Turn], question: str,
