@@ -125,3 +125,28 @@ def test_replies_in_either_protocol() -> None:
     assert parsed('{"answer": "x"}') is None
     plain = prompt(HELGRIND, "and its options?", structured=False)
     assert "Query:" in plain[0]["content"] and "JSON" not in plain[0]["content"]
+
+
+def test_the_facade_asks_the_configured_llm_and_says_so(fake_ollama, fake_embedder,
+                                                         tmp_path) -> None:
+    from psirag_kb.config import Config
+    from psirag_kb.kb import KnowledgeBase
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "hg.md").write_text("# Helgrind\n\nHelgrind command-line options: --free-is-write.\n")
+    config = Config().with_data_dir(tmp_path / "data").replace(
+        "llm", enabled=True, host=fake_ollama.url)
+    fake_ollama.script({"query": "Helgrind command-line options"})
+    history = [{"role": "user", "content": "What is Helgrind?"}]
+    with KnowledgeBase(config, fake_embedder) as kb:
+        kb.ingest([docs])
+        asked = kb.ask("What are its command-line options?", history=history, mode="sparse")
+        assert (asked["searched"], asked["rewrite"]) == ("Helgrind command-line options", LLM)
+        assert asked["results"] and asked["conversation"] is None
+        fake_ollama.script({"query": "Helgrind switches"})  # a word from nowhere: refused
+        asked = kb.ask("What are its command-line options?", history=history, mode="sparse")
+        assert asked["rewrite"] == OFFLINE
+        standalone = kb.ask("Helgrind free-is-write", history=history, mode="sparse")
+        assert standalone["rewrite"] == AS_IS
+    assert len(fake_ollama.chats) == 2  # a standalone question never asks the LLM
