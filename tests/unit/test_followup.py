@@ -61,7 +61,18 @@ def test_what_about_swaps_the_names_and_keeps_the_rest() -> None:
 def test_the_subject_is_the_last_searched_query_so_a_chain_keeps_it() -> None:
     turns = [Turn("What is Massif?"), Turn("How do I read its output graph?",
                                            searched="Massif read output graph")]
-    assert offline(turns, "Can it measure all memory?") == "Massif measure memory"
+    assert offline(turns, "Can it measure all memory?") == (
+        "Massif read output graph measure memory")
+
+
+def test_the_subject_keeps_the_last_question_s_own_words() -> None:
+    turns = [Turn("What is a Flask blueprint?")]
+    assert offline(turns, "Can they be nested?") == "Flask blueprint nested"
+    turns = [Turn("What are the Callgrind command-line options?")]
+    assert offline(turns, "What about Cachegrind?") == "Cachegrind command-line options"
+    chain = [Turn("What is Massif?"), Turn("Which monitor commands does it have?",
+                                           searched="Massif monitor commands")]
+    assert offline(chain, "What about DHAT?") == "DHAT monitor commands"  # names swapped only
 
 
 def test_without_history_nothing_is_rewritten() -> None:
@@ -70,7 +81,8 @@ def test_without_history_nothing_is_rewritten() -> None:
 
 def test_names_skip_the_first_word_of_a_sentence() -> None:
     assert names("What is Helgrind? Which option sets --free-is-write and v2.6.3") == [
-        "Helgrind", "free-is-write", "v2.6.3"]
+        "Helgrind", "--free-is-write", "v2.6.3"]
+    assert names("Which are the Callgrind command-line options?") == ["Callgrind"]
 
 
 def test_an_llm_rewrite_is_used_only_when_every_word_is_from_the_conversation() -> None:
