@@ -82,6 +82,8 @@ KEEP_ALIVE_S = 5
 WORKER_THREADS = 16
 """Requests the knowledge base serves at once; more wait for a thread."""
 MAX_CONNECTIONS = 256
+KEEP_ALIVE_EVENT_S = 10.0
+"""A streamed chat completion sends a comment this often while its answer is worked on."""
 METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}
 ROUTE_KEY = "psirag.route"
 """Where a request's scope holds the Route it was matched to."""
@@ -705,13 +707,38 @@ class Endpoints:
             raise HTTPError(400, str(exc)) from None
         if asked.model != chat.MODEL:
             raise HTTPError(404, f"no model {asked.model!r}; this server has {chat.MODEL!r}")
-        result = await self.call(lambda: self.app.ask(asked.question, history=asked.history,
-                                                      mode="agent", access=access))
         if not asked.stream:
+            result = await self.call(lambda: self.v1_ask(asked, access))
             return _json(200, chat.completion(asked, result))
-        return StreamingResponse(iter(list(chat.chunks(asked, result))),
-                                 media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache"})
+        return StreamingResponse(self.v1_events(asked, access), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache",
+                                          "X-Accel-Buffering": "no"})  # nginx: pass each chunk
+
+    def v1_ask(self, asked: chat.ChatRequest, access: Access) -> dict[str, Any]:
+        """The last user message asked after the earlier ones, in agent mode (the agent's
+        answer with an LLM, the passages found without)."""
+        return self.app.ask(asked.question, history=asked.history, mode="agent", access=access)
+
+    async def v1_events(self, asked: chat.ChatRequest, access: Access) -> AsyncIterator[bytes]:
+        """The opening chunk at once, keep-alive comments while the answer is worked on, then
+        its chunks (or an error event: the status line is sent by then)."""
+        stream = chat.ChunkStream(asked)
+        yield stream.first()
+        worker = asyncio.ensure_future(self.call(lambda: self.v1_ask(asked, access)))
+        while not (await asyncio.wait({worker}, timeout=KEEP_ALIVE_EVENT_S))[0]:
+            yield stream.KEEP_ALIVE
+        try:
+            result = worker.result()
+        except KBError as exc:
+            events = stream.failed(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a failing request never stops the server
+            log.exception("streamed chat completion failed")
+            events = stream.failed(f"internal error ({type(exc).__name__}); see daemon.log",
+                                   "server_error")
+        else:
+            events = stream.rest(result)
+        for event in events:
+            yield event
 
 
 Endpoints.table = routes_of(Endpoints)

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MODEL", "ChatRequest", "chunks", "completion", "models", "parse", "reply"]
+__all__ = ["MODEL", "ChatRequest", "ChunkStream", "chunks", "completion", "models", "parse",
+           "reply"]
 
 MODEL = "psirag-kb"
 """The one model the endpoint lists: this knowledge base, as the caller may read it."""
@@ -193,26 +194,53 @@ def completion(request: ChatRequest, result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def chunks(request: ChatRequest, result: dict[str, Any],
-           piece_chars: int = 400) -> Iterator[bytes]:
-    """The reply as server-sent chat.completion.chunk events (the sources in the last one),
-    then `data: [DONE]`."""
-    ident, created = _id(), int(time.time())
+class ChunkStream:
+    """A reply as server-sent chat.completion.chunk events: the role at once, then the text
+    in pieces, the sources in the last chunk, and `data: [DONE]`."""
 
-    def event(delta: dict[str, Any], finish: str | None = None,
+    DONE = b"data: [DONE]\n\n"
+    KEEP_ALIVE = b": working\n\n"
+    """A comment line: clients ignore it, proxies see the stream is alive."""
+
+    def __init__(self, request: ChatRequest, piece_chars: int = 400) -> None:
+        self.request = request
+        self.piece_chars = piece_chars
+        self.ident, self.created = _id(), int(time.time())
+
+    def event(self, delta: dict[str, Any], finish: str | None = None,
               **extra: Any) -> bytes:
-        chunk = {"id": ident, "object": "chat.completion.chunk", "created": created,
-                 "model": request.model,
+        """One chunk."""
+        chunk = {"id": self.ident, "object": "chat.completion.chunk", "created": self.created,
+                 "model": self.request.model,
                  "choices": [{"index": 0, "delta": delta, "finish_reason": finish,
                               "logprobs": None}], **extra}
         return b"data: " + json.dumps(chunk).encode("utf-8") + b"\n\n"
 
-    yield event({"role": "assistant", "content": ""})
-    text = reply(result)
-    for start in range(0, len(text), piece_chars):
-        yield event({"content": text[start:start + piece_chars]})
-    yield event({}, "stop", citations=citations(result), **_extra(result))
-    yield b"data: [DONE]\n\n"
+    def first(self) -> bytes:
+        """The chunk that opens the assistant's message."""
+        return self.event({"role": "assistant", "content": ""})
+
+    def rest(self, result: dict[str, Any]) -> Iterator[bytes]:
+        """The reply's text in pieces, the final chunk with the sources, then [DONE]."""
+        text = reply(result)
+        for start in range(0, len(text), self.piece_chars):
+            yield self.event({"content": text[start:start + self.piece_chars]})
+        yield self.event({}, "stop", citations=citations(result), **_extra(result))
+        yield self.DONE
+
+    def failed(self, message: str, kind: str = "invalid_request_error") -> Iterator[bytes]:
+        """An error after the stream began, as OpenAI sends one (an `error` event), then
+        [DONE]."""
+        error = {"error": {"message": message, "type": kind, "code": None, "param": None}}
+        yield b"data: " + json.dumps(error).encode("utf-8") + b"\n\n"
+        yield self.DONE
+
+
+def chunks(request: ChatRequest, result: dict[str, Any]) -> Iterator[bytes]:
+    """A whole reply as server-sent chunks (see ChunkStream)."""
+    stream = ChunkStream(request)
+    yield stream.first()
+    yield from stream.rest(result)
 
 
 def _extra(result: dict[str, Any]) -> dict[str, Any]:
