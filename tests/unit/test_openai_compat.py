@@ -105,3 +105,27 @@ def test_keep_alive_comments_flow_while_the_answer_is_worked_on(
     rest = response.read()
     connection.close()
     assert rest.rstrip().endswith(b"data: [DONE]") and b'"citations"' in rest
+
+
+def test_v1_routing_errors_and_refusals_have_openais_shape(served) -> None:
+    server, _ = served
+    port = server.server_address[1]
+
+    def get(path: str, token: str = TOKEN) -> tuple[int, dict[str, Any], Any]:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            connection.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+            response = connection.getresponse()
+            return response.status, json.loads(response.read()), response.headers
+        finally:
+            connection.close()
+
+    status, body, _ = get("/v1/nothing")
+    assert status == 404 and "no such endpoint" in body["error"]["message"]
+    status, body, _ = get("/v1/chat/completions")
+    assert status == 405 and body["error"]["type"] == "invalid_request_error"
+    status, body, headers = get("/v1/models", "w" * 40)
+    assert status == 401 and body["error"]["code"] == "invalid_api_key"
+    assert headers["WWW-Authenticate"] == "Bearer"
+    status, body, _ = get("/api/nothing")  # the /api routes keep their own shape
+    assert status == 404 and isinstance(body["error"], str)
