@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from test_web import page, sign_in, team  # noqa: F401 - the module's fixtures, reused
+from test_web import cite_the_orchard, page, sign_in, team  # noqa: F401 - fixtures, reused
 
 __all__ = ["page", "team"]
 
@@ -66,3 +66,30 @@ def test_a_conversation_continues_across_a_reload_and_is_private(
         assert theirs.locator("#conversations li").count() == 0
     finally:
         other.close()
+
+
+def test_a_chat_turn_with_an_llm_links_its_citations(page: Any, team: dict[str, Any],  # noqa: F811
+                                                    fake_ollama: Any) -> None:
+    kb = team["daemon"].kb
+    before = kb.config
+    kb.config = before.replace("llm", enabled=True, host=fake_ollama.url, timeout_s=10.0)
+    fake_ollama.script(cite_the_orchard)
+    try:
+        sign_in(page, team, team["alice"])
+        page.goto(team["url"] + "/chat")
+        ask(page, "When do apple trees flower?")
+    finally:
+        kb.config = before
+    turn = page.locator("article.turn").first
+    assert turn.get_attribute("id") == "turn-1"  # the turn's number, not its citation's
+    assert "In spring" in turn.locator(".answer-text").inner_text()
+    link = turn.locator(".answer-text a.cite").first
+    number = link.inner_text().strip("[]")
+    cited = turn.locator(f"#turn-1-cite-{number} a")
+    assert link.get_attribute("href") == cited.get_attribute("href")
+    assert "apples.md" in cited.inner_text()
+    page.goto(page.url.split("#")[0])  # the stored answer, reopened (LLM off by now)
+    assert "In spring" in page.locator("article.turn .answer-text").first.inner_text()
+    page.locator("article.turn .answer-text a.cite").first.click()
+    page.wait_for_selector("#passage")
+    assert "Apples grow in orchards" in page.inner_text("#passage")
