@@ -93,3 +93,14 @@ def test_a_chat_turn_with_an_llm_links_its_citations(page: Any, team: dict[str, 
     page.locator("article.turn .answer-text a.cite").first.click()
     page.wait_for_selector("#passage")
     assert "Apples grow in orchards" in page.inner_text("#passage")
+
+
+def test_a_document_full_of_script_stays_text_in_a_chat_turn(page: Any,  # noqa: F811
+                                                             team: dict[str, Any]) -> None:
+    sign_in(page, team, team["alice"])
+    page.goto(team["url"] + "/chat")
+    ask(page, "pwned payload")
+    shown = page.locator("article.turn ol.citations").inner_text()
+    assert "<script>" in shown and "onerror" in shown  # shown as text
+    assert page.evaluate("() => window.__pwned") is None and page.dialogs == []
+    assert page.locator("article.turn iframe, article.turn img, article.turn style").count() == 0
