@@ -104,3 +104,16 @@ def test_a_document_full_of_script_stays_text_in_a_chat_turn(page: Any,  # noqa:
     assert "<script>" in shown and "onerror" in shown  # shown as text
     assert page.evaluate("() => window.__pwned") is None and page.dialogs == []
     assert page.locator("article.turn iframe, article.turn img, article.turn style").count() == 0
+
+
+def test_a_question_without_the_csrf_token_is_refused(page: Any,  # noqa: F811
+                                                      team: dict[str, Any]) -> None:
+    sign_in(page, team, team["alice"])
+    before = len(team["daemon"].conversations(
+        access=team["daemon"].people.access_for(team["alice"]))["conversations"])
+    for address in ("/chat", "/chat/" + "A" * 22):
+        response = page.request.post(team["url"] + address, form={"q": "apples",
+                                                                  "csrf": "forged"})
+        assert response.status == 403
+    after = team["daemon"].conversations(access=team["daemon"].people.access_for(team["alice"]))
+    assert len(after["conversations"]) == before  # nothing was asked or stored
