@@ -122,6 +122,7 @@ def test_streaming_ends_with_the_citations_and_done(team: Team) -> None:
 
 def test_earlier_messages_resolve_a_follow_up(team: Team) -> None:
     history = [
+        {"role": "system", "content": "You are a helpful assistant."},  # as chat apps send
         {"role": "user", "content": "What did the quillwort team write about the harbour "
                                     "office move?"},
         {"role": "assistant", "content": "The quillwort memo 2 is about the office move."},
