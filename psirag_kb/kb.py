@@ -325,8 +325,8 @@ class KnowledgeBase(OverStores):
             passages = [_passage(readable[i], i, rank) if i in readable
                         else {"chunk_id": i, "rank": rank, "withheld": True}
                         for rank, i in enumerate(turn.chunk_ids, start=1)]
-            for passage, number in zip(passages, turn.numbers, strict=False):
-                passage["number"] = number
+            for passage, cited in zip(passages, turn.numbers, strict=False):
+                passage["number"] = cited
             withheld = any(p.get("withheld") for p in passages)
             turns.append({"turn": number, "question": turn.question, "searched": turn.searched,
                           "rewrite": turn.rewrite, "mode": turn.mode,
