@@ -94,6 +94,7 @@ def test_stored_conversation_flow(folders: Path, tmp_path: Path, minilm: Any) ->
         assert [c["id"] for c in listed] == [talk["id"]]
         assert listed[0]["title"] == "What is Helgrind?" and listed[0]["turns"] == 2
         reopened = kb.conversation(talk["id"], access=alice)
+        assert [t["turn"] for t in reopened["turns"]] == [1, 2]
         assert [t["searched"] for t in reopened["turns"]] == [first["searched"],
                                                                follow["searched"]]
         cited = reopened["turns"][1]["passages"]

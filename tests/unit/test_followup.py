@@ -4,6 +4,8 @@ the LLM's rewrite checked against the conversation's words, and the history form
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from psirag_kb.answer.rewriting import llm_rewriter, parsed, prompt
@@ -162,3 +164,29 @@ def test_the_facade_asks_the_configured_llm_and_says_so(fake_ollama, fake_embedd
         standalone = kb.ask("Helgrind free-is-write", history=history, mode="sparse")
         assert standalone["rewrite"] == AS_IS
     assert len(fake_ollama.chats) == 2  # a standalone question never asks the LLM
+
+
+def test_an_agent_turn_keeps_its_answer_and_citation_numbers(fake_ollama, fake_embedder,
+                                                             tmp_path) -> None:
+    from psirag_kb.config import Config
+    from psirag_kb.kb import KnowledgeBase
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "hg.md").write_text("# Helgrind\n\nHelgrind detects data races in threaded "
+                                "programs.\n")
+    config = Config().with_data_dir(tmp_path / "data").replace(
+        "llm", enabled=True, host=fake_ollama.url, grounding=False)
+    fake_ollama.script(fn=lambda body: json.dumps(
+        {"query": "Helgrind"} if "standalone search query" in str(body["messages"])
+        else {"action": "answer", "text": "It detects data races [1].", "cited": [1]}))
+    with KnowledgeBase(config, fake_embedder) as kb:
+        kb.ingest([docs])
+        talk = kb.new_conversation()["id"]
+        answered = kb.ask("What does Helgrind detect?", conversation=talk, mode="agent", k=2)
+        assert answered["status"] == "answered" and answered["turn"] == 1
+        (turn,) = kb.conversation(talk)["turns"]
+    assert turn["turn"] == 1 and turn["mode"] == "agent"
+    assert turn["answer"] == "It detects data races [1]."
+    assert [p["number"] for p in turn["passages"]] == [1]
+    assert turn["passages"][0]["chunk_id"] == answered["citations"][0]["chunk_id"]
