@@ -8,7 +8,7 @@ view) and take no lock a write holds.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -354,12 +354,17 @@ class KnowledgeBase(OverStores):
         """Delete all of a removed person's conversations; returns how many."""
         return self.writer.call(lambda: self.talks.delete_owner(name), key="conversation")
 
-    def prune_conversations(self, people: Iterable[str] | None = None) -> dict[str, Any]:
+    def prune_conversations(self, people: Mapping[str, float] | Iterable[str] | None = None
+                            ) -> dict[str, Any]:
         """Delete conversations not continued for [conversations] keep_days, and, when the
-        names of the people there are now are given, those of anyone else (the machine's
-        owner's stay); {"pruned": how many}."""
+        people there are now are given (names, or name -> when added), those of anyone else
+        and those begun before their person was added (a namesake's); the machine's owner's
+        stay. {"pruned": how many}."""
         before = time.time() - self.config.conversations.keep_days * 86400.0
-        keep = None if people is None else {*people, OWNER.name}
+        keep: dict[str, float] | None = None
+        if people is not None:
+            keep = (dict(people) if isinstance(people, Mapping)
+                    else dict.fromkeys(people, 0.0)) | {OWNER.name: 0.0}
         return {"pruned": self.writer.call(lambda: self.talks.prune(before, keep),
                                            key="conversation")}
 

@@ -182,9 +182,11 @@ class Daemon:
 
     def _prune_conversations(self) -> dict[str, Any]:
         """Delete conversations older than [conversations] keep_days and those of people no
-        longer in people.json (removed while the daemon was down, or by hand)."""
-        names = None if self.people is None else [p["name"] for p in self.people.listed()]
-        return self.kb.prune_conversations(names)
+        longer in people.json, or begun before the person of that name was added (removed while
+        the daemon was down and added again, or edited by hand)."""
+        people = None if self.people is None else {
+            p["name"]: float(p["created"]) for p in self.people.listed()}
+        return self.kb.prune_conversations(people)
 
     def _grants_changed(self) -> bool:
         """Partition the tree at the grants people.json holds now (a new grant splits the

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -197,13 +197,19 @@ class Conversations:
         """Delete all of one person's conversations; returns how many."""
         return self._delete("c.owner = ?", [owner])
 
-    def prune(self, before: float, keep_owners: Iterable[str] | None = None) -> int:
-        """Delete conversations last continued before `before` (a time), and, when
-        `keep_owners` is given, those of anyone not in it; returns how many."""
+    def prune(self, before: float, people: Mapping[str, float] | None = None) -> int:
+        """Delete conversations last continued before `before` (a time), and, when `people`
+        (name -> when the person was added) is given, those of anyone not in it or begun
+        before that person was added (a namesake's); returns how many."""
         removed = self._delete("c.updated < ?", [float(before)])
-        if keep_owners is not None:
-            known = sorted(set(keep_owners))
-            removed += self._delete("NOT list_contains(?::VARCHAR[], c.owner)", [known])
+        if people is not None:
+            names = sorted(people)
+            removed += self._delete(
+                """c.id IN (SELECT c2.id FROM conversations c2 LEFT JOIN (
+                       SELECT unnest(?::VARCHAR[]) AS name, unnest(?::DOUBLE[]) AS since) p
+                       ON p.name = c2.owner
+                   WHERE p.name IS NULL OR c2.created < p.since)""",
+                [names, [float(people[n]) for n in names]])
         return removed
 
     def _delete(self, where: str, params: list[Any]) -> int:

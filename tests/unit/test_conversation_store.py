@@ -52,7 +52,12 @@ def test_owner_checked_reads_and_writes(tmp_path: Path) -> None:
         assert talks.summary(mine, "ana")["title"] == "a title"
         other = talks.create("bo", "x" * 300)
         assert len(other["title"]) == len(title_of("x" * 300)) <= 120
-        assert talks.prune(before=0.0, keep_owners=["bo"]) == 1  # ana is gone
+        assert talks.prune(before=0.0, people={"ana": 0.0, "bo": 0.0}) == 0
+        later = talks.summary(mine, "ana")["created"] + 1
+        assert talks.prune(before=0.0, people={"ana": later, "bo": 0.0}) == 1  # a new ana
+        assert talks.owners() == ["bo"]
+        mine = talks.create("ana")["id"]
+        assert talks.prune(before=0.0, people={"bo": 0.0}) == 1  # ana is gone
         assert talks.owners() == ["bo"]
         assert talks.delete_owner("bo") == 1 and talks.owners() == []
         store.owner = threading.Thread()  # another thread writes now
