@@ -292,17 +292,18 @@ class KnowledgeBase(OverStores):
         return resolve(history, question, llm_rewriter(self.config.llm))
 
     def _turns_of(self, conversation: str, access: Access) -> list[Turn]:
-        """A stored conversation's turns as the rewrite sees them: the headers of passages the
-        person may still read, answers only while all their passages are."""
-        turns = []
-        for stored in self.talks.turns(conversation, access.name)[-HISTORY_TURNS:]:
-            cited = list(stored.chunk_ids[:HEADER_PASSAGES])
-            readable = self.engine.readable(stored.chunk_ids, access)
-            whole = all(i in readable for i in stored.chunk_ids)
-            turns.append(Turn(stored.question, stored.searched,
-                              tuple(self.engine.headers(cited, access)),
-                              (stored.answer or "") if whole else ""))
-        return turns
+        """A stored conversation's last turns as the rewrite sees them: the headers of passages
+        the person may still read, answers only while all their passages are (one lookup of
+        the passages for all the turns)."""
+        stored = self.talks.turns(conversation, access.name, HISTORY_TURNS)
+        readable = self.engine.readable([i for t in stored for i in t.chunk_ids], access)
+        texts = self.store.texts([i for t in stored for i in t.chunk_ids[:HEADER_PASSAGES]
+                                  if i in readable])
+        return [Turn(turn.question, turn.searched,
+                     tuple(texts[i][1] for i in turn.chunk_ids[:HEADER_PASSAGES]
+                           if i in texts and texts[i][1]),
+                     (turn.answer or "") if all(i in readable for i in turn.chunk_ids) else "")
+                for turn in stored]
 
     def new_conversation(self, title: str = "", *, access: Access = OWNER) -> dict[str, Any]:
         """A new, empty conversation of this person's: {"id", "title", "created", ...}."""

@@ -126,13 +126,16 @@ class Conversations:
         return {"id": row[0], "title": row[1], "created": row[2], "updated": row[3],
                 "turns": row[4]}
 
-    def turns(self, conversation: str, owner: str) -> list[StoredTurn]:
-        """The turns of the owner's conversation, oldest first."""
+    def turns(self, conversation: str, owner: str, last: int | None = None) -> list[StoredTurn]:
+        """The turns of the owner's conversation (its `last` ones only when given), oldest
+        first."""
         self.summary(conversation, owner)  # not found unless it is theirs
         rows = self._read().execute(
-            """SELECT question, searched, rewrite, mode, answer, status, chunk_ids, numbers,
-                      asked FROM turns WHERE conversation = ? ORDER BY ord""",
-            [conversation]).fetchall()
+            """SELECT * FROM (
+                   SELECT question, searched, rewrite, mode, answer, status, chunk_ids, numbers,
+                          asked, ord FROM turns WHERE conversation = ?
+                   ORDER BY ord DESC LIMIT ?) ORDER BY ord""",
+            [conversation, 2**62 if last is None else int(last)]).fetchall()
         return [StoredTurn(r[0], r[1], r[2], r[3], r[4], r[5],
                            tuple(int(i) for i in (r[6] or ())),
                            tuple(int(n) for n in (r[7] or ())), r[8]) for r in rows]
