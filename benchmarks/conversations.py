@@ -50,6 +50,33 @@ def scored(result: dict[str, Any], wanted: list[str], roots: list[Path]) -> tupl
     return int(bool(files) and files[0] in wanted), int(any(f in wanted for f in files))
 
 
+def timed_parts(kb: KnowledgeBase, turns: int) -> dict[str, float]:
+    """Median milliseconds of reading a conversation's last turns (with the headers of their
+    passages), resolving a follow-up, and recording a turn, over `turns` turns."""
+    from psirag_kb.access import OWNER
+    from psirag_kb.storage.conversations import StoredTurn
+
+    conversation = kb.new_conversation("parts")["id"]
+    kb.ask("What is Helgrind?", conversation=conversation, k=K)
+    ids = tuple(int(r["chunk_id"]) for r in kb.query("Helgrind", k=K)["results"])
+    times: dict[str, list[float]] = {"read the last turns": [], "resolve": [],
+                                     "record a turn": []}
+    for _ in range(turns):
+        clock = time.perf_counter()
+        history = kb._turns_of(conversation, OWNER)
+        times["read the last turns"].append(time.perf_counter() - clock)
+        clock = time.perf_counter()
+        kb.rewrite(history, "What are its options?")
+        times["resolve"].append(time.perf_counter() - clock)
+        turn = StoredTurn("What are its options?", "Helgrind options", "offline", "auto",
+                          None, "found", ids)
+        clock = time.perf_counter()
+        kb.writer.call(lambda turn=turn: kb.talks.add_turn(conversation, OWNER.name, turn))
+        times["record a turn"].append(time.perf_counter() - clock)
+    kb.delete_conversation(conversation)
+    return {name: 1000 * statistics.median(values) for name, values in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", type=Path, help="folders the dev set's files are in")
@@ -58,6 +85,8 @@ def main() -> None:
     parser.add_argument("--mode", default=None, help="retrieval mode (default: the config's)")
     parser.add_argument("--show", action="store_true", help="print every later turn")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--parts", type=int, default=20, metavar="N",
+                        help="then time a conversation's own parts over N more turns")
     args = parser.parse_args()
     roots = [r.resolve() for r in args.roots]
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="conversations-bench-"))
@@ -99,12 +128,13 @@ def main() -> None:
                     print(f"{kind:10} {alone_top1}->{with_top1} {turn['q']!r} -> "
                           f"{asked['searched']!r} [{asked['rewrite']}] top: {top}")
         chunks = kb.status()["chunks"]
+        parts = timed_parts(kb, args.parts) if args.parts else {}
     figures = {kind: {key: count[key] for key in ("n", "alone_top1", "with_top1",
                                                   "alone_recall", "with_recall")}
                for kind, count in totals.items()}
     if args.json:
         print(json.dumps({"figures": figures, "rewrites": dict(methods), "chunks": chunks,
-                          "seconds": seconds,
+                          "seconds": seconds, "parts_ms": parts,
                           "files": report.as_dict().get("indexed")}, indent=1))
         return
     print(f"dev set: {len(conversations)} conversations, {chunks} chunks "
@@ -122,6 +152,9 @@ def main() -> None:
               f"{100 * count['with_recall'] / n:.0f}% |")
     print("rewrites:", ", ".join(f"{k} {v}" for k, v in sorted(methods.items())))
     ask, alone = (1000 * statistics.median(seconds[n]) for n in ("ask", "query"))
+    if parts:
+        print(f"median ms over {args.parts} turns of one conversation: " + ", ".join(
+            f"{name} {ms:.2f}" for name, ms in parts.items()))
     print(f"median ms per turn ({len(seconds['ask'])} turns; the rewritten follow-ups search "
           f"other words): ask {ask:.0f} (resolve, search, store the turn), query alone "
           f"{alone:.0f}")
