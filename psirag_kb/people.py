@@ -498,3 +498,29 @@ class Users:
     def rotate(self, name: str) -> dict[str, Any]:
         """{"name", "token"}: the new token, shown this once."""
         return {"name": name, "token": self.people.rotate(name)}
+
+
+class MyTokens:
+    """A signed-in person's own tokens as JSON-ready answers (the page and /api/me/tokens)."""
+
+    def __init__(self, people: People) -> None:
+        self.people = people
+
+    def _name(self, access: Access) -> str:
+        if access.name in RESERVED:
+            raise PeopleError("the machine's owner signs in with api.token; personal tokens "
+                              "belong to people (`psirag-kb users add`, or a provider sign-in)")
+        return access.name
+
+    def list(self, access: Access) -> dict[str, Any]:
+        """{"tokens": [{"name", "created", "last_used"}]}."""
+        return {"tokens": self.people.tokens_of(self._name(access))}
+
+    def make(self, access: Access, name: str) -> dict[str, Any]:
+        """{"name", "token"}: the new token, shown this once."""
+        return {"name": name, "token": self.people.make_token(self._name(access), name)}
+
+    def revoke(self, access: Access, name: str) -> dict[str, Any]:
+        """{"revoked": name}."""
+        self.people.drop_token(self._name(access), name)
+        return {"revoked": name}

@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from psirag_kb.access import OWNER, Access
 from psirag_kb.errors import AccessDenied, KBError, NodeNotFound
-from psirag_kb.people import People, UnknownPerson, Users
+from psirag_kb.people import MyTokens, People, SignInRefused, UnknownPerson, Users
 from psirag_kb.service.audit import AuditLog
 from psirag_kb.service.auth import (
     FailureLimiter,
@@ -73,6 +73,9 @@ NODE_ROUTE = re.compile(r"^/api/tree/([^/]+)$")
 PATH_ROUTE = re.compile(r"^/api/path/([^/]+)$")
 CHUNK_ROUTE = re.compile(r"^/api/chunk/([^/]+)$")
 USER_ROUTE = re.compile(r"^/api/users/([^/]+)(?:/(grant|ungrant|rotate))?$")
+MY_TOKENS = "/api/me/tokens"
+MY_TOKEN_ROUTE = re.compile(r"^/api/me/tokens/([^/]+)$")
+TOKEN_FIELDS = {"name": str}
 OPEN_PATHS = ("/api/health",)
 
 
@@ -166,7 +169,8 @@ class Guard:
 
     def __init__(self, inner: ASGIApp, token: str, policy: HostPolicy,
                  limiter: FailureLimiter, people: People | None = None,
-                 persons: PersonLimiter | None = None, audit: AuditLog | None = None) -> None:
+                 persons: PersonLimiter | None = None, audit: AuditLog | None = None,
+                 proxy: Any = None) -> None:
         self.inner = inner
         self.token = token
         self.policy = policy
@@ -174,6 +178,8 @@ class Guard:
         self.people = people
         self.persons = persons
         self.audit = audit
+        self.proxy = proxy
+        """A trusted sign-in proxy (psirag_kb.service.proxy.Proxy) whose headers name people."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -214,6 +220,15 @@ class Guard:
             return None
         token = bearer(given)
         person = self.people.access_for(token) if self.people is not None and token else None
+        client = (scope.get("client") or ("?", 0))[0]
+        if person is None and self.proxy is not None:
+            from starlette.datastructures import Headers
+
+            try:  # believed only from a trusted peer; from any other the headers are ignored
+                person = self.proxy.access(client, Headers(scope=scope))
+            except SignInRefused as exc:
+                self._refused(f"proxy sign-in {path.decode('latin-1')}", 403, client)
+                return _json(403, {"error": str(exc)})
         if person is not None:
             wait = self.persons.wait(person.name) if self.persons is not None else 0.0
             if wait > 0:
@@ -226,7 +241,6 @@ class Guard:
                              headers={"Retry-After": str(int(wait) + 1)})
             state["authorized"], state["access"] = True, person
             return None
-        client = (scope.get("client") or ("?", 0))[0]
         wait = self.limiter.retry_after(client)
         if wait > 0:  # not audited: the limiter bounds the lines a flood of wrong tokens writes
             return _json(429, {"error": f"too many wrong tokens from {client}; retry in "
@@ -256,6 +270,7 @@ class Endpoints:
         self.mcp = mcp
         self.threads = anyio.CapacityLimiter(threads)
         self.users = Users(people) if people is not None else None
+        self.mine = MyTokens(people) if people is not None else None
 
     async def call(self, function: Callable[..., Any], *args: Any) -> Any:
         """Run a knowledge-base call on the worker threads."""
@@ -319,6 +334,8 @@ class Endpoints:
         method = request.method
         if method not in METHODS:
             raise HTTPError(501, f"method {method} is not supported")
+        if path == MY_TOKENS or MY_TOKEN_ROUTE.match(path):
+            return await self.my_tokens(request, path)
         node, chunk_path, chunk, user = (NODE_ROUTE.match(path), PATH_ROUTE.match(path),
                                          CHUNK_ROUTE.match(path), USER_ROUTE.match(path))
         allowed = ROUTES.get(path) or ({"GET"} if node or chunk_path or chunk else None) or (
@@ -393,6 +410,26 @@ class Endpoints:
             raise HTTPError(400, "field 'read' must list at least one path")
         change = users.grant if action == "grant" else users.ungrant
         return _json(200, await self.call(change, name, read))
+
+    async def my_tokens(self, request: Request, path: str) -> Response:
+        """GET/POST /api/me/tokens and DELETE /api/me/tokens/<name>: a person's own tokens."""
+        allowed = {"GET", "POST"} if path == MY_TOKENS else {"DELETE"}
+        if request.method not in allowed:
+            raise HTTPError(405, f"{request.method} is not allowed on {path}; use "
+                                 f"{', '.join(sorted(allowed))}")
+        access = _access(request)
+        if self.mine is None:
+            raise HTTPError(404, "this server keeps no people")
+        mine = self.mine
+        if request.method == "GET":
+            return _json(200, await self.call(mine.list, access))
+        if request.method == "POST":
+            name = validate(await self.body(request), TOKEN_FIELDS, ("name",))["name"]
+            self._audit(access, "token make", name)
+            return _json(200, await self.call(mine.make, access, name))
+        name = MY_TOKEN_ROUTE.match(path).group(1)  # type: ignore[union-attr]
+        self._audit(access, "token revoke", name)
+        return _json(200, await self.call(mine.revoke, access, name))
 
     def _audit(self, access: Access, action: str, name: str) -> None:
         if self.audit is not None:
@@ -485,7 +522,8 @@ def _neighbours(raw: str | None) -> int:
 def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
               max_body_bytes: int, mcp_server: Any = None,
               threads: int = WORKER_THREADS, people: People | None = None,
-              persons: PersonLimiter | None = None, audit: AuditLog | None = None) -> ASGIApp:
+              persons: PersonLimiter | None = None, audit: AuditLog | None = None,
+              proxy: Any = None) -> ASGIApp:
     """The whole ASGI application: guard, then /mcp or the /api routes."""
     mcp_app = None
     if mcp_server is not None:
@@ -509,7 +547,7 @@ def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
 
     starlette = Starlette(lifespan=lifespan)
     starlette.router.default = endpoints  # every method and path reaches `dispatch`
-    return Guard(starlette, token, policy, limiter, people, persons, audit)
+    return Guard(starlette, token, policy, limiter, people, persons, audit, proxy)
 
 
 class ServedInThread:
@@ -574,7 +612,8 @@ class APIServer(ServedInThread):
                  max_body_bytes: int = 1_000_000, *, allowed_hosts: Iterable[str] = (),
                  mcp_server: Any = None, max_connections: int = MAX_CONNECTIONS,
                  failures_per_minute: int = 10, people: People | None = None,
-                 person_requests_per_minute: int = 600, audit: AuditLog | None = None) -> None:
+                 person_requests_per_minute: int = 600, audit: AuditLog | None = None,
+                 proxy: Any = None) -> None:
         if not token:
             raise KBError("the API needs a token (the daemon generates one in its data "
                           "directory)")
@@ -586,7 +625,7 @@ class APIServer(ServedInThread):
         policy = HostPolicy(host, allowed_hosts, port=self.server_address[1])
         self.persons = PersonLimiter(person_requests_per_minute)
         asgi = build_app(app, token, policy, self.limiter, max_body_bytes, mcp_server,
-                         people=people, persons=self.persons, audit=audit)
+                         people=people, persons=self.persons, audit=audit, proxy=proxy)
         self.serve(asgi, max_connections, lifespan="on", graceful_s=5)
 
     @property
