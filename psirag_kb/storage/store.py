@@ -18,14 +18,16 @@ import duckdb
 import numpy as np
 
 from psirag_kb.errors import ModelMismatchError, StoreError
+from psirag_kb.storage.conversations import create_conversation_tables
 from psirag_kb.tree.live import LeafLookup, LiveTree
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """2: chunks.location (JSON text: page, slide, sheet and rows, ...), NULL for older chunks.
 3: chunks.context (the header embedded and indexed with the text), '' for older chunks.
-4: one row per files.path (a unique index; duplicate rows are merged) and meta.identity."""
+4: one row per files.path (a unique index; duplicate rows are merged) and meta.identity.
+5: the conversations and turns tables (`storage/conversations.py`), empty for older ones."""
 
 INDEXED_TEXT = ("CASE WHEN coalesce(c.context, '') = '' THEN c.text "
                 "ELSE c.context || chr(10) || c.text END")
@@ -281,6 +283,7 @@ class Store:
                 abstract_vector FLOAT[{dim}], label VARCHAR)"""
         )
         db.execute("CREATE TABLE leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)")
+        create_conversation_tables(db)
         rows = [
             ("schema_version", str(SCHEMA_VERSION)),
             ("model", model),
@@ -353,6 +356,16 @@ class Store:
         )
         if not self.db.execute("SELECT 1 FROM meta WHERE key = 'next_node_id'").fetchone():
             self.db.execute("INSERT INTO meta VALUES ('next_node_id', '1')")
+        self._add_conversations(version)
+
+    def _add_conversations(self, version: int) -> None:
+        """Version 5: the conversations and turns tables (additive, idempotent); a version-4
+        database is recorded as 5 at once, an older one when its duplicates are merged."""
+        self.db.execute("BEGIN")
+        create_conversation_tables(self.db)
+        if version == 4:
+            self._set_meta("schema_version", str(SCHEMA_VERSION))
+        self.db.execute("COMMIT")
 
     def _add_label_column(self) -> None:
         """Give nodes its display-label column when it lacks one (additive and idempotent: a
