@@ -18,6 +18,20 @@ import pytest
 VERSION = "9.13.3"
 SCRIPT = Path(__file__).parent / "oidc" / "provider.mjs"
 CLIENT_ID = "psirag-kb-tests"
+_skipped: list[str] = []
+
+
+def _skip(reason: str) -> None:
+    """Skip the test and say so again at the end of the run (never silently)."""
+    _skipped.append(reason)
+    pytest.skip(reason)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The reason the OIDC tests did not run, plainly, after the run."""
+    if _skipped:
+        terminalreporter.write_sep("=", _skipped[0], yellow=True,
+                                   bold=True)
 
 
 def cache_folder() -> Path:
@@ -38,7 +52,7 @@ def installed() -> Path:
     except (OSError, ValueError, KeyError):
         pass
     if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("OIDC tests skipped: Node.js and npm are not installed")
+        _skip("OIDC tests skipped: Node.js and npm are not installed")
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "package.json").exists():
         (folder / "package.json").write_text('{"private": true}\n')
@@ -47,12 +61,12 @@ def installed() -> Path:
                                f"oidc-provider@{VERSION}"], cwd=folder, capture_output=True,
                               text=True, timeout=300)
     except subprocess.TimeoutExpired:
-        pytest.skip("OIDC tests skipped: `npm install oidc-provider` did not finish in 300 s "
-                    "(is npm's registry reachable?)")
+        _skip("OIDC tests skipped: `npm install oidc-provider` did not finish in 300 s (is "
+              "npm's registry reachable?)")
     if done.returncode != 0 or not (package / "package.json").exists():
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        pytest.skip("OIDC tests skipped: npm's registry cannot be reached or the install failed "
-                    f"({' | '.join(tail)})")
+        _skip("OIDC tests skipped: npm's registry cannot be reached or the install failed "
+              f"({' | '.join(tail)})")
     return package
 
 
