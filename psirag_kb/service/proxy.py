@@ -4,6 +4,7 @@ person and their groups, believed only from the peer addresses [auth.proxy] trus
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,5 +49,6 @@ class Proxy:
         if not user:
             return None
         raw = headers.get(self.groups_header) or "" if self.groups_header else ""
-        groups = [g.strip() for g in raw.split(",") if g.strip()][:MAX_GROUPS]
+        # oauth2-proxy separates groups with commas, Authentik's outpost with "|"
+        groups = [g.strip() for g in re.split(r"[,|]", raw) if g.strip()][:MAX_GROUPS]
         return self.people.sign_in(user, "proxy", groups, self.groups).access

@@ -183,3 +183,35 @@ def test_personal_tokens_from_the_page_session_need_its_csrf_token(
     status, _, _ = page.send("DELETE", "/api/me/tokens/laptop", headers={"X-CSRF-Token": csrf})
     assert status == 200
     assert call(served["api"], "POST", "/api/query", QUERY, mine)[0] == 401
+
+
+def test_a_proxied_persons_token_keeps_to_their_groups_in_every_mode_and_mcp_tool(
+        served: dict[str, Any]) -> None:
+    import asyncio
+
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    fay = {"X-Forwarded-User": "fay", "X-Forwarded-Groups": "lobby|eng"}  # Authentik's "|"
+    status, made, _ = call(served["api"], "POST", "/api/me/tokens", {"name": "mcp"}, fay)
+    assert status == 200
+    mine = {"Authorization": f"Bearer {made['token']}"}
+    for mode in ("hybrid", "tree", "sparse", "dense"):
+        answer = call(served["api"], "POST", "/api/query", dict(QUERY, mode=mode, k=5), mine)[1]
+        assert files(answer) == ["apples.md"], mode
+
+    async def use() -> dict[str, Any]:
+        transport = streamable_http_client(served["api"] + "/mcp",
+                                           http_client=create_mcp_http_client(headers=mine))
+        async with Client(transport) as client:
+            seen = {mode: (await client.call_tool("search", {
+                "query": "apples banana", "k": 5, "mode": mode})).structured_content
+                for mode in ("hybrid", "tree", "sparse", "dense")}
+            seen["browse"] = (await client.call_tool("browse", {})).structured_content
+            return seen
+
+    seen = asyncio.run(use())
+    for mode in ("hybrid", "tree", "sparse", "dense"):
+        assert {Path(r["source"]).name for r in seen[mode]["results"]} == {"apples.md"}, mode
+    assert "bananas.md" not in json.dumps(seen) and "/ops" not in json.dumps(seen)
