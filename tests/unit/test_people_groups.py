@@ -146,3 +146,17 @@ def test_the_auth_configuration_is_strict() -> None:
     for text, message in bad:
         with pytest.raises(ConfigError, match=message):
             config(text)
+
+
+def test_the_commented_auth_block_of_config_toml_parses_once_uncommented(tmp_path: Path) -> None:
+    text = (Path(__file__).parents[2] / "config.toml").read_text()
+    block = text[text.index("# [auth]\n"):]
+    lines = [line[2:] if line.startswith("# ") else line.lstrip("#") for line in
+             block.splitlines()]
+    (tmp_path / "auth.toml").write_text("\n".join(lines) + "\n")
+    from psirag_kb.config import load_config
+
+    auth = load_config(tmp_path / "auth.toml").auth
+    assert auth.oidc is not None and auth.oidc.issuer.startswith("https://")
+    assert auth.proxy is not None and auth.proxy.trusted == ("127.0.0.1",)
+    assert auth.group("engineering") is not None
