@@ -381,7 +381,7 @@ class Web:
         site's own page (a same-site navigation, on which the Strict cookie is then sent)."""
         if self.oidc is None:
             return self.error(request, 404, "this page signs in with tokens only")
-        from psirag_kb.web.oidc import SignInFailed, digest
+        from psirag_kb.web.oidc import ProviderDown, SignInFailed, digest
 
         params = request.query_params
         browser = request.cookies.get(FLOW_COOKIE)
@@ -393,10 +393,10 @@ class Web:
                                    f"{params.get('error', '')[:100]})")
             claims = await self.call(lambda: oidc.finish(params.get("code", ""), flow))
             name, groups = oidc.person(claims)
+        except ProviderDown as exc:
+            return self.refused(request, 502, str(exc))
         except SignInFailed as exc:
-            return self.refused(request, 403 if "unknown or expired" in str(exc) or
-                                "another browser" in str(exc) else 502
-                                if "reached" in str(exc) else 403, str(exc))
+            return self.refused(request, 403, str(exc))
         if self.people is None:
             return self.refused(request, 403, "this server keeps no people")
         people = self.people
