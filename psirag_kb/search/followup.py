@@ -105,12 +105,14 @@ def is_name(word: str, first: bool = False) -> bool:
     return word[:1].isupper() and not first
 
 
-def names(text: str) -> list[str]:
-    """The name-like content words of a text, in order, each once."""
+def names(text: str, query: bool = False) -> list[str]:
+    """The name-like content words of a text, in order, each once (in a `query` made by a
+    rewrite, a capital counts at the start too)."""
     found: list[str] = []
     for sentence in re.split(r"(?<=[.?!])\s+", text.strip()):
         for position, word in enumerate(words(sentence)):
-            if _content(word) and is_name(word, position == 0) and word not in found:
+            first = position == 0 and not query
+            if _content(word) and is_name(word, first) and word not in found:
                 found.append(word)
     return found
 
@@ -148,9 +150,12 @@ def leans(question: str) -> bool:
 
 
 def subject(turn: Turn) -> list[str]:
-    """What a turn was about: the names of its query, else its content words."""
-    found = names(turn.query)
-    return found or _unique(content_words(turn.query))
+    """What a turn was about: the names of its question and of the query it was rewritten
+    to, else the content words of its query."""
+    found = names(turn.question)
+    if turn.searched and turn.searched != turn.question:
+        found += names(turn.searched, query=True)
+    return _unique(found) or _unique(content_words(turn.query))
 
 
 def offline(history: Sequence[Turn], question: str) -> str:
@@ -164,10 +169,20 @@ def offline(history: Sequence[Turn], question: str) -> str:
     earlier = subject(last)
     if opening in ("what about", "how about", "and what about", "and how about", "and",
                    "same for", "or") and new_names and not _pointer_words(question):
-        # "what about Helgrind?": the last query with its names swapped for the new ones
-        kept = [w for w in content_words(last.query) if w not in names(last.query)]
-        return " ".join(_unique([*new_names, *kept, *own]))
+        # "what about Helgrind?": the last query with its names of the same kind (numbers
+        # for a number, words for a word) swapped for the new ones, in place
+        kinds = {_kind(w) for w in new_names}
+        swapped = {w for w in earlier if _kind(w) in kinds}
+        out: list[str] = []
+        for word in content_words(last.query):
+            out.extend(new_names if word in swapped else [word])
+        return " ".join(_unique([*out, *new_names, *own]))
     return " ".join(_unique([*earlier, *own]))
+
+
+def _kind(word: str) -> str:
+    """"number" for a version or a year (2.6.3, v2.30, 2023), else "word"."""
+    return "number" if any(c.isdigit() for c in word) else "word"
 
 
 def resolve(history: Sequence[Turn], question: str,

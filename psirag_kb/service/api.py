@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from psirag_kb.access import OWNER, Access
 from psirag_kb.errors import AccessDenied, KBError, NodeNotFound
 from psirag_kb.people import MyTokens, People, SignInRefused, UnknownPerson, Users
+from psirag_kb.service import openai_compat as chat
 from psirag_kb.service.audit import AuditLog
 from psirag_kb.service.auth import (
     FailureLimiter,
@@ -59,6 +60,18 @@ TURN_FIELDS = {"q": str, "mode": str, "k": int, "in": list}
 ASK_FIELDS = {"q": str, "history": list, "mode": str, "k": int, "in": list}
 MAX_HISTORY = 200
 """Earlier turns or messages an /api/ask body may carry."""
+CHAT_SCHEMA = {
+    "type": "object", "required": ["model", "messages"],
+    "properties": {
+        "model": {"type": "string", "const": chat.MODEL},
+        "stream": {"type": "boolean"},
+        "messages": {"type": "array", "minItems": 1, "maxItems": chat.MAX_MESSAGES,
+                     "items": {"type": "object", "required": ["role"], "properties": {
+                         "role": {"enum": list(chat.ROLES)},
+                         "content": {"type": ["string", "array", "null"]}}}},
+    },
+    "description": "Sampling options (temperature, max_tokens, ...) are accepted and ignored.",
+}
 MAX_K = 1000
 MAX_SCOPES = 100
 MAX_HEADERS = 100
@@ -69,6 +82,8 @@ KEEP_ALIVE_S = 5
 WORKER_THREADS = 16
 """Requests the knowledge base serves at once; more wait for a thread."""
 MAX_CONNECTIONS = 256
+KEEP_ALIVE_EVENT_S = 10.0
+"""A streamed chat completion sends a comment this often while its answer is worked on."""
 METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}
 ROUTE_KEY = "psirag.route"
 """Where a request's scope holds the Route it was matched to."""
@@ -184,6 +199,16 @@ def openai_error(status: int, message: str, close: bool = False) -> Response:
                                     "param": None}}, close=close)
 
 
+def _as_openai(response: Response) -> Response:
+    """A refusal of the guard's in OpenAI's error shape (for /v1), its headers kept."""
+    message = json.loads(bytes(response.body)).get("error", "refused")
+    out = openai_error(response.status_code, message)
+    for key, value in response.headers.items():
+        if key.lower() not in ("content-length", "content-type"):
+            out.headers[key] = value
+    return out
+
+
 class Guard:
     """ASGI middleware: header limits, Host and Origin checks, the bearer token."""
 
@@ -207,6 +232,8 @@ class Guard:
             return
         refusal = self.refusal(scope)
         if refusal is not None:
+            if scope.get("raw_path", b"").startswith(b"/v1/"):
+                refusal = _as_openai(refusal)
             await refusal(scope, receive, send)
             return
         await self.inner(scope, receive, send)
@@ -328,7 +355,7 @@ class Endpoints:
             log.exception("%s %s failed", scope["method"], path, exc_info=exc)
             message = f"internal error ({type(exc).__name__}); see daemon.log"
         entry = scope.get(ROUTE_KEY)
-        if entry is not None and entry.errors == "openai":
+        if path.startswith("/v1/") or (entry is not None and entry.errors == "openai"):
             return openai_error(status, message, close)
         return _json(status, {"error": message}, close=close)
 
@@ -693,6 +720,67 @@ class Endpoints:
     async def openapi(self, request: Request, access: Access) -> Response:
         """GET /api/openapi.json."""
         return _json(200, openapi(self.table, _version()))
+
+    @route("GET", "/v1/models", "OpenAI-compatible: the one model, this knowledge base.",
+           errors="openai", response="{object: list, data: [{id, object, created, owned_by}]}")
+    async def v1_models(self, request: Request, access: Access) -> Response:
+        """GET /v1/models."""
+        return _json(200, chat.models())
+
+    @route("GET", "/v1/models/{model}", "OpenAI-compatible: one model.", errors="openai",
+           noun="model", response="{id, object, created, owned_by}")
+    async def v1_model(self, request: Request, access: Access, model: str) -> Response:
+        """GET /v1/models/<id>."""
+        if model != chat.MODEL:
+            raise HTTPError(404, f"no model {model!r}; this server has {chat.MODEL!r}")
+        return _json(200, chat.model_entry())
+
+    @route("POST", "/v1/chat/completions", "OpenAI-compatible chat: the last user message "
+           "asked after the earlier turns, answered from the caller's folders (streamed as "
+           "server-sent events with stream: true); the sources in a top-level `citations`.",
+           errors="openai", schema=CHAT_SCHEMA,
+           response="a chat.completion (or chat.completion.chunk events, then [DONE]) with "
+                    "citations: [{number, source, lines, location, chunk_id, text}]")
+    async def v1_chat(self, request: Request, access: Access) -> Response:
+        """POST /v1/chat/completions."""
+        try:
+            asked = chat.parse(await self.body(request))
+        except ValueError as exc:
+            raise HTTPError(400, str(exc)) from None
+        if asked.model != chat.MODEL:
+            raise HTTPError(404, f"no model {asked.model!r}; this server has {chat.MODEL!r}")
+        if not asked.stream:
+            result = await self.call(lambda: self.v1_ask(asked, access))
+            return _json(200, chat.completion(asked, result))
+        return StreamingResponse(self.v1_events(asked, access), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache",
+                                          "X-Accel-Buffering": "no"})  # nginx: pass each chunk
+
+    def v1_ask(self, asked: chat.ChatRequest, access: Access) -> dict[str, Any]:
+        """The last user message asked after the earlier ones, in agent mode (the agent's
+        answer with an LLM, the passages found without)."""
+        return self.app.ask(asked.question, history=asked.history, mode="agent", access=access)
+
+    async def v1_events(self, asked: chat.ChatRequest, access: Access) -> AsyncIterator[bytes]:
+        """The opening chunk at once, keep-alive comments while the answer is worked on, then
+        its chunks (or an error event: the status line is sent by then)."""
+        stream = chat.ChunkStream(asked)
+        yield stream.first()
+        worker = asyncio.ensure_future(self.call(lambda: self.v1_ask(asked, access)))
+        while not (await asyncio.wait({worker}, timeout=KEEP_ALIVE_EVENT_S))[0]:
+            yield stream.KEEP_ALIVE
+        try:
+            result = worker.result()
+        except KBError as exc:
+            events = stream.failed(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a failing request never stops the server
+            log.exception("streamed chat completion failed")
+            events = stream.failed(f"internal error ({type(exc).__name__}); see daemon.log",
+                                   "server_error")
+        else:
+            events = stream.rest(result)
+        for event in events:
+            yield event
 
 
 Endpoints.table = routes_of(Endpoints)

@@ -96,6 +96,7 @@ class Daemon:
             self.kb = KnowledgeBase(self.config, self.embedder)
             self.people = People(self.data_dir)
             self._grants = self.people.grant_paths()  # what the stores partitioned at on open
+            self._prune_conversations()  # people revoked while no daemon ran: before serving
             self.audit = AuditLog(self.data_dir, api.audit_max_bytes, api.audit_backups,
                                   api.audit_queries)
             self.proxy = self._proxy()

@@ -131,7 +131,8 @@ class Conversations:
         self.summary(conversation, owner)  # not found unless it is theirs
         rows = self._read().execute(
             """SELECT question, searched, rewrite, mode, answer, status, chunk_ids, numbers,
-                      asked FROM turns WHERE conversation = ? ORDER BY ord""", [conversation]).fetchall()
+                      asked FROM turns WHERE conversation = ? ORDER BY ord""",
+            [conversation]).fetchall()
         return [StoredTurn(r[0], r[1], r[2], r[3], r[4], r[5],
                            tuple(int(i) for i in (r[6] or ())),
                            tuple(int(n) for n in (r[7] or ())), r[8]) for r in rows]
