@@ -791,10 +791,21 @@ def cmd_users(args: argparse.Namespace, config: Config) -> int:
               f"PSIRAG_KB_TOKEN or [api] token_file):\n{result['token']}")
     elif "users" in result:
         for person in result["users"]:
-            print(f"{person['name']:<20} {person['role']:<7} created "
-                  f"{_when(person['created'])}, last used {_when(person['last_used'])}")
+            source = person.get("source", "token")
+            print(f"{person['name']:<20} {person['role']:<7} {source:<5} created "
+                  f"{_when(person['created'])}, last used {_when(person['last_used'])}"
+                  + (f", last sign-in {_when(person.get('last_sign_in'))}"
+                     if source != "token" else ""))
+            if person.get("groups"):
+                print(f"    groups {', '.join(person['groups'])}")
             for grant in person["grants"]:
                 print(f"    reads {grant}")
+            for grant in person.get("group_grants", []):
+                if grant not in person["grants"]:
+                    print(f"    reads {grant} (from a group)")
+            for token in person.get("tokens", []):
+                print(f"    token {token['name']}: made {_when(token['created'])}, last used "
+                      f"{_when(token['last_used'])}")
         if not result["users"]:
             print("nobody yet: `psirag-kb users add NAME --read FOLDER`")
     elif "revoked" in result:

@@ -272,6 +272,7 @@ class Config:
     web: WebConfig = field(default_factory=WebConfig)
     compute: ComputeConfig = field(default_factory=ComputeConfig)
     conversations: ConversationsConfig = field(default_factory=ConversationsConfig)
+    auth: AuthConfig = field(default_factory=lambda: AuthConfig())
 
     @property
     def data_dir(self) -> Path:
@@ -340,6 +341,8 @@ def _coerce(where: str, value: Any, kind: Any, base: Path) -> Any:
 
 def _section(name: str, values: dict[str, Any], base: Path) -> Any:
     """Build one section's dataclass from a table, refusing unknown keys."""
+    if name == "auth":
+        return _auth(values, base)
     cls = type(getattr(Config(), name))
     hints = get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
@@ -439,3 +442,138 @@ def api_token(config: Config) -> str:
 def server_url(config: Config) -> str:
     """The remote daemon to use: PSIRAG_KB_URL, else [api] server ("" for the local one)."""
     return (os.environ.get("PSIRAG_KB_URL", "") or config.api.server).strip()
+
+
+# -- [auth]: sign-in through an identity provider or a trusted proxy (issue 33) ----------------
+
+GROUP_ROLES = ("reader", "editor", "admin")
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """One provider group: the role and the folders its members get."""
+
+    name: str
+    role: str = "reader"
+    read: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class OIDCConfig:
+    """An OpenID Connect provider the page signs people in with."""
+
+    issuer: str = ""
+    """The provider's issuer URL (discovery at <issuer>/.well-known/openid-configuration)."""
+    client_id: str = ""
+    client_secret_file: str = ""
+    """A file holding the client secret, read when the daemon starts ("" for a public client)."""
+    scopes: tuple[str, ...] = ("openid", "profile", "email")
+    groups_claim: str = "groups"
+    name_claim: str = "preferred_username"
+    button: str = "Sign in with your organisation"
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    """A sign-in proxy in front of the daemon whose headers name the person."""
+
+    user_header: str = "X-Forwarded-User"
+    groups_header: str = "X-Forwarded-Groups"
+    trusted: tuple[str, ...] = ()
+    """Peer addresses or networks the headers are believed from (others: ignored)."""
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    """How people sign in beyond the tokens of `users add`."""
+
+    tokens_on_page: bool = True
+    """Show the token form on the sign-in page."""
+    session_hours: int = 12
+    """A page session ends this long after sign-in at the latest (with [web] session_minutes)."""
+    oidc: OIDCConfig | None = None
+    proxy: ProxyConfig | None = None
+    groups: tuple[GroupConfig, ...] = ()
+
+    def group(self, name: str) -> GroupConfig | None:
+        """The configured group of this name, or None."""
+        return next((g for g in self.groups if g.name == name), None)
+
+
+def _table(where: str, cls: type, values: Any, base: Path, **extra: Any) -> Any:
+    """One [auth] sub-table as its dataclass, refusing unknown keys and wrong types."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where} must be a table")
+    hints = get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)} - set(extra)
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"unknown setting {where} {unknown[0]}; known settings: "
+                          f"{', '.join(sorted(known))}")
+    return cls(**extra, **{key: _coerce(f"{where} {key}", value, hints[key], base)
+                           for key, value in values.items()})
+
+
+def _auth(values: dict[str, Any], base: Path) -> AuthConfig:
+    """[auth], [auth.oidc], [auth.proxy] and [auth.groups.NAME], strictly checked."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    flat = {k: v for k, v in values.items() if k not in ("oidc", "proxy", "groups")}
+    unknown = sorted(set(flat) - {"tokens_on_page", "session_hours"})
+    if unknown:
+        raise ConfigError(f"unknown setting [auth] {unknown[0]}; known settings: groups, oidc, "
+                          "proxy, session_hours, tokens_on_page")
+    auth = AuthConfig(**{key: _coerce(f"[auth] {key}", value,
+                                      bool if key == "tokens_on_page" else int, base)
+                         for key, value in flat.items()})
+    if auth.session_hours <= 0:
+        raise ConfigError(f"[auth] session_hours must be positive, not {auth.session_hours}")
+    oidc = proxy = None
+    if "oidc" in values:
+        oidc = _table("[auth.oidc]", OIDCConfig, values["oidc"], base)
+        for key in ("issuer", "client_id"):
+            if not getattr(oidc, key).strip():
+                raise ConfigError(f"[auth.oidc] {key} is required")
+        parts = urlsplit(oidc.issuer)
+        host = parts.hostname or ""
+        if parts.scheme == "http":
+            try:
+                loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+            except ValueError:
+                loopback = False
+            if not loopback:
+                raise ConfigError(f"[auth.oidc] issuer {oidc.issuer!r} must be https:// "
+                                  "(http:// only on loopback, for tests)")
+        elif parts.scheme != "https" or not host:
+            raise ConfigError(f"[auth.oidc] issuer {oidc.issuer!r} is not an https:// URL")
+        if "openid" not in oidc.scopes:
+            raise ConfigError("[auth.oidc] scopes must include \"openid\"")
+    if "proxy" in values:
+        proxy = _table("[auth.proxy]", ProxyConfig, values["proxy"], base)
+        if not proxy.trusted:
+            raise ConfigError("[auth.proxy] trusted must list the proxy's addresses or networks")
+        for entry in proxy.trusted:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ConfigError(f"[auth.proxy] trusted: {entry!r} is not an address or "
+                                  "network") from None
+        if not proxy.user_header.strip():
+            raise ConfigError("[auth.proxy] user_header is required")
+    groups_table = values.get("groups", {})
+    if not isinstance(groups_table, dict):
+        raise ConfigError("[auth.groups] must hold tables: [auth.groups.NAME]")
+    groups = []
+    for name, table in groups_table.items():
+        group = _table(f"[auth.groups.{name}]", GroupConfig, table, base, name=name)
+        if group.role not in GROUP_ROLES:
+            raise ConfigError(f"[auth.groups.{name}] role must be one of "
+                              f"{', '.join(GROUP_ROLES)}, not {group.role!r}")
+        for path in group.read:
+            if not os.path.isabs(os.path.expanduser(path)):
+                raise ConfigError(f"[auth.groups.{name}] read: {path!r} must be an absolute "
+                                  "path")
+        groups.append(dataclasses.replace(group, read=tuple(
+            os.path.normpath(os.path.expanduser(p)) for p in group.read)))
+    return dataclasses.replace(auth, oidc=oidc, proxy=proxy, groups=tuple(groups))

@@ -36,7 +36,8 @@ def scanned_pdf(path: Path, pages: list[str]) -> Path:
     images[0].save(path, "PDF", resolution=150, save_all=True, append_images=images[1:])
     return path
 
-pytest_plugins = ["fake_ollama", "browser_plugin"]  # fixtures: `fake_ollama`, `browser`
+pytest_plugins = ["fake_ollama", "browser_plugin", "oidc_provider"]  # fixtures: `fake_ollama`,
+# `browser`; oidc_provider says at the end of the run when the OIDC tests were skipped
 
 
 @pytest.fixture(autouse=True)

@@ -79,10 +79,12 @@ def watching(config: Any, folder: Path, quiet_s: float) -> Any:
 
 
 @contextmanager
-def serving_notes(base: Path, notes: dict[str, str], words: str) -> Iterator[tuple[Any, Path]]:
+def serving_notes(base: Path, notes: dict[str, str], words: str,
+                  configure: Any = None) -> Iterator[tuple[Any, Path]]:
     """A daemon (fake embedder, loopback, its generated token) watching `base/docs` with these
     notes, once a sparse query for `words` returns every one of them: status counts a file at
-    its DuckDB commit, a moment before BM25 publishes it."""
+    its DuckDB commit, a moment before BM25 publishes it. `configure(config, docs)` may change
+    the config first."""
     import os
 
     from conftest import FakeEmbedder
@@ -95,6 +97,8 @@ def serving_notes(base: Path, notes: dict[str, str], words: str) -> Iterator[tup
         (docs / name).parent.mkdir(parents=True, exist_ok=True)
         (docs / name).write_text(text)
     config = watching(Config().with_data_dir(base / "data"), docs, 0.2)
+    if configure is not None:
+        config = configure(config, docs)
     saved = os.environ.pop("PSIRAG_KB_TOKEN", None)
     running = Daemon(config, embedder=FakeEmbedder())
     running.start()

@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from psirag_kb.access import OWNER, Access
 from psirag_kb.errors import AccessDenied, KBError, NodeNotFound
-from psirag_kb.people import People, UnknownPerson, Users
+from psirag_kb.people import MyTokens, People, SignInRefused, UnknownPerson, Users
 from psirag_kb.service import openai_compat as chat
 from psirag_kb.service.audit import AuditLog
 from psirag_kb.service.auth import (
@@ -87,6 +87,7 @@ KEEP_ALIVE_EVENT_S = 10.0
 METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}
 ROUTE_KEY = "psirag.route"
 """Where a request's scope holds the Route it was matched to."""
+TOKEN_FIELDS = {"name": str}
 
 
 class App(Protocol):
@@ -213,7 +214,8 @@ class Guard:
 
     def __init__(self, inner: ASGIApp, token: str, policy: HostPolicy,
                  limiter: FailureLimiter, people: People | None = None,
-                 persons: PersonLimiter | None = None, audit: AuditLog | None = None) -> None:
+                 persons: PersonLimiter | None = None, audit: AuditLog | None = None,
+                 proxy: Any = None) -> None:
         self.inner = inner
         self.token = token
         self.policy = policy
@@ -221,6 +223,8 @@ class Guard:
         self.people = people
         self.persons = persons
         self.audit = audit
+        self.proxy = proxy
+        """A trusted sign-in proxy (psirag_kb.service.proxy.Proxy) whose headers name people."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -263,6 +267,15 @@ class Guard:
             return None
         token = bearer(given)
         person = self.people.access_for(token) if self.people is not None and token else None
+        client = (scope.get("client") or ("?", 0))[0]
+        if person is None and self.proxy is not None:
+            from starlette.datastructures import Headers
+
+            try:  # believed only from a trusted peer; from any other the headers are ignored
+                person = self.proxy.access(client, Headers(scope=scope))
+            except SignInRefused as exc:
+                self._refused(f"proxy sign-in {path.decode('latin-1')}", 403, client)
+                return _json(403, {"error": str(exc)})
         if person is not None:
             wait = self.persons.wait(person.name) if self.persons is not None else 0.0
             if wait > 0:
@@ -275,7 +288,6 @@ class Guard:
                              headers={"Retry-After": str(int(wait) + 1)})
             state["authorized"], state["access"] = True, person
             return None
-        client = (scope.get("client") or ("?", 0))[0]
         wait = self.limiter.retry_after(client)
         if wait > 0:  # not audited: the limiter bounds the lines a flood of wrong tokens writes
             return _json(429, {"error": f"too many wrong tokens from {client}; retry in "
@@ -309,6 +321,7 @@ class Endpoints:
         self.mcp = mcp
         self.threads = anyio.CapacityLimiter(threads)
         self.users = Users(people) if people is not None else None
+        self.mine = MyTokens(people) if people is not None else None
 
     async def call(self, function: Callable[..., Any], *args: Any) -> Any:
         """Run a knowledge-base call on the worker threads."""
@@ -669,6 +682,35 @@ class Endpoints:
 
     # -- issue 33: sign-in (branch i33) ------------------------------------------------------
 
+    def _mine(self) -> MyTokens:
+        if self.mine is None:
+            raise HTTPError(404, "this server keeps no people")
+        return self.mine
+
+    @route("GET", "/api/me/tokens", "The caller's own personal tokens (never the tokens).",
+           response="{tokens: [{name, created, last_used}]}")
+    async def my_tokens(self, request: Request, access: Access) -> Response:
+        """GET /api/me/tokens."""
+        return _json(200, await self.call(self._mine().list, access))
+
+    @route("POST", "/api/me/tokens", "Make a personal token for the caller (shown once).",
+           body=TOKEN_FIELDS, required=("name",), response="{name, token}")
+    async def my_token_make(self, request: Request, access: Access) -> Response:
+        """POST /api/me/tokens."""
+        name = (await self.fields(request))["name"]
+        mine = self._mine()
+        self._audit(access, "token make", name)
+        return _json(200, await self.call(mine.make, access, name))
+
+    @route("DELETE", "/api/me/tokens/{name}", "Revoke one of the caller's personal tokens (at "
+           "once).", noun="token", response="{revoked}")
+    async def my_token_revoke(self, request: Request, access: Access, name: str) -> Response:
+        """DELETE /api/me/tokens/<name>."""
+        mine = self._mine()
+        self._audit(access, "token revoke", name)
+        return _json(200, await self.call(mine.revoke, access, name))
+
+
     # -- issue 34: operations (branch i34) ---------------------------------------------------
 
     # -- issue 32: OpenAPI and the OpenAI-compatible /v1 (branch i32b) -----------------------
@@ -787,7 +829,8 @@ def _neighbours(raw: str | None) -> int:
 def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
               max_body_bytes: int, mcp_server: Any = None,
               threads: int = WORKER_THREADS, people: People | None = None,
-              persons: PersonLimiter | None = None, audit: AuditLog | None = None) -> ASGIApp:
+              persons: PersonLimiter | None = None, audit: AuditLog | None = None,
+              proxy: Any = None) -> ASGIApp:
     """The whole ASGI application: guard, then /mcp or the /api routes."""
     mcp_app = None
     if mcp_server is not None:
@@ -811,7 +854,7 @@ def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
 
     starlette = Starlette(lifespan=lifespan)
     starlette.router.default = endpoints  # every method and path reaches `dispatch`
-    return Guard(starlette, token, policy, limiter, people, persons, audit)
+    return Guard(starlette, token, policy, limiter, people, persons, audit, proxy)
 
 
 class ServedInThread:
@@ -876,7 +919,8 @@ class APIServer(ServedInThread):
                  max_body_bytes: int = 1_000_000, *, allowed_hosts: Iterable[str] = (),
                  mcp_server: Any = None, max_connections: int = MAX_CONNECTIONS,
                  failures_per_minute: int = 10, people: People | None = None,
-                 person_requests_per_minute: int = 600, audit: AuditLog | None = None) -> None:
+                 person_requests_per_minute: int = 600, audit: AuditLog | None = None,
+                 proxy: Any = None) -> None:
         if not token:
             raise KBError("the API needs a token (the daemon generates one in its data "
                           "directory)")
@@ -888,7 +932,7 @@ class APIServer(ServedInThread):
         policy = HostPolicy(host, allowed_hosts, port=self.server_address[1])
         self.persons = PersonLimiter(person_requests_per_minute)
         asgi = build_app(app, token, policy, self.limiter, max_body_bytes, mcp_server,
-                         people=people, persons=self.persons, audit=audit)
+                         people=people, persons=self.persons, audit=audit, proxy=proxy)
         self.serve(asgi, max_connections, lifespan="on", graceful_s=5)
 
     @property

@@ -99,6 +99,7 @@ class Daemon:
             self._prune_conversations()  # people revoked while no daemon ran: before serving
             self.audit = AuditLog(self.data_dir, api.audit_max_bytes, api.audit_backups,
                                   api.audit_queries)
+            self.proxy = self._proxy()
             if watch_only := set(self.folders) - set(self.config.watch.folders):
                 log.info("partitioning the tree at --watch folders too: %s",
                          ", ".join(map(str, sorted(watch_only))))
@@ -109,7 +110,7 @@ class Daemon:
                                  failures_per_minute=api.auth_failures_per_minute,
                                  people=self.people,
                                  person_requests_per_minute=api.person_requests_per_minute,
-                                 audit=self.audit)
+                                 audit=self.audit, proxy=self.proxy)
             self.web = self._web_server(token)
             self.watcher = FolderWatcher(self.kb, self.folders, self.config.watch.quiet_period_s,
                                          self.data_dir)
@@ -144,6 +145,16 @@ class Daemon:
                  self.api.url, self.web.url if self.web is not None else "off", self.data_dir,
                  ", ".join(map(str, self.folders)) or "nothing")
 
+    def _proxy(self) -> Any:
+        """The trusted sign-in proxy of [auth.proxy] (None when not configured)."""
+        auth = self.config.auth
+        if auth.proxy is None:
+            return None
+        from psirag_kb.service.proxy import Proxy
+
+        assert self.people is not None
+        return Proxy(auth.proxy, auth.groups, self.people)
+
     def _web_server(self, token: str) -> Any:
         """The team's page on [web] port (None when [web] enabled is false)."""
         web, api = self.config.web, self.config.api
@@ -157,7 +168,7 @@ class Daemon:
         try:
             return WebServer(self, api.host, port, token, self.people, self.api.limiter,
                              web.session_minutes, api.allowed_hosts, api.max_connections,
-                             self.api.persons, self.audit)
+                             self.api.persons, self.audit, self.config.auth, self.proxy)
         except KBError as exc:
             raise KBError(f"the web page cannot listen on port {port} ({exc}); set [web] port "
                           "(or --web-port), or [web] enabled = false") from exc

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import secrets
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import (
     FileResponse,
     HTMLResponse,
+    JSONResponse,
     RedirectResponse,
     Response,
     StreamingResponse,
@@ -38,8 +40,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from psirag_kb.access import OWNER, Access
+from psirag_kb.config import AuthConfig
 from psirag_kb.errors import AccessDenied, KBError, NodeNotFound
-from psirag_kb.people import People, token_hash
+from psirag_kb.people import MyTokens, People, PeopleError, SignInRefused, UnknownPerson, token_hash
 from psirag_kb.search.retrieval import MODES
 from psirag_kb.service.audit import AuditLog
 from psirag_kb.service.auth import FailureLimiter, HostPolicy, PersonLimiter
@@ -53,6 +56,10 @@ HERE = Path(__file__).parent
 COOKIE = "psirag_session"
 PRE_COOKIE = "psirag_signin"
 """Before sign-in: the sign-in form's CSRF token, matched against this cookie."""
+FLOW_COOKIE = "psirag_oidc"
+"""During a provider sign-in: a random value binding the flow to this browser. SameSite=Lax
+(it must come back on the provider's redirect to /auth/callback), path /auth, used once."""
+MAX_TOKEN_JSON_BYTES = 4_096
 RESULTS = 10
 NEIGHBOURS = 2
 CHAT_PASSAGES = 5
@@ -116,7 +123,19 @@ class Web:
     def __init__(self, daemon: Any, owner_token: str, people: People | None,
                  limiter: FailureLimiter, policy: HostPolicy, session_minutes: int,
                  persons: PersonLimiter | None = None, threads: int = 8,
-                 audit: AuditLog | None = None) -> None:
+                 audit: AuditLog | None = None, auth: AuthConfig | None = None,
+                 proxy: Any = None, oidc: Any = None) -> None:
+        self.auth = auth or AuthConfig()
+        self.proxy = proxy
+        """The trusted sign-in proxy (psirag_kb.service.proxy.Proxy), or None."""
+        self.oidc = oidc
+        """The OpenID provider's client (psirag_kb.web.oidc.OIDCClient), or None."""
+        self.mine = MyTokens(people) if people is not None else None
+        self.secret = secrets.token_bytes(32)
+        """Derives a proxied person's form token (they have no session cookie)."""
+        self.finishing: dict[str, tuple[str, str, float]] = {}
+        """Provider sign-ins verified at /auth/callback, waiting for /auth/finish: flow cookie
+        hash -> (person, next page, deadline)."""
         self.daemon = daemon
         self.audit = audit
         self.persons = persons
@@ -124,13 +143,15 @@ class Web:
         self.people = people
         self.limiter = limiter
         self.policy = policy
-        self.sessions = Sessions(session_minutes * 60.0)
+        self.sessions = Sessions(min(session_minutes * 60.0, self.auth.session_hours * 3600.0))
         self.threads = anyio.CapacityLimiter(threads)
         self.templates = Environment(loader=FileSystemLoader(HERE / "templates"),
                                      autoescape=select_autoescape(default=True,
                                                                   default_for_string=True))
         self.templates.globals.update(where=where, file_name=file_name, highlight=highlight,
                                      title=title, excerpt=excerpt)
+        self.templates.globals["when"] = lambda stamp: "never" if not stamp else \
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
         self.templates.filters["flat"] = lambda text: " ".join(str(text).split())
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -147,15 +168,37 @@ class Web:
         return HTMLResponse(html, code, headers={"Cache-Control": "no-store"})
 
     def access_of(self, session: Session) -> Access | None:
-        """What the signed-in person may read now (None once their token is revoked)."""
-        if session.token_sha256 is None:
+        """What the signed-in person may read now (None once their token is revoked or they
+        are removed)."""
+        if session.owner:
             return OWNER
         if self.people is None:
             return None
+        if session.kind in ("oidc", "proxy"):
+            return self.people.access_of(session.name)
+        assert session.token_sha256 is not None
         return self.people.access_by_hash(session.token_sha256)
+
+    def proxied(self, request: Request) -> tuple[Session, Access] | None:
+        """The person a trusted sign-in proxy names (None: no proxy, an untrusted peer or no
+        header); SignInRefused when their groups grant nothing."""
+        if self.proxy is None:
+            return None
+        access = self.proxy.access(request.client.host if request.client else None,
+                                   request.headers)
+        if access is None:
+            return None
+        csrf = hmac.new(self.secret, access.name.encode(), "sha256").hexdigest()
+        return Session(access.name, None, csrf, float("inf"), "proxy"), access
 
     def signed_in(self, request: Request) -> tuple[Session, Access] | None:
         """The request's session and Access, or None."""
+        try:
+            found = self.proxied(request)
+        except SignInRefused:
+            found = None
+        if found is not None:
+            return found
         session = self.sessions.get(request.cookies.get(COOKIE))
         if session is None:
             return None
@@ -170,14 +213,19 @@ class Web:
         back to this address afterwards (`resume`)."""
 
         async def endpoint(request: Request) -> Response:
-            found = self.signed_in(request)
+            try:
+                found = self.proxied(request)
+            except SignInRefused as exc:
+                self.audited(None, "signin proxy", _client(request), 403)
+                return self.error(request, 403, str(exc))
+            found = found or self.signed_in(request)
             if found is None:
                 back = _asked(request) if resume else "/"
                 return RedirectResponse("/signin" + ("" if back == "/" else "?" + urlencode(
                     {"next": back})), 303)
             session, access = found
             wait = self.persons.wait(access.name) if self.persons is not None and \
-                session.token_sha256 is not None else 0.0
+                not session.owner else 0.0
             if wait > 0:  # the API's per-person limit, shared (the owner is never limited)
                 response = self.error(request, 429, f"more than {self.persons.per_minute} "
                                       f"requests a minute; retry in {int(wait) + 1} s", session)
@@ -234,7 +282,10 @@ class Web:
                     back: str = "/") -> Response:
         csrf = secrets.token_urlsafe(32)
         response = self.render(request, "signin.html", status, csrf=csrf, message=message,
-                               back=back)
+                               back=back, tokens_on_page=self.auth.tokens_on_page,
+                               button=self.oidc.config.button if self.oidc else None,
+                               provider=("/auth/login" + ("" if back == "/" else "?" + urlencode(
+                                   {"next": back}))) if self.oidc else None)
         response.set_cookie(PRE_COOKIE, csrf, max_age=600, httponly=True, samesite="strict",
                             secure=request.url.scheme == "https", path="/signin")
         return response
@@ -247,6 +298,9 @@ class Web:
         except WebError as exc:
             return self.error(request, exc.status, str(exc))
         back = safe_next(fields.get("next"))
+        if not self.auth.tokens_on_page:
+            return self.signin_form(request, 403, "Tokens are not accepted on this page; use "
+                                    "the sign-in button.", back)
         if not same_token(fields.get("csrf"), request.cookies.get(PRE_COOKIE) or "\x00"):
             return self.signin_form(request, 403, "The form expired; sign in again.", back)
         token = fields.get("token", "").strip()
@@ -286,6 +340,202 @@ class Web:
             if access is not None:
                 return access.name, token_hash(token)
         return None, None
+
+    # -- sign in through the OpenID provider ------------------------------------------------
+
+    def redirect_uri(self, request: Request) -> str:
+        """<the page's origin>/auth/callback, the origin as the browser reached it."""
+        return f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}" \
+               "/auth/callback"
+
+    def refused(self, request: Request, status: int, reason: str,
+                person: str | None = None) -> Response:
+        """A refused provider sign-in: a clear page, no session, a line in audit.jsonl (the
+        reason, never the code or a token)."""
+        self.audited(person, f"signin oidc refused: {reason[:200]}", _client(request), status)
+        response = self.render(request, "signin_refused.html", status, message=reason,
+                               button=self.oidc.config.button if self.oidc else None)
+        response.delete_cookie(FLOW_COOKIE, path="/auth")
+        return response
+
+    async def oidc_login(self, request: Request) -> Response:
+        """GET /auth/login?next=...: off to the provider (state, nonce, PKCE), the flow bound
+        to this browser by a Lax cookie."""
+        if self.oidc is None:
+            return self.error(request, 404, "this page signs in with tokens only")
+        from psirag_kb.web.oidc import SignInFailed
+
+        back = safe_next(request.query_params.get("next"))
+        browser = secrets.token_urlsafe(32)
+        oidc = self.oidc
+        try:
+            url = await self.call(lambda: oidc.start(browser, back, self.redirect_uri(request)))
+        except SignInFailed as exc:
+            return self.refused(request, 503, str(exc))
+        response = RedirectResponse(url, 303)
+        response.set_cookie(FLOW_COOKIE, browser, max_age=600, httponly=True, samesite="lax",
+                            secure=request.url.scheme == "https", path="/auth")
+        return response
+
+    async def oidc_callback(self, request: Request) -> Response:
+        """GET /auth/callback?code&state: the provider's answer. Checked, the person signed in
+        at the registry; the session itself opens at /auth/finish, reached from this
+        site's own page (a same-site navigation, on which the Strict cookie is then sent)."""
+        if self.oidc is None:
+            return self.error(request, 404, "this page signs in with tokens only")
+        from psirag_kb.web.oidc import ProviderDown, SignInFailed, digest
+
+        params = request.query_params
+        browser = request.cookies.get(FLOW_COOKIE)
+        oidc = self.oidc
+        try:
+            flow = oidc.take(params.get("state", ""), browser)
+            if params.get("error"):
+                raise SignInFailed(f"the provider did not sign you in ("
+                                   f"{params.get('error', '')[:100]})")
+            claims = await self.call(lambda: oidc.finish(params.get("code", ""), flow))
+            name, groups = oidc.person(claims)
+        except ProviderDown as exc:
+            return self.refused(request, 502, str(exc))
+        except SignInFailed as exc:
+            return self.refused(request, 403, str(exc))
+        if self.people is None:
+            return self.refused(request, 403, "this server keeps no people")
+        people = self.people
+        try:
+            await self.call(lambda: people.sign_in(name, "oidc", groups, self.auth.groups))
+        except PeopleError as exc:
+            return self.refused(request, 403, str(exc), name)
+        assert browser is not None
+        now = time.monotonic()
+        self.finishing = {k: v for k, v in self.finishing.items() if v[2] > now}
+        self.finishing[digest(browser)] = (name, flow.back, now + 60.0)
+        return self.render(request, "signin_finish.html", 200, back=flow.back)
+
+    async def oidc_finish(self, request: Request) -> Response:
+        """GET /auth/finish: opens the session of the sign-in this browser just completed
+        (once), sets the Strict session cookie and goes on to the page asked for."""
+        from psirag_kb.web.oidc import digest
+
+        browser = request.cookies.get(FLOW_COOKIE)
+        done = self.finishing.pop(digest(browser), None) if browser else None
+        if done is None or done[2] <= time.monotonic():
+            return RedirectResponse("/signin", 303)
+        name, back, _ = done
+        session_id, _ = self.sessions.open(name, None, "oidc")
+        self.audited(name, "signin oidc", _client(request))
+        response = RedirectResponse(back, 303)
+        response.set_cookie(COOKIE, session_id, max_age=int(self.sessions.lifetime_s),
+                            httponly=True, samesite="strict",
+                            secure=request.url.scheme == "https", path="/")
+        response.delete_cookie(FLOW_COOKIE, path="/auth")
+        return response
+
+    # -- personal tokens --------------------------------------------------------------------
+
+    async def tokens_page(self, request: Request, session: Session, access: Access) -> Response:
+        """GET /tokens: the person's own tokens (name, created, last used)."""
+        return self.tokens_view(request, session, access)
+
+    def tokens_view(self, request: Request, session: Session, access: Access,
+                    made: dict[str, str] | None = None, message: str = "",
+                    status: int = 200) -> Response:
+        if self.mine is None or session.owner:
+            raise WebError(404, "personal tokens belong to people; the owner uses api.token")
+        return self.render(request, "tokens.html", status, session=session,
+                           tokens=self.mine.list(access)["tokens"], made=made, message=message)
+
+    async def tokens_make(self, request: Request, session: Session, access: Access) -> Response:
+        """POST /tokens (name): a new token, shown this once."""
+        fields = await self.session_form(request, session)
+        assert self.mine is not None
+        try:
+            made = self.mine.make(access, fields.get("name", "").strip())
+        except PeopleError as exc:
+            return self.tokens_view(request, session, access, message=str(exc), status=400)
+        self.audited(access.name, "token make", _client(request))
+        return self.tokens_view(request, session, access, made=made)
+
+    async def tokens_revoke(self, request: Request, session: Session,
+                            access: Access) -> Response:
+        """POST /tokens/revoke (name): the token stops working now."""
+        fields = await self.session_form(request, session)
+        assert self.mine is not None
+        try:
+            self.mine.revoke(access, fields.get("name", ""))
+        except PeopleError as exc:
+            return self.tokens_view(request, session, access, message=str(exc), status=404)
+        self.audited(access.name, "token revoke", _client(request))
+        return RedirectResponse("/tokens", 303)
+
+    async def session_form(self, request: Request, session: Session) -> dict[str, str]:
+        """A POSTed form of a signed-in person, its CSRF token checked."""
+        if self.mine is None or session.owner:
+            raise WebError(404, "personal tokens belong to people; the owner uses api.token")
+        fields = await self.form(request)
+        if not same_token(fields.get("csrf"), session.csrf):
+            raise WebError(403, "the form's token is wrong; reload the page")
+        return fields
+
+    async def my_tokens(self, request: Request) -> Response:
+        """/api/me/tokens[/<name>] on the page's origin: the page's session with its CSRF token
+        in X-CSRF-Token (never cross-site), or a person's token as Bearer."""
+        method, name = request.method, request.path_params.get("name")
+        allowed = ("DELETE",) if name is not None else ("GET", "POST")
+        if method not in allowed:
+            return JSONResponse({"error": f"{method} is not allowed here; use "
+                                          f"{', '.join(allowed)}"}, 405)
+        origin = request.headers.get("origin")
+        if request.headers.get("sec-fetch-site") == "cross-site" or not \
+                self.policy.origin_allowed(origin, request.headers.get("host")):
+            return JSONResponse({"error": "cross-origin requests are refused"}, 403)
+        access = await self.token_caller(request)
+        if access is None:
+            return JSONResponse({"error": "sign in on the page (and send its CSRF token in "
+                                          "X-CSRF-Token) or send Authorization: Bearer <token>"},
+                                401, headers={"WWW-Authenticate": "Bearer"})
+        assert self.mine is not None
+        try:
+            if method == "GET":
+                return JSONResponse(self.mine.list(access))
+            if method == "DELETE":
+                result = self.mine.revoke(access, str(name))
+                self.audited(access.name, "token revoke", _client(request))
+                return JSONResponse(result)
+            length = request.headers.get("content-length", "")
+            if not length.isdigit() or int(length) > MAX_TOKEN_JSON_BYTES:
+                return JSONResponse({"error": "send a small JSON body with a Content-Length"},
+                                    413)
+            try:
+                body = json.loads(await request.body())
+            except ValueError:
+                return JSONResponse({"error": "malformed JSON"}, 400)
+            if not isinstance(body, dict) or set(body) != {"name"} or \
+                    not isinstance(body["name"], str):
+                return JSONResponse({"error": "the body must be {\"name\": \"...\"}"}, 400)
+            result = self.mine.make(access, body["name"])
+            self.audited(access.name, "token make", _client(request))
+            return JSONResponse(result)
+        except UnknownPerson as exc:
+            return JSONResponse({"error": str(exc)}, 404)
+        except PeopleError as exc:
+            return JSONResponse({"error": str(exc)}, 400)
+
+    async def token_caller(self, request: Request) -> Access | None:
+        """Who calls /api/me/tokens: a person's Bearer token, the proxy's person, or the page's
+        session when X-CSRF-Token matches it."""
+        if self.mine is None or self.people is None:
+            return None
+        given = request.headers.get("authorization", "")
+        if given.startswith("Bearer "):
+            return self.people.access_for(given[len("Bearer "):].strip())
+        found = self.signed_in(request)
+        if found is None:
+            return None
+        session, access = found
+        if session.owner or not same_token(request.headers.get("x-csrf-token"), session.csrf):
+            return None
+        return access
 
     async def signout(self, request: Request) -> Response:
         """POST /signout: ends the session (with its CSRF token)."""
@@ -526,6 +776,10 @@ def _cited(text: str, numbers: dict[int, Any]) -> Markup:
     return Markup(re.sub(r"\[(\d{1,4})\]", link, escaped))
 
 
+def _client(request: Request) -> str:
+    return request.client.host if request.client else "?"
+
+
 def _asked(request: Request) -> str:
     """The address a request asked for: its path and query, as sent."""
     path = request.scope.get("raw_path") or request.url.path.encode()
@@ -537,7 +791,7 @@ def safe_next(raw: str | None) -> str:
     """`raw` when it is a page of this site (a path such as "/?q=..."), else "/": never another
     site ("//host", "/\\host", "https://..."), never a control character a browser would drop."""
     if not raw or len(raw) > MAX_NEXT_CHARS or not raw.startswith("/") or \
-            raw.startswith(("//", "/signin", "/signout")) or "\\" in raw or \
+            raw.startswith(("//", "/signin", "/signout", "/auth/")) or "\\" in raw or \
             any(ord(c) <= 0x20 or 0x7F <= ord(c) <= 0x9F for c in raw):
         return "/"
     parts = urlsplit(raw)
@@ -566,6 +820,14 @@ def build_web_app(web: Web) -> ASGIApp:
         Route("/tree", web.page(web.tree)),
         Route("/tree/{node_id}", web.page(web.tree)),
         Route("/status", web.page(web.status)),
+        Route("/auth/login", web.oidc_login, methods=["GET"]),
+        Route("/auth/callback", web.oidc_callback, methods=["GET"]),
+        Route("/auth/finish", web.oidc_finish, methods=["GET"]),
+        Route("/tokens", web.page(web.tokens_page), methods=["GET"]),
+        Route("/tokens", web.page(web.tokens_make), methods=["POST"]),
+        Route("/tokens/revoke", web.page(web.tokens_revoke), methods=["POST"]),
+        Route("/api/me/tokens", web.my_tokens, methods=["GET", "POST"]),
+        Route("/api/me/tokens/{name}", web.my_tokens, methods=["DELETE"]),
         Route("/chat", web.page(web.chat), methods=["GET"]),
         Route("/chat", web.page(web.chat_ask), methods=["POST"]),
         Route("/chat/{conversation}", web.page(web.chat_open), methods=["GET"]),

@@ -26,6 +26,14 @@ class Session:
     """The person's token hash when signed in (None: the owner's api.token)."""
     csrf: str
     expires: float
+    kind: str = "token"
+    """"token" (a person's token, or the owner's api.token when token_sha256 is None), "oidc"
+    (signed in at the provider: their Access is looked up by name) or "proxy"."""
+
+    @property
+    def owner(self) -> bool:
+        """Whether the machine's owner signed in (with api.token)."""
+        return self.kind == "token" and self.token_sha256 is None
 
 
 class Sessions:
@@ -36,11 +44,12 @@ class Sessions:
         self._by_hash: dict[str, Session] = {}
         self._lock = threading.Lock()
 
-    def open(self, name: str, token_sha256: str | None) -> tuple[str, Session]:
+    def open(self, name: str, token_sha256: str | None,
+             kind: str = "token") -> tuple[str, Session]:
         """A new session: (the id for the cookie, the session)."""
         session_id = secrets.token_urlsafe(32)
         session = Session(name, token_sha256, secrets.token_urlsafe(32),
-                          time.monotonic() + self.lifetime_s)
+                          time.monotonic() + self.lifetime_s, kind)
         with self._lock:
             self._expire()
             if len(self._by_hash) >= MAX_SESSIONS:
