@@ -15,6 +15,7 @@ import resource
 import selectors
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -35,13 +36,18 @@ def _limit_memory(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def _start(memory: int) -> subprocess.Popen:
+def _start(memory: int, paths: list[str]) -> subprocess.Popen:
+    """A worker reading `paths` (from a file as its stdin: a pipe written while its answers
+    are not yet read would fill up both ways)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    return subprocess.Popen(
-        [sys.executable, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT,
-        preexec_fn=lambda: _limit_memory(memory))
+    with tempfile.TemporaryFile("w+") as listing:
+        listing.write("".join(f"{p}\n" for p in paths))
+        listing.seek(0)
+        return subprocess.Popen(
+            [sys.executable, str(WORKER)], stdin=listing, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT,
+            preexec_fn=lambda: _limit_memory(memory))
 
 
 def run(paths: list[Path], memory: int = MEMORY_LIMIT,
@@ -50,10 +56,8 @@ def run(paths: list[Path], memory: int = MEMORY_LIMIT,
     results: dict[str, dict] = {}
     pending = [str(p) for p in paths]
     while pending:
-        worker = _start(memory)
-        assert worker.stdin is not None and worker.stdout is not None
-        worker.stdin.write("".join(f"{p}\n" for p in pending))
-        worker.stdin.close()
+        worker = _start(memory, pending)
+        assert worker.stdout is not None
         selector = selectors.DefaultSelector()
         selector.register(worker.stdout, selectors.EVENT_READ)
         current: str | None = None
@@ -68,10 +72,12 @@ def run(paths: list[Path], memory: int = MEMORY_LIMIT,
                     results[pending[0]] = {"outcome": "hang", "reason": "worker did not start"}
                 break
             line = worker.stdout.readline()
-            if not line:  # the worker died
+            if not line:  # the worker ended: done, or died (on `current`, or before any file)
                 code = worker.wait()
-                if current is not None:
-                    results[current] = {"outcome": "crash", "reason": f"worker exit {code}"}
+                left = [p for p in pending if p not in results]
+                if current is not None or left:
+                    results[current or left[0]] = {"outcome": "crash",
+                                                   "reason": f"worker exit {code}"}
                 break
             report = json.loads(line)
             if report["event"] == "start":
@@ -95,8 +101,6 @@ def findings(results: dict[str, dict]) -> dict[str, dict]:
 
 def main() -> None:
     """Write a range of the corpus to a temporary folder, run it, print the outcomes."""
-    import tempfile
-
     sys.path.insert(0, str(WORKER.parent))
     from hostile import write_cases
 
