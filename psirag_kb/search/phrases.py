@@ -9,6 +9,7 @@ import numpy as np
 
 from psirag_kb.access import OWNER, Access
 from psirag_kb.search.scope import Scope
+from psirag_kb.storage.scripts import segment
 from psirag_kb.storage.sparse import phrase_words
 
 PHRASE_CANDIDATES = 1000
@@ -36,7 +37,8 @@ def required(text: str) -> list[str]:
     if not phrases:
         return []
     outside = _QUOTED.sub(" ", text)
-    return phrases if len(phrase_words(outside).split()) <= SEARCH_WORDS else []
+    # a CJK run counts its bigrams: a question in Chinese has no spaces between words
+    return phrases if len(segment(phrase_words(outside)).split()) <= SEARCH_WORDS else []
 
 
 Search = Callable[..., tuple[np.ndarray, np.ndarray]]

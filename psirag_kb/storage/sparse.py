@@ -13,6 +13,7 @@ import numpy as np
 import tantivy
 
 from psirag_kb.errors import StoreError
+from psirag_kb.storage.scripts import ANALYZER, segment
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,8 @@ def path_terms(path: str) -> list[str]:
 
 
 def _schema() -> tantivy.Schema:
-    """id (fast integer) + text (English stemming) + scope (the file's path and its folders,
-    untokenised, indexed only)."""
+    """id (fast integer) + text (English stemming, CJK runs as bigrams: `segment`) + scope
+    (the file's path and its folders, untokenised, indexed only)."""
     builder = tantivy.SchemaBuilder()
     builder.add_integer_field("id", stored=True, indexed=True, fast=True)
     builder.add_text_field("text", stored=False, tokenizer_name="en_stem")
@@ -74,8 +75,8 @@ def _schema() -> tantivy.Schema:
 def _document(chunk_id: int, text: str, path: str | None) -> tantivy.Document:
     """The index's document for a chunk (a corpus record has no path, so no scope)."""
     if path is None:
-        return tantivy.Document(id=int(chunk_id), text=text)
-    return tantivy.Document(id=int(chunk_id), text=text, scope=path_terms(path))
+        return tantivy.Document(id=int(chunk_id), text=segment(text))
+    return tantivy.Document(id=int(chunk_id), text=segment(text), scope=path_terms(path))
 
 
 class SparseIndex:
@@ -87,6 +88,7 @@ class SparseIndex:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         self._generation_file = self.folder / "GENERATION"
+        self._analyzer_file = self.folder / "ANALYZER"
         self._open()
         self.identity: str | None = None
         """The identity of the database the index was built from (None before it was
@@ -120,14 +122,28 @@ class SparseIndex:
             self._open(retry=False)
 
     def _read_generation(self) -> int:
-        """The generation in the GENERATION file ("generation identity"), and its identity."""
+        """The generation in the GENERATION file ("generation identity"), and its identity;
+        -1 (stale: rebuilt from DuckDB) when the ANALYZER file names another tokenisation."""
         try:
             parts = self._generation_file.read_text().split()
             generation = int(parts[0])
         except (OSError, ValueError, IndexError):
             return -1
         self.identity = parts[1] if len(parts) > 1 else None
+        analyzer = self.analyzer()
+        if generation >= 0 and analyzer != ANALYZER:
+            log.warning("BM25 index %s was built with the tokenisation %s, this version uses "
+                        "%s (CJK, kana and hangul as bigrams); rebuilding it", self.folder,
+                        analyzer or "of an older release", ANALYZER)
+            return -1
         return generation
+
+    def analyzer(self) -> str | None:
+        """The tokenisation the index's documents were built with (None: an older release)."""
+        try:
+            return self._analyzer_file.read_text().strip() or None
+        except OSError:
+            return None
 
     @property
     def generation(self) -> int:
@@ -185,6 +201,7 @@ class SparseIndex:
             self.identity = identity
         self.writer.delete_all_documents()
         self.writer.commit()
+        self._analyzer_file.write_text(ANALYZER)
         for batch in batches:
             for chunk_id, text, path in batch:
                 self.writer.add_document(_document(chunk_id, text, path))
@@ -200,7 +217,7 @@ class SparseIndex:
         words = plain_query(text)
         if not words or (within is not None and not within):
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        query, _errors = self.index.parse_query_lenient(words, ["text"])
+        query, _errors = self.index.parse_query_lenient(segment(words), ["text"])
         filters = [self._phrase(p) for p in phrases]
         if within is not None:
             filters.append(tantivy.Query.term_set_query(self.schema, "scope", list(within)))
@@ -221,7 +238,7 @@ class SparseIndex:
         words = phrase_words(text)
         if not words:  # no word at all (punctuation): matches everything
             return tantivy.Query.all_query()
-        query, _errors = self.index.parse_query_lenient(f'"{words}"', ["text"])
+        query, _errors = self.index.parse_query_lenient(f'"{segment(words)}"', ["text"])
         return query
 
     def _hits(self, query: tantivy.Query, filters: list[tantivy.Query],

@@ -25,12 +25,28 @@ from psirag_kb.ingest.formats.containers import OLE_MAGIC, describe_content
 from psirag_kb.ingest.formats.htmlblocks import html_blocks
 
 _HEADER_FIELDS = ("From", "To", "Cc", "Date", "Subject")
+LONGEST_HEADER = 8192
+"""Characters of a header field's value that are parsed: the stdlib's structured parser takes
+time quadratic in a value's length (a 2 MB From field of a hostile file took minutes)."""
+
+
+class _BoundedPolicy(email.policy.EmailPolicy):
+    """The default policy, with header values cut to LONGEST_HEADER before they are parsed."""
+
+    def header_fetch_parse(self, name: str, value: Any) -> Any:
+        """Parse a header's value as the default policy does, at most LONGEST_HEADER of it."""
+        if isinstance(value, str) and len(value) > LONGEST_HEADER:
+            value = value[:LONGEST_HEADER]
+        return super().header_fetch_parse(name, value)
+
+
+_POLICY = _BoundedPolicy()
 
 
 def read_eml(data: bytes, kind: str = "eml") -> Extracted:
     """Read a MIME message: header fields, the preferred body, attachment names."""
     message: EmailMessage = email.message_from_bytes(  # type: ignore[assignment]
-        data, policy=email.policy.default
+        data, policy=_POLICY
     )
     headers = {name: _header(message, name) for name in _HEADER_FIELDS}
     if not any(headers.values()) and not message.get("Message-ID"):
@@ -128,7 +144,7 @@ def read_msg(data: bytes, kind: str = "msg") -> Extracted:
         if address and "@" in address and address != sender:
             sender = f"{sender} <{address}>" if sender else address
         transport = email.message_from_string(message.string(_HEADERS) or "",
-                                              policy=email.policy.default)
+                                              policy=_POLICY)
         headers = {
             "From": sender or _header(transport, "From"),
             "To": message.string(_DISPLAY_TO) or _header(transport, "To"),
