@@ -3,7 +3,7 @@
     /work/main/.venv/bin/python benchmarks/peers.py --work /tmp/peers \
         --folder examples/docs --doc-files 1500 \
         --multi $D/musique_train100,$D/hotpotqa_train100,$D/2wiki_corpus \
-        --single $D/popqa_dev500,$D/2wiki_corpus --distractors 2000 \
+        --single $D/popqa_dev500,$D/2wiki_corpus:2000 \
         --ask multi:$D/musique_train100 --ask multi:$D/hotpotqa_train100 \
         --ask single:$D/popqa_dev500 --json results.json --markdown table.md
 
@@ -61,6 +61,7 @@ PEER_DEPTH = 10
 CLIENTS = 8
 CHUNK_TOKENS = 100
 PSIRAG_MODES = ("sparse", "dense", "hybrid", "flat_hybrid", "tree", "agent", "auto")
+"""psirag-kb's modes scored by default (`--modes` chooses)."""
 PEER_MODES = ("vector", "bm25", "fusion")
 UPDATE_TIMEOUT_S = 600.0
 MARK = "RESULT "
@@ -202,7 +203,9 @@ def psirag_config(store: Path, folder: Path | None = None) -> Any:
 
 
 def psirag_task(task: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """One psirag-kb measurement in this fresh process."""
+    """One psirag-kb measurement in this fresh process (an ingest timed from the start, the
+    imports and the model's load included, as the peer's)."""
+    started = time.perf_counter()
     from psirag_kb.ingest.embedding import make_embedder
     from psirag_kb.kb import KnowledgeBase
 
@@ -210,7 +213,6 @@ def psirag_task(task: str, spec: dict[str, Any]) -> dict[str, Any]:
     config = psirag_config(store, Path(spec["folder"]) if task == "update" else None)
     embedder = make_embedder(config.embedding)
     if task in ("ingest_folder", "ingest_corpus"):
-        started = time.perf_counter()
         with KnowledgeBase(config, embedder=embedder) as kb:
             if task == "ingest_folder":
                 kb.ingest([Path(spec["folder"])])
@@ -395,11 +397,12 @@ def corpus_documents(paths: list[str]) -> list[Any]:
 
 
 def peer_task(task: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """One peer measurement in this fresh process (the peer's venv)."""
+    """One peer measurement in this fresh process (the peer's venv; an ingest timed from the
+    start, the imports and the model's load included)."""
+    started = time.perf_counter()
     store = Path(spec["store"])
     peer = Peer(spec["model"], store, spec["threads"])
     if task in ("ingest_folder", "ingest_corpus"):
-        started = time.perf_counter()
         peer.new()
         documents = (read_folder(Path(spec["folder"])) if task == "ingest_folder"
                      else corpus_documents(spec["corpora"]))
@@ -518,14 +521,15 @@ def copy_docs(source: Path, target: Path, limit: int, max_bytes: int, seed: int 
     return copied
 
 
-def subset(sets: list[Path], distractors: int, out: Path) -> list[str]:
-    """Each set's corpus.jsonl; the last set (the distractors) cut to `distractors` records."""
+def subset(sets: list[str], out: Path) -> list[str]:
+    """Each set's corpus.jsonl, as "FOLDER" (all of it) or "FOLDER:N" (its first N records)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for number, folder in enumerate(sets):
+    for item in sets:
+        name, _, count = item.partition(":")
+        folder = Path(name)
         lines = (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
-        if number == len(sets) - 1 and distractors and len(sets) > 1:
-            lines = lines[:distractors]
+        lines = lines[:int(count)] if count else lines
         target = out / f"{folder.name}.jsonl"
         target.write_text("\n".join(lines) + "\n", encoding="utf-8")
         paths.append(str(target))
@@ -647,7 +651,7 @@ def orchestrate(args: argparse.Namespace) -> None:
         report["doc_files"] = copy_docs(Path("/usr/share/doc"), docs, args.doc_files,
                                        args.doc_max_bytes)
         folders["usr-share-doc"] = docs
-    largest = None
+    plans: dict[str, dict[str, Any]] = {}
     for name, folder in folders.items():
         pair = {}
         for tool in ("psirag", "peer"):
@@ -655,15 +659,16 @@ def orchestrate(args: argparse.Namespace) -> None:
             if copy.exists():
                 shutil.rmtree(copy)
             shutil.copytree(folder, copy, symlinks=False)
-            if name == list(folders)[-1]:
-                plan = plant(copy)
+            plans[name] = plant(copy)  # the same plan in both copies
             store = work / tool / "stores" / name
             shutil.rmtree(store, ignore_errors=True)
             pair[tool] = runner.run(tool, "ingest_folder", {"folder": str(copy),
                                                             "store": str(store)})
         report["ingest"][f"folder {name}"] = pair
-        largest = name
+    largest = max(folders, key=lambda n: report["ingest"][f"folder {n}"]["psirag"]["chunks"],
+                  default=None)
     if largest is not None and not args.no_update:
+        plan = plans[largest]
         report["update"] = {
             tool: runner.run(tool, "update", {
                 "folder": str(work / tool / "folders" / largest),
@@ -674,8 +679,7 @@ def orchestrate(args: argparse.Namespace) -> None:
     for store_name, sets in stores.items():
         if not sets:
             continue
-        corpora = subset([Path(s) for s in sets.split(",")], args.distractors,
-                         work / "inputs" / store_name)
+        corpora = subset(sets.split(","), work / "inputs" / store_name)
         pair = {}
         for tool in ("psirag", "peer"):
             store = work / tool / "stores" / store_name
@@ -689,7 +693,7 @@ def orchestrate(args: argparse.Namespace) -> None:
             report["queries"][store_name] = {
                 "psirag": runner.run("psirag", "queries", {
                     "store": str(work / "psirag" / "stores" / store_name), "questions": asks,
-                    "modes": list(PSIRAG_MODES), "concurrent_modes": ["hybrid", "auto"]}),
+                    "modes": args.modes.split(","), "concurrent_modes": ["hybrid", "auto"]}),
                 "peer": runner.run("peer", "queries", {
                     "store": str(work / "peer" / "stores" / store_name), "questions": asks}),
             }
@@ -724,11 +728,12 @@ def main() -> None:
                         help="also copy this many text files of /usr/share/doc and ingest them")
     parser.add_argument("--doc-max-bytes", type=int, default=50_000,
                         help="largest /usr/share/doc file copied (uncompressed)")
-    parser.add_argument("--multi", help="comma-separated set folders of the multi-hop store")
+    parser.add_argument("--multi", help="comma-separated set folders of the multi-hop store "
+                                        "(FOLDER:N keeps a set's first N records)")
     parser.add_argument("--single", help="comma-separated set folders of the single-hop store")
-    parser.add_argument("--distractors", type=int, default=0,
-                        help="records kept of each store's last set (0: all)")
     parser.add_argument("--ask", action="append", default=[], help="STORE:SET_FOLDER")
+    parser.add_argument("--modes", default=",".join(PSIRAG_MODES),
+                        help="psirag-kb modes scored (hybrid and auto are always needed)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-update", action="store_true")
     parser.add_argument("--json", type=Path)

@@ -181,23 +181,54 @@ def train_model(
 
 
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99)
+ONE_HOP_RECALL = 0.95
+"""Share of one-hop validation questions that must keep their single round."""
 
 
 def single_hop_threshold(probabilities: np.ndarray, labels: np.ndarray) -> tuple[float, dict]:
     """The one-hop probability a question needs for one round: the highest of THRESHOLDS
-    that keeps the one-hop recall of the one-vs-more decision within 1 point of its best
-    (more-hop questions sent to one round lose their later hops; one-hop questions sent to more
-    rounds lose little), with that decision's recall of both sides at it."""
+    that still gives ONE_HOP_RECALL of the one-hop questions one round (a more-hop question
+    sent to one round loses its later hops; a one-hop question sent to more rounds keeps its
+    first round's passages, fused with the later ones), with that decision's recall of both
+    sides at it."""
     single = labels == 1
     scores = {}
     for threshold in THRESHOLDS:
         called = probabilities[:, 0] >= threshold
         scores[threshold] = (float(np.mean(called[single])) if single.any() else 1.0,
                              float(np.mean(~called[~single])) if (~single).any() else 1.0)
-    best = max(one for one, _ in scores.values())
-    chosen = max(t for t, (one, _) in scores.items() if one >= best - 0.01)
+    enough = [t for t, (one, _) in scores.items() if one >= ONE_HOP_RECALL] or [THRESHOLDS[0]]
+    chosen = max(enough)
     one, more = scores[chosen]
     return chosen, {"one_hop_recall": round(one, 4), "more_hop_recall": round(more, 4)}
+
+
+def threshold_only(args: argparse.Namespace, labelled: list[tuple[str, int]],
+                   vectors: np.ndarray, groups: np.ndarray, kept: np.ndarray,
+                   held: np.ndarray) -> None:
+    """Choose the one-hop threshold of existing weights on the validation part of the kept
+    rows (the split `train_model` makes), save them with it, print hold-out metrics of both
+    rules."""
+    labels = np.array([h for _, h in labelled], dtype=np.int64)
+    questions = [q for q, _ in labelled]
+    model = HopDiscriminator.load(args.weights)
+    _, val = grouped_stratified_split(labels[kept], groups[kept], args.val_fraction,
+                                      args.seed + 1)
+    val = kept[val]
+    chosen, binary = single_hop_threshold(
+        model.probabilities([questions[i] for i in val], vectors[val]), labels[val])
+    held_pairs = [labelled[i] for i in held]
+    model.metadata.pop(SINGLE_HOP_KEY, None)
+    before = model.evaluate(held_pairs, vectors[held])
+    model.metadata |= {SINGLE_HOP_KEY: chosen, "validation_one_vs_more": binary,
+                       "holdout_metrics_argmax": before}
+    after = model.evaluate(held_pairs, vectors[held])
+    model.metadata["holdout_metrics"] = after
+    model.metadata["threshold_command"] = "python training/train_hops.py " + shlex.join(
+        sys.argv[1:])
+    model.save(args.out)
+    print(json.dumps({"argmax": before, "threshold": after, SINGLE_HOP_KEY: chosen,
+                      "validation_one_vs_more": binary}, indent=2))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -222,6 +253,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--argmax", action="store_true",
                         help="call a question one-hop when that is its likeliest count (no "
                              "threshold chosen on the validation part: the earlier rule)")
+    parser.add_argument("--weights", type=Path,
+                        help="no training: choose the one-hop threshold of these weights")
     parser.add_argument("--exclude", type=Path, action="append", default=[],
                         help="questions.jsonl whose questions are held back as well (repeat)")
     args = parser.parse_args(argv)
@@ -235,6 +268,9 @@ def main(argv: list[str] | None = None) -> None:
     vectors = embedder.embed(questions)
     groups = near_duplicate_groups(vectors, args.dup_threshold)
     kept, held = grouped_stratified_split(labels, groups, args.holdout_fraction, args.seed)
+    if args.weights:
+        threshold_only(args, labelled, vectors, groups, kept, held)
+        return
     excluded = {json.loads(line)["question"] for path in args.exclude
                 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
     dropped = int(sum(questions[i] in excluded for i in kept))

@@ -173,5 +173,5 @@ def test_training_picks_the_highest_threshold_keeping_one_hop_recall() -> None:
     p1 = np.array([0.999, 0.97, 0.96, 0.93, 0.92, 0.4, 0.1])
     probabilities = np.stack([p1, 1 - p1, np.zeros(7), np.zeros(7)], axis=1)
     chosen, binary = single_hop_threshold(probabilities, labels)
-    assert chosen == 0.9  # 0.95 would lose one of four one-hop questions
+    assert chosen == 0.9  # 0.95 would give one of four one-hop questions more rounds
     assert binary == {"one_hop_recall": 1.0, "more_hop_recall": pytest.approx(2 / 3, abs=1e-4)}
