@@ -521,6 +521,17 @@ def copy_docs(source: Path, target: Path, limit: int, max_bytes: int, seed: int 
     return copied
 
 
+def limited(path: Path, count: int, out: Path) -> str:
+    """The questions file, or a copy of its first `count` questions (0: all)."""
+    if not count:
+        return str(path)
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / f"{path.parent.name}-{count}.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()[:count]
+    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(target)
+
+
 def subset(sets: list[str], out: Path) -> list[str]:
     """Each set's corpus.jsonl, as "FOLDER" (all of it) or "FOLDER:N" (its first N records)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -651,6 +662,39 @@ def orchestrate(args: argparse.Namespace) -> None:
         report["doc_files"] = copy_docs(Path("/usr/share/doc"), docs, args.doc_files,
                                        args.doc_max_bytes)
         folders["usr-share-doc"] = docs
+
+    def save() -> None:
+        """Write what is measured so far (a run cut short keeps its finished steps)."""
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        if args.markdown:
+            args.markdown.write_text(markdown(report), encoding="utf-8")
+
+    stores = {"multi": args.multi, "single": args.single}
+    for store_name, sets in stores.items():
+        if not sets:
+            continue
+        corpora = subset(sets.split(","), work / "inputs" / store_name)
+        pair = {}
+        for tool in ("psirag", "peer"):
+            store = work / tool / "stores" / store_name
+            shutil.rmtree(store, ignore_errors=True)
+            pair[tool] = runner.run(tool, "ingest_corpus", {"corpora": corpora,
+                                                            "store": str(store)})
+        report["ingest"][f"corpus {store_name}"] = pair
+        save()
+        asks = [(Path(path).name, limited(Path(path) / "questions.jsonl", args.questions,
+                                          work / "inputs" / store_name))
+                for name, path in (a.split(":", 1) for a in args.ask) if name == store_name]
+        if asks:
+            report["queries"][store_name] = {
+                "psirag": runner.run("psirag", "queries", {
+                    "store": str(work / "psirag" / "stores" / store_name), "questions": asks,
+                    "modes": args.modes.split(","), "concurrent_modes": ["hybrid", "auto"]}),
+                "peer": runner.run("peer", "queries", {
+                    "store": str(work / "peer" / "stores" / store_name), "questions": asks}),
+            }
+            save()
     plans: dict[str, dict[str, Any]] = {}
     for name, folder in folders.items():
         pair = {}
@@ -665,6 +709,7 @@ def orchestrate(args: argparse.Namespace) -> None:
             pair[tool] = runner.run(tool, "ingest_folder", {"folder": str(copy),
                                                             "store": str(store)})
         report["ingest"][f"folder {name}"] = pair
+        save()
     largest = max(folders, key=lambda n: report["ingest"][f"folder {n}"]["psirag"]["chunks"],
                   default=None)
     if largest is not None and not args.no_update:
@@ -675,28 +720,7 @@ def orchestrate(args: argparse.Namespace) -> None:
                 "store": str(work / tool / "stores" / largest), "plan": plan})
             for tool in ("psirag", "peer")}
         report["update"]["folder"] = largest
-    stores = {"multi": args.multi, "single": args.single}
-    for store_name, sets in stores.items():
-        if not sets:
-            continue
-        corpora = subset(sets.split(","), work / "inputs" / store_name)
-        pair = {}
-        for tool in ("psirag", "peer"):
-            store = work / tool / "stores" / store_name
-            shutil.rmtree(store, ignore_errors=True)
-            pair[tool] = runner.run(tool, "ingest_corpus", {"corpora": corpora,
-                                                            "store": str(store)})
-        report["ingest"][f"corpus {store_name}"] = pair
-        asks = [(Path(path).name, path + "/questions.jsonl")
-                for name, path in (a.split(":", 1) for a in args.ask) if name == store_name]
-        if asks:
-            report["queries"][store_name] = {
-                "psirag": runner.run("psirag", "queries", {
-                    "store": str(work / "psirag" / "stores" / store_name), "questions": asks,
-                    "modes": args.modes.split(","), "concurrent_modes": ["hybrid", "auto"]}),
-                "peer": runner.run("peer", "queries", {
-                    "store": str(work / "peer" / "stores" / store_name), "questions": asks}),
-            }
+        save()
     report["load_after"] = os.getloadavg()
     report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     table = markdown(report)
@@ -734,6 +758,8 @@ def main() -> None:
     parser.add_argument("--ask", action="append", default=[], help="STORE:SET_FOLDER")
     parser.add_argument("--modes", default=",".join(PSIRAG_MODES),
                         help="psirag-kb modes scored (hybrid and auto are always needed)")
+    parser.add_argument("--questions", type=int, default=0,
+                        help="ask only each set's first N questions (0: all)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-update", action="store_true")
     parser.add_argument("--json", type=Path)
