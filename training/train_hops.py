@@ -19,7 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
-from psirag_kb.answer.hops import HopDiscriminator, load_labelled, metrics, question_features
+from psirag_kb.answer.hops import (
+    SINGLE_HOP_KEY,
+    HopDiscriminator,
+    load_labelled,
+    metrics,
+    question_features,
+)
 from psirag_kb.config import EmbeddingConfig
 from psirag_kb.ingest.embedding import CachedEmbedder, SentenceTransformerEmbedder
 
@@ -149,21 +155,80 @@ def build_inputs(questions: list[str], vectors: np.ndarray, extra: bool) -> np.n
 
 def train_model(
     questions: list[str], labels: np.ndarray, vectors: np.ndarray, groups: np.ndarray, *,
-    extra: bool, scale_embedding: bool, seed: int, val_fraction: float, refit: bool, **fit_args,
+    extra: bool, scale_embedding: bool, seed: int, val_fraction: float, refit: bool,
+    single_hop: bool = True, **fit_args,
 ) -> tuple[HopDiscriminator, dict]:
-    """Split off a validation part for early stopping, train, optionally refit on all rows."""
+    """Split off a validation part for early stopping (and the one-hop threshold), train,
+    optionally refit on all rows."""
     inner, val = grouped_stratified_split(labels, groups, val_fraction, seed + 1)
     x_all = build_inputs(questions, vectors, extra)
     mean, std = standardiser(x_all[inner], scale_embedding, vectors.shape[1])
     x = (x_all - mean) / std
     params, epoch, score = fit(x[inner], labels[inner], x[val], labels[val], seed=seed, **fit_args)
     info = {"best_epoch": epoch, "validation_score": round(score, 4)}
+    if single_hop:
+        probe = HopDiscriminator(*params, mean, std, extra=extra)
+        chosen, binary = single_hop_threshold(
+            probe.probabilities([questions[i] for i in val], vectors[val]), labels[val])
+        info |= {SINGLE_HOP_KEY: chosen, "validation_one_vs_more": binary}
     if refit:
         mean, std = standardiser(x_all, scale_embedding, vectors.shape[1])
         x = (x_all - mean) / std
         fixed = {**fit_args, "max_epochs": epoch, "patience": epoch + 1}
         params, _, _ = fit(x, labels, x[:0], labels[:0], seed=seed, **fixed)
-    return HopDiscriminator(*params, mean, std, extra=extra), info
+    metadata = {SINGLE_HOP_KEY: info[SINGLE_HOP_KEY]} if single_hop else {}
+    return HopDiscriminator(*params, mean, std, extra=extra, metadata=metadata), info
+
+
+THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99)
+ONE_HOP_RECALL = 0.95
+"""Share of one-hop validation questions that must keep their single round."""
+
+
+def single_hop_threshold(probabilities: np.ndarray, labels: np.ndarray) -> tuple[float, dict]:
+    """The one-hop probability a question needs for one round: the highest of THRESHOLDS
+    that still gives ONE_HOP_RECALL of the one-hop questions one round (a more-hop question
+    sent to one round loses its later hops; a one-hop question sent to more rounds keeps its
+    first round's passages, fused with the later ones), with that decision's recall of both
+    sides at it."""
+    single = labels == 1
+    scores = {}
+    for threshold in THRESHOLDS:
+        called = probabilities[:, 0] >= threshold
+        scores[threshold] = (float(np.mean(called[single])) if single.any() else 1.0,
+                             float(np.mean(~called[~single])) if (~single).any() else 1.0)
+    enough = [t for t, (one, _) in scores.items() if one >= ONE_HOP_RECALL] or [THRESHOLDS[0]]
+    chosen = max(enough)
+    one, more = scores[chosen]
+    return chosen, {"one_hop_recall": round(one, 4), "more_hop_recall": round(more, 4)}
+
+
+def threshold_only(args: argparse.Namespace, labelled: list[tuple[str, int]],
+                   vectors: np.ndarray, groups: np.ndarray, kept: np.ndarray,
+                   held: np.ndarray) -> None:
+    """Choose the one-hop threshold of existing weights on the validation part of the kept
+    rows (the split `train_model` makes), save them with it, print hold-out metrics of both
+    rules."""
+    labels = np.array([h for _, h in labelled], dtype=np.int64)
+    questions = [q for q, _ in labelled]
+    model = HopDiscriminator.load(args.weights)
+    _, val = grouped_stratified_split(labels[kept], groups[kept], args.val_fraction,
+                                      args.seed + 1)
+    val = kept[val]
+    chosen, binary = single_hop_threshold(
+        model.probabilities([questions[i] for i in val], vectors[val]), labels[val])
+    held_pairs = [labelled[i] for i in held]
+    model.metadata.pop(SINGLE_HOP_KEY, None)
+    before = model.evaluate(held_pairs, vectors[held])
+    model.metadata |= {SINGLE_HOP_KEY: chosen, "validation_one_vs_more": binary,
+                       "holdout_metrics_argmax": before}
+    after = model.evaluate(held_pairs, vectors[held])
+    model.metadata["holdout_metrics"] = after
+    model.metadata["threshold_command"] = "python training/train_hops.py " + shlex.join(
+        sys.argv[1:])
+    model.save(args.out)
+    print(json.dumps({"argmax": before, "threshold": after, SINGLE_HOP_KEY: chosen,
+                      "validation_one_vs_more": binary}, indent=2))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -185,6 +250,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--weight-decay", type=float, default=1e-2)
     parser.add_argument("--val-fraction", type=float, default=0.15)
     parser.add_argument("--refit", action="store_true", help="retrain on all kept rows")
+    parser.add_argument("--argmax", action="store_true",
+                        help="call a question one-hop when that is its likeliest count (no "
+                             "threshold chosen on the validation part: the earlier rule)")
+    parser.add_argument("--weights", type=Path,
+                        help="no training: choose the one-hop threshold of these weights")
+    parser.add_argument("--exclude", type=Path, action="append", default=[],
+                        help="questions.jsonl whose questions are held back as well (repeat)")
     args = parser.parse_args(argv)
 
     labelled = load_labelled(args.data)
@@ -196,22 +268,33 @@ def main(argv: list[str] | None = None) -> None:
     vectors = embedder.embed(questions)
     groups = near_duplicate_groups(vectors, args.dup_threshold)
     kept, held = grouped_stratified_split(labels, groups, args.holdout_fraction, args.seed)
+    if args.weights:
+        threshold_only(args, labelled, vectors, groups, kept, held)
+        return
+    excluded = {json.loads(line)["question"] for path in args.exclude
+                for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
+    dropped = int(sum(questions[i] in excluded for i in kept))
+    kept = np.array([i for i in kept if questions[i] not in excluded], dtype=np.int64)
 
     model, info = train_model(
         [questions[i] for i in kept], labels[kept], vectors[kept], groups[kept],
         extra=not args.no_features, scale_embedding=args.scale_embedding, seed=args.seed,
-        val_fraction=args.val_fraction, refit=args.refit, hidden=args.hidden,
+        val_fraction=args.val_fraction, refit=args.refit, single_hop=not args.argmax,
+        hidden=args.hidden,
         max_epochs=args.max_epochs, patience=args.patience, weight_decay=args.weight_decay,
         class_power=args.class_power,
     )
     held_out = model.evaluate([labelled[i] for i in held], vectors[held])
     digest, lines = file_digest(args.data)
     model.metadata = {
+        **model.metadata,
         "command": "python training/train_hops.py " + shlex.join(sys.argv[1:] if argv is None
                                                                  else argv),
         "data_file": args.data.name, "data_sha256": digest, "data_lines": lines,
         "seed": args.seed, "holdout_fraction": args.holdout_fraction,
         "dup_threshold": args.dup_threshold, "n_train": len(kept), "n_holdout": len(held),
+        "excluded_from_training": [p.name if p.name != "questions.jsonl" else p.parent.name
+                                   for p in args.exclude], "n_excluded": dropped,
         "embedding_model": embedder.name, "date": datetime.date.today().isoformat(),
         "holdout_metrics": held_out, **info,
     }

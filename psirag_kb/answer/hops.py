@@ -13,6 +13,8 @@ from psirag_kb.errors import KBError
 
 HOPS = (1, 2, 3, 4)
 FEATURE_VERSION = "q1"
+SINGLE_HOP_KEY = "single_hop_min_probability"
+"""Metadata key of the one-hop threshold chosen on the training script's validation part."""
 
 _TOKEN = re.compile(
     r"[A-Za-z0-9][\w'’\-.&]*[\w'’]|[A-Za-z0-9]|[,;:?!\"“”]|(?<!\w)['‘’]|['‘’](?!\w)"
@@ -191,11 +193,29 @@ class HopDiscriminator:
         exp = np.exp(logits)
         return exp / exp.sum(axis=1, keepdims=True)
 
+    @property
+    def single_hop_min(self) -> float | None:
+        """The probability of one hop a question needs to be called one-hop (None: argmax)."""
+        value = self.metadata.get(SINGLE_HOP_KEY)
+        return None if value is None else float(value)
+
+    def decide(self, probabilities: np.ndarray) -> np.ndarray:
+        """Hop counts (1..4) from rows of probabilities: one hop only when its probability
+        reaches `single_hop_min` (a question wrongly sent to one round loses its second hop,
+        one wrongly sent to more rounds little), else the likeliest of 2..4."""
+        probabilities = np.atleast_2d(probabilities)
+        best = probabilities.argmax(axis=1).astype(np.int64) + 1
+        threshold = self.single_hop_min
+        if threshold is None:
+            return best
+        multi = probabilities[:, 1:].argmax(axis=1).astype(np.int64) + 2
+        return np.where(probabilities[:, 0] >= threshold, 1, multi)
+
     def predict_many(self, questions: list[str], vectors: np.ndarray) -> np.ndarray:
         """Predicted hop counts (1..4), one per question."""
         if not questions:
             return np.zeros(0, dtype=np.int64)
-        return self.probabilities(questions, vectors).argmax(axis=1).astype(np.int64) + 1
+        return self.decide(self.probabilities(questions, vectors))
 
     def predict(self, question: str, vector: np.ndarray) -> int:
         """Predicted hop count (1..4) of one question."""

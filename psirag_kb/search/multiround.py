@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from psirag_kb.errors import KBError
+from psirag_kb.ingest.context import SEPARATOR
 from psirag_kb.search.phrases import required
 from psirag_kb.search.retrieval import Ranking
 from psirag_kb.search.rows import result_row
@@ -31,6 +32,8 @@ MAX_TERMS = 4
 """Salient phrases taken from one passage."""
 TITLE_CHARS = 120
 """A passage's first line counts as its title when it is at most this long."""
+ABBREVIATION = 4
+"""A capitalised word with a full stop joins the next name only up to this length ("J.", "Mrs.")."""
 RRF_K = 60
 SINGLE_HOP_MODE = "flat_hybrid"
 """One round for a one-hop question: on single-hop sets the tree's list costs recall."""
@@ -48,6 +51,16 @@ _COMMON = frozenset(
     "first second new old january february march april may june july august september october "
     "november december".split()
 )
+_DISCOURSE = frozenset(
+    "also although because besides consequently even finally furthermore hence however "
+    "indeed instead later meanwhile moreover nevertheless nonetheless note otherwise perhaps "
+    "similarly still then therefore thus today unlike yet each every all any both such other "
+    "see only if not no yes another".split()
+)
+"""Words that open a clause; never the first word of a name found in a passage."""
+_STOP = _COMMON | _DISCOURSE
+_OPENERS = re.compile(r"[\s\"'“‘(\[*>#\-–—•]+$")
+_BULLET = re.compile(r"(?:^|\n)[ \t]*(?:\d+[.)]|[a-z][.)])$")
 
 
 @dataclass
@@ -90,12 +103,38 @@ def split_title(text: str) -> tuple[str, str]:
     return "", text
 
 
+def sentence_start(text: str, position: int) -> bool:
+    """Whether `position` begins a sentence, a line or a list item (after any opening quote,
+    bracket or bullet), where a capital says nothing about a name."""
+    before = _OPENERS.sub("", text[max(0, position - 40):position])
+    return not before or before[-1] in "\n.!?:;" or _BULLET.search(before) is not None
+
+
 def capitalised_spans(text: str) -> list[str]:
-    """Runs of capitalised words (names, places, works) without leading or trailing filler."""
-    spans = []
+    """Runs of capitalised words (names, places, works) without leading or trailing filler.
+
+    A capital that only starts a sentence ("Consequently", "Even") is not a name: a single word
+    at a sentence start counts only when the text also writes it capitalised in the middle of a
+    sentence, and clause openers ("However", "Another") never open a name.
+    """
+    found: list[tuple[list[str], bool]] = []
+    inside: set[str] = set()
     for match in _SPAN.finditer(text):
         words = match.group(0).strip(" .'’-").split()
-        while words and words[0].lower() in _COMMON:
+        starts = sentence_start(text, match.start())
+        pieces = []
+        for cut in range(len(words) - 1, 0, -1):  # "in C. Another", "Uruk. Lilu": two sentences
+            end = words[cut - 1]
+            if end.endswith(".") and (words[cut].lower() in _STOP or len(end) > ABBREVIATION):
+                pieces.append((words[cut:], True))
+                words = words[:cut]
+        inside.update(words[1:] if starts else words)
+        found.extend([(words, starts), *reversed(pieces)])
+    spans = []
+    for words, starts in found:
+        if starts and len(words) == 1 and words[0] not in inside:
+            words = []
+        while words and words[0].lower() in _STOP:
             words.pop(0)
         while words and words[-1].lower() in _COMMON:
             words.pop()
@@ -105,14 +144,22 @@ def capitalised_spans(text: str) -> list[str]:
     return spans
 
 
-def salient_phrases(query: str, text: str, limit: int = MAX_TERMS) -> list[str]:
-    """A passage's capitalised spans that are neither in the query, its title nor chosen yet.
+def header_parts(header: str) -> list[str]:
+    """The title and headings of a chunk's context header ("Title > Section > Subsection")."""
+    return [part.strip() for part in header.split(SEPARATOR) if part.strip()]
 
-    The passage's own title is left out: it names what the query already matched, while the
-    names in its body point to the next hop (the bridge entity).
+
+def salient_phrases(query: str, text: str, limit: int = MAX_TERMS, header: str = "") -> list[str]:
+    """A passage's names (capitalised spans) that are neither in the query, its titles nor
+    chosen yet.
+
+    The passage's own titles (its context header's document title and headings, and a short
+    first line) are left out: they name what the query already matched, while the names in its
+    body point to the next hop (the bridge entity).
     """
+    parts = header_parts(header)
     title, body = split_title(text)
-    known = f"{query} {title}".lower()
+    known = " ".join([query, title, *parts]).lower()
     chosen: list[str] = []
     for phrase in capitalised_spans(body):
         low = phrase.lower()
@@ -124,9 +171,9 @@ def salient_phrases(query: str, text: str, limit: int = MAX_TERMS) -> list[str]:
     return chosen
 
 
-def expand(query: str, text: str, limit: int = MAX_TERMS) -> str:
+def expand(query: str, text: str, limit: int = MAX_TERMS, header: str = "") -> str:
     """The query followed by the passage's salient phrases (just the query when it has none)."""
-    return " ".join([query, *salient_phrases(query, text, limit)])
+    return " ".join([query, *salient_phrases(query, text, limit, header)])
 
 
 def max_score(lists: list[np.ndarray], k: int) -> Ranking:
@@ -171,8 +218,8 @@ def multi_round(
     frontier, seen = first, set(first.tolist())
     for number in range(2, hops + 1):
         seeds = frontier[:fanout].tolist()
-        hits = engine.store.hits(seeds)
-        texts = [expand(question, hits[i].text) for i in seeds if i in hits]
+        found_texts = engine.store.texts(seeds)
+        texts = [expand(question, *found_texts[i]) for i in seeds if i in found_texts]
         texts = [t for t in dict.fromkeys(texts) if t != question]
         if not texts:
             break

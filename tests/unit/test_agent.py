@@ -14,7 +14,13 @@ from psirag_kb.answer.agent import RetrieveAndAnswer
 from psirag_kb.answer.llm import OllamaLLM
 from psirag_kb.answer.replies import ReplyError, parse_json, parse_reply, schema, unanswerable
 from psirag_kb.config import Config
-from psirag_kb.search.multiround import expand, max_score, salient_phrases
+from psirag_kb.search.multiround import (
+    capitalised_spans,
+    expand,
+    max_score,
+    salient_phrases,
+    sentence_start,
+)
 from psirag_kb.search.retrieval import Ranking
 
 MODEL = "llama3.1:8b"
@@ -67,7 +73,9 @@ class StubKB:
             source=source, text=body, line_first=None, line_last=None, path="/corpus.jsonl",
             location=None, unavailable=None)
             for passages in PASSAGES.values() for body, source in passages}
-        return SimpleNamespace(hits=lambda ids: {i: rows[i] for i in ids if i in rows})
+        return SimpleNamespace(hits=lambda ids: {i: rows[i] for i in ids if i in rows},
+                               texts=lambda ids: {i: (rows[i].text, "") for i in ids
+                                                  if i in rows})
 
 
 @pytest.fixture
@@ -397,6 +405,38 @@ def test_salient_phrases_skip_title_and_query_terms():
     assert phrases[:2] == ["McDowell County", "United States"]
     assert "Johnnycake" not in phrases and "West Virginia" not in phrases
     assert expand("Which county?", "no capitals here") == "Which county?"
+
+
+MEMORY = ("the desire to *inform* the Python memory manager about the memory needs of the\n"
+          "extension module. Even when the requested memory is used exclusively for\n"
+          "internal, highly specific purposes, delegating all memory requests to the Python\n"
+          "memory manager causes the interpreter to have a more accurate image of its\n"
+          "memory footprint as a whole. Consequently, under certain circumstances, the\n"
+          "Python memory manager may or may not trigger appropriate actions. Note that by using\n"
+          "the C library allocator, written in C. Another reason is PYTHONMALLOC.")
+"""A passage of examples/docs/python/c-api-memory-management.rst (the issue's example)."""
+
+
+def test_salient_phrases_skip_sentence_starts_and_discourse_words():
+    phrases = salient_phrases("How does Python manage memory for objects?", MEMORY, limit=10)
+    assert phrases == ["PYTHONMALLOC"]
+    assert "Python" in capitalised_spans(MEMORY)  # capitalised mid-sentence too: a name
+
+
+def test_sentence_initial_names_count_when_written_so_mid_sentence():
+    text = "Gallu is a demon. It met Lilu near Uruk. Lilu is a spirit. Kings ruled Uruk."
+    assert capitalised_spans(text) == ["Lilu", "Uruk", "Lilu", "Uruk"]
+    assert sentence_start(text, 0) and sentence_start(text, text.index("Lilu is"))
+    assert not sentence_start(text, text.index("Lilu near"))
+    assert capitalised_spans("- Bullet starts here\n1. Numbered item") == []
+
+
+def test_salient_phrases_leave_out_the_header_titles():
+    text = "Reference counts are kept per object, and CPython frees cycles with a collector."
+    header = "Memory Management > Reference Counting"
+    assert salient_phrases("How is memory freed?", text, header=header) == ["CPython"]
+    assert salient_phrases("How is memory freed?", "See Reference Counting, then CPython.",
+                           header=header) == ["CPython"]
 
 
 def test_max_score_prefers_best_rank_and_earlier_lists():

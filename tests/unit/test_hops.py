@@ -153,3 +153,25 @@ def test_inference_does_not_import_torch() -> None:
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_one_hop_threshold_sends_unsure_questions_to_more_rounds() -> None:
+    model = random_model()
+    rows = np.array([[0.55, 0.30, 0.10, 0.05], [0.95, 0.03, 0.01, 0.01],
+                     [0.40, 0.10, 0.45, 0.05]])
+    assert model.decide(rows).tolist() == [1, 1, 3]  # no threshold: the likeliest count
+    model.metadata = {"single_hop_min_probability": 0.9}
+    assert model.single_hop_min == 0.9
+    assert model.decide(rows).tolist() == [2, 1, 3]
+
+
+def test_training_picks_the_highest_threshold_keeping_one_hop_recall() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "training"))
+    from train_hops import single_hop_threshold
+
+    labels = np.array([1, 1, 1, 1, 2, 2, 3])
+    p1 = np.array([0.999, 0.97, 0.96, 0.93, 0.92, 0.4, 0.1])
+    probabilities = np.stack([p1, 1 - p1, np.zeros(7), np.zeros(7)], axis=1)
+    chosen, binary = single_hop_threshold(probabilities, labels)
+    assert chosen == 0.9  # 0.95 would give one of four one-hop questions more rounds
+    assert binary == {"one_hop_recall": 1.0, "more_hop_recall": pytest.approx(2 / 3, abs=1e-4)}
