@@ -42,6 +42,7 @@ from psirag_kb.service.auth import (
     token_matches,
 )
 from psirag_kb.service.http import MAX_HEAD_BYTES, JSONProtocol, header
+from psirag_kb.service.metrics import CONTENT_TYPE, Measured, Metrics
 
 __all__ = ["APIServer", "HTTPError", "is_loopback", "validate"]
 
@@ -67,13 +68,17 @@ ROUTES: dict[str, set[str]] = {
     "/api/tree": {"GET"}, "/api/reindex": {"POST"},
     "/api/forget": {"POST"}, "/api/answer": {"POST"},
     "/api/users": {"GET", "POST"}, "/api/maintain": {"POST"},
+    **{"/api/ready": {"GET"}, "/metrics": {"GET"}, "/api/backup": {"POST"}},  # issue 34
 }
 METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}
 NODE_ROUTE = re.compile(r"^/api/tree/([^/]+)$")
 PATH_ROUTE = re.compile(r"^/api/path/([^/]+)$")
 CHUNK_ROUTE = re.compile(r"^/api/chunk/([^/]+)$")
 USER_ROUTE = re.compile(r"^/api/users/([^/]+)(?:/(grant|ungrant|rotate))?$")
-OPEN_PATHS = ("/api/health",)
+OPEN_PATHS = ("/api/health", "/api/ready")
+MONITOR_PATHS = ("/api/health", "/api/ready", "/metrics")
+"""All that a person of role monitor may ask for."""
+BACKUP_FIELDS = {"dest": str}
 
 
 class App(Protocol):
@@ -94,6 +99,8 @@ class App(Protocol):
                on_step: Callable[[dict[str, Any]], None] | None = None, *,
                access: Access = OWNER) -> dict[str, Any]: ...
     def maintain(self, *, access: Access = OWNER) -> dict[str, Any]: ...
+    def ready(self) -> list[str]: ...
+    def backup(self, dest: str, *, access: Access = OWNER) -> dict[str, Any]: ...
 
 
 class HTTPError(Exception):
@@ -249,8 +256,9 @@ class Endpoints:
 
     def __init__(self, app: App, max_body_bytes: int, mcp: ASGIApp | None,
                  threads: int, people: People | None = None,
-                 audit: AuditLog | None = None) -> None:
+                 audit: AuditLog | None = None, metrics: Metrics | None = None) -> None:
         self.app = app
+        self.metrics = metrics
         self.audit = audit
         self.max_body_bytes = max_body_bytes
         self.mcp = mcp
@@ -265,6 +273,10 @@ class Endpoints:
         raw = scope.get("raw_path") or scope["path"].encode()
         path = raw.split(b"?", 1)[0].decode("latin-1")
         if self.mcp is not None and (path == "/mcp" or path.startswith("/mcp/")):
+            if getattr(scope.get("state", {}).get("access"), "role", None) == "monitor":
+                await _json(403, {"error": "a monitor reads metrics and health only"})(
+                    scope, receive, send)
+                return
             await self.mcp(scope, receive, send)
             return
         request = Request(scope, receive)
@@ -336,7 +348,16 @@ class Endpoints:
             elif not getattr(state.get("access"), "everything", True):
                 health.pop("data_dir", None)  # a person's grants never show the server's paths
             return _json(200, health)
+        if path == "/api/ready":
+            return self.ready()
         access = _access(request)
+        if access.role == "monitor" and path not in MONITOR_PATHS:
+            raise HTTPError(403, f"{access.name} is a monitor: metrics and health only")
+        if path == "/metrics":
+            return self.scrape(access)
+        if path == "/api/backup":
+            dest = validate(await self.body(request), BACKUP_FIELDS, ("dest",))["dest"]
+            return _json(200, await self.call(lambda: self.app.backup(dest, access=access)))
         if node:
             number = _number(node, "tree node", True)
             return _json(200, await self.call(lambda: self.app.node(number, access=access)))
@@ -394,6 +415,24 @@ class Endpoints:
         change = users.grant if action == "grant" else users.ungrant
         return _json(200, await self.call(change, name, read))
 
+    def ready(self) -> Response:
+        """GET /api/ready: 200 when the stores are open and every derived index is current,
+        503 with the reasons otherwise (liveness stays /api/health)."""
+        reasons = self.app.ready()
+        if reasons:
+            return _json(503, {"ready": False, "reasons": reasons},
+                         headers={"Retry-After": "5"})
+        return _json(200, {"ready": True})
+
+    def scrape(self, access: Access) -> Response:
+        """GET /metrics: the Prometheus text format, for an admin or a monitor."""
+        if access.role not in ("admin", "monitor"):
+            raise HTTPError(403, f"{access.name} is a {access.role}; metrics are for an admin "
+                                 "or a monitor")
+        if self.metrics is None:
+            raise HTTPError(404, "this server keeps no metrics")
+        return Response(self.metrics.render(), 200, media_type=CONTENT_TYPE)
+
     def _audit(self, access: Access, action: str, name: str) -> None:
         if self.audit is not None:
             self.audit.record(access.name, action, name)
@@ -404,7 +443,11 @@ class Endpoints:
         k = _k(body.get("k"))
         within = scopes(body.get("in"))
         args = (body["text"], body.get("mode"), k, bool(body.get("summarize") or False))
+        started = time.perf_counter()
         result = await self.call(lambda: self.app.query(*args, within=within, access=access))
+        if self.metrics is not None:
+            self.metrics.observe_query(str(result.get("mode") or body.get("mode") or ""),
+                                       time.perf_counter() - started)
         return _json(200, result)
 
     async def answer(self, raw: Any, access: Access) -> Response:
@@ -485,8 +528,9 @@ def _neighbours(raw: str | None) -> int:
 def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
               max_body_bytes: int, mcp_server: Any = None,
               threads: int = WORKER_THREADS, people: People | None = None,
-              persons: PersonLimiter | None = None, audit: AuditLog | None = None) -> ASGIApp:
-    """The whole ASGI application: guard, then /mcp or the /api routes."""
+              persons: PersonLimiter | None = None, audit: AuditLog | None = None,
+              metrics: Metrics | None = None) -> ASGIApp:
+    """The whole ASGI application: measured, guarded, then /mcp or the /api routes."""
     mcp_app = None
     if mcp_server is not None:
         from mcp.server.transport_security import TransportSecuritySettings
@@ -497,7 +541,7 @@ def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
             max_request_body_size=max_body_bytes,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
-    endpoints = Endpoints(app, max_body_bytes, mcp_app, threads, people, audit)
+    endpoints = Endpoints(app, max_body_bytes, mcp_app, threads, people, audit, metrics)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -509,7 +553,8 @@ def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
 
     starlette = Starlette(lifespan=lifespan)
     starlette.router.default = endpoints  # every method and path reaches `dispatch`
-    return Guard(starlette, token, policy, limiter, people, persons, audit)
+    guarded = Guard(starlette, token, policy, limiter, people, persons, audit)
+    return guarded if metrics is None else Measured(guarded, metrics, ROUTES.__contains__)
 
 
 class ServedInThread:
@@ -585,8 +630,11 @@ class APIServer(ServedInThread):
         self.limiter = FailureLimiter(failures_per_minute, 60.0)
         policy = HostPolicy(host, allowed_hosts, port=self.server_address[1])
         self.persons = PersonLimiter(person_requests_per_minute)
+        read = getattr(app, "metrics_state", None)
+        self.metrics = Metrics(read if callable(read) else None)
+        """This server's own registry (several servers in one process never share one)."""
         asgi = build_app(app, token, policy, self.limiter, max_body_bytes, mcp_server,
-                         people=people, persons=self.persons, audit=audit)
+                         people=people, persons=self.persons, audit=audit, metrics=self.metrics)
         self.serve(asgi, max_connections, lifespan="on", graceful_s=5)
 
     @property

@@ -232,11 +232,21 @@ def prune(folder: Path, keep: int) -> list[str]:
         return []
     ours = sorted(p for p in folder.iterdir() if p.is_dir() and p.name.startswith(PREFIX))
     partial = [p for p in ours if p.name.endswith(".partial")]
-    complete = [p for p in ours if p not in partial and (p / MANIFEST).exists()]
+    complete = sorted((p for p in ours if p not in partial and (p / MANIFEST).exists()),
+                      key=_taken)
     doomed = partial + complete[:max(0, len(complete) - keep)]
     for path in doomed:
         shutil.rmtree(path, ignore_errors=True)
     return [str(p) for p in doomed]
+
+
+def _taken(folder: Path) -> tuple[float, str]:
+    """When a backup was taken (by its manifest), then its name."""
+    try:
+        taken = float(json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["taken"])
+    except (OSError, ValueError, KeyError, TypeError):
+        taken = 0.0
+    return taken, folder.name
 
 
 def scheduled_name(generation: int, when: float | None = None) -> str:
@@ -279,7 +289,9 @@ def restore(source: Path, data_dir: Path, force: bool = False) -> dict[str, Any]
     source, data_dir = Path(source).absolute(), Path(data_dir).absolute()
     manifest = read_manifest(source)
     data_dir.mkdir(parents=True, exist_ok=True)
-    present = [p for p in data_dir.iterdir() if p.name not in ("daemon.lock",)]
+    if source.resolve().is_relative_to(data_dir.resolve()):
+        raise BackupError(f"the backup {source} lies inside the data directory {data_dir}")
+    present = [p for p in data_dir.iterdir() if p.name not in ("daemon.lock", RESTORING)]
     if present and not force:
         raise BackupError(f"{data_dir} is not empty ({len(present)} entries such as "
                           f"{present[0].name}); restore into an empty data directory, or add "

@@ -102,6 +102,9 @@ class Stores:
         self.tree_index: TreeIndex
         self._closing = threading.Event()
         """Set by `close`: a background tree rebuild stops retrying."""
+        self.files_written = 0
+        self.chunks_written = 0
+        """Files whose change this process committed, and the chunks they added (/metrics)."""
         self.splitting = False
         """Whether a tree partitioned at new boundaries is being built in the background (the
         current tree serves queries meanwhile)."""
@@ -561,6 +564,8 @@ class Stores:
         """Commit chunks and tree to DuckDB, then bring the derived indexes to the generation."""
         with self.tree_edit():
             delta = self.store.apply(changes, removals, self.update_tree)
+        self.files_written += len(changes)
+        self.chunks_written += len(delta.added_ids)
         self.update_derived(delta)
         return delta
 
