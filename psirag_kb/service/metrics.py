@@ -3,7 +3,6 @@ pass, and the knowledge base's current state read at scrape time (one registry p
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,27 +14,19 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-ROUTE_PATTERNS = (
-    (re.compile(r"^/api/tree/[^/]+$"), "/api/tree/{node}"),
-    (re.compile(r"^/api/path/[^/]+$"), "/api/path/{chunk}"),
-    (re.compile(r"^/api/chunk/[^/]+$"), "/api/chunk/{chunk}"),
-    (re.compile(r"^/api/users/[^/]+/(grant|ungrant|rotate)$"), "/api/users/{name}/{action}"),
-    (re.compile(r"^/api/users/[^/]+$"), "/api/users/{name}"),
-    (re.compile(r"^/mcp(/.*)?$"), "/mcp"),
-)
 OTHER = "other"
 """The route label of a path no route serves (so a scan of random paths adds one series)."""
 
 
-def route_of(path: str, fixed: Callable[[str], bool]) -> str:
-    """The route pattern a request path belongs to (bounded label values, never the raw path):
-    the path itself when `fixed` knows it, a pattern with placeholders, or "other"."""
-    if fixed(path):
-        return path
-    for pattern, name in ROUTE_PATTERNS:
-        if pattern.match(path):
-            return name
-    return OTHER
+def route_of(scope: Scope, key: str) -> str:
+    """The route pattern a request was served by (`/api/tree/{node_id:signed}`: bounded label
+    values, never the raw path), "/mcp" for the MCP mount, or "other"."""
+    entry = scope.get(key)
+    if entry is not None:
+        return entry.path
+    raw = scope.get("raw_path") or scope["path"].encode()
+    path = raw.split(b"?", 1)[0]
+    return "/mcp" if path == b"/mcp" or path.startswith(b"/mcp/") else OTHER
 
 
 class StateCollector(Collector):
@@ -141,17 +132,16 @@ class Measured:
     """ASGI middleware: counts each HTTP request by route pattern, method and status, and
     records its latency (until the last byte of the response)."""
 
-    def __init__(self, inner: ASGIApp, metrics: Metrics, fixed: Callable[[str], bool]) -> None:
+    def __init__(self, inner: ASGIApp, metrics: Metrics, key: str) -> None:
         self.inner = inner
         self.metrics = metrics
-        self.fixed = fixed
+        self.key = key
+        """Where the router leaves the matched route in the request's scope."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.inner(scope, receive, send)
             return
-        raw = scope.get("raw_path") or scope["path"].encode()
-        route = route_of(raw.split(b"?", 1)[0].decode("latin-1"), self.fixed)
         method = scope["method"] if scope["method"] in _METHODS else OTHER
         started = time.perf_counter()
         status = [500]
@@ -164,6 +154,7 @@ class Measured:
         try:
             await self.inner(scope, receive, sending)
         finally:
+            route = route_of(scope, self.key)
             self.metrics.requests.labels(route, method, str(status[0])).inc()
             self.metrics.latency.labels(route).observe(time.perf_counter() - started)
 
