@@ -94,7 +94,9 @@ def test_backup_during_a_burst_restores_the_knowledge_base_at_its_generation(
     try:
         kb = daemon.kb
         wait_for(lambda: kb.store.chunk_count() == 20, 120, "the first 20 notes")
-        daemon.people.add("ann", "reader", [str(docs)])  # people.json goes with the backup
+        ann = daemon.people.add("ann", "reader", [str(docs)])  # people.json goes along
+        assert api(daemon, "POST", "/api/query", {"text": "heron"}, token=ann)[0] == 200
+        assert (config.data_dir / "audit.jsonl").exists()  # and so does her audit line
         start = kb.store.generation
 
         def burst() -> None:
