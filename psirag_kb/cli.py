@@ -291,6 +291,7 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
             for stage, seconds in report.seconds.items():
                 total.timed(stage, seconds)
             total.tree_build = report.tree_build or total.tree_build
+            total.compute = report.compute or total.compute
         abstracts = None
         if not args.no_abstracts:
             with _AbstractBar(kb):
@@ -310,11 +311,27 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
     )
     if abstracts is not None and abstracts["regenerated"]:
         print(f"abstracts: {abstracts['regenerated']} tree nodes given abstracts and labels")
+    if total.compute:
+        print(_where_line(total.compute))
     if total.seconds:
         print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in total.seconds.items()))
     for path, state, reason in total.problems:
         print(f"  {state}: {path}: {reason}")
     return 0
+
+
+def _where_line(compute: dict[str, Any]) -> str:
+    """Where an ingest read and embedded, for its report (issue 34)."""
+    rate = (f"{compute['files']} files, {compute['chunks']} chunks in {compute['seconds']:.1f} s"
+            + (f" ({compute['chunks_per_s']:.1f} chunks/s)" if compute["chunks_per_s"] else ""))
+    if compute["where"] != "ray":
+        return f"ran on this machine, not on Ray at {compute['ray_address']} " \
+               f"({compute['reason']}): {rate}"
+    nodes = ", ".join(compute["nodes"]) or "?"
+    gone = "" if compute["finished_on_ray"] else "; the cluster went away, this machine " \
+                                                  "finished the rest"
+    return (f"ran on Ray at {compute['ray_address']}: {compute['workers']} worker(s) on "
+            f"{nodes}: {rate}{gone}")
 
 
 def cmd_forget(args: argparse.Namespace, config: Config) -> int:
