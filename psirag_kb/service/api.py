@@ -578,7 +578,7 @@ class Endpoints:
         return _json(200, {"ready": True})
 
     @route("GET", "/metrics", "Prometheus metrics (text format) for an admin or a monitor.",
-           response="the Prometheus text exposition format")
+           response="the Prometheus text exposition format", media="text/plain")
     async def metrics_text(self, request: Request, access: Access) -> Response:
         """GET /metrics."""
         if access.role not in ("admin", "monitor"):

@@ -242,7 +242,7 @@ def test_ingest_ray_says_where_the_work_ran(tmp_path: Path, head: LocalRay, caps
     compute = json.loads(capsys.readouterr().out)["compute"]
     assert compute["where"] == "ray" and compute["ray_address"] == head.address
     assert compute["workers"] == 2 and compute["nodes"] and compute["finished_on_ray"]
-    assert compute["files"] == 9 and compute["chunks"] > 0 and compute["chunks_per_s"] > 0
+    assert compute["files"] == 10 and compute["chunks"] > 0 and compute["chunks_per_s"] > 0
     (docs / "notes" / "n00.md").write_text("# Topic zero\n\nRewritten about herons.\n")
     (docs / "notes" / "n01.md").write_text("# Topic one\n\nRewritten about pikes.\n")
     assert main([*data, "ingest", str(docs), "--ray", head.address]) == 0
