@@ -36,7 +36,13 @@ from psirag_kb.search.retrieval import Ranking
 from psirag_kb.search.rows import result_row
 from psirag_kb.search.scope import Scope
 from psirag_kb.search.summary import add_summary
-from psirag_kb.storage.backup import copy_stores, last_backup, record_last, take_backup
+from psirag_kb.storage.backup import (
+    Later,
+    copy_stores,
+    last_backup,
+    record_last,
+    take_backup,
+)
 from psirag_kb.storage.stores import OverStores, Stores
 from psirag_kb.tree.drift import repair
 
@@ -171,9 +177,9 @@ class KnowledgeBase(OverStores):
         stores on the writer between two commits, then people, audit and the rest, with a
         manifest (see `storage/backup.py`); `then(copied)` runs on the writer right after the
         stores were copied, before any later write. The manifest."""
-        def copy(folder: Path) -> dict[str, Any]:
+        def copy(folder: Path, later: Later) -> dict[str, Any]:
             def run() -> dict[str, Any]:
-                copied = copy_stores(self.stores, folder)
+                copied = copy_stores(self.stores, folder, later)
                 if then is not None:
                     then(copied)
                 return copied

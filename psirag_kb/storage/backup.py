@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -41,6 +42,8 @@ running process's own files)."""
 LOGS = ("daemon.log", "tui.log", "ray.log")
 """Log files (and their rotations): left out, they describe the source's processes."""
 HASH_BLOCK = 1 << 20
+STAGE = "backup.stage."
+"""Name prefix of a backup's staging folder in the data directory (hard links, removed after)."""
 
 
 class BackupError(KBError):
@@ -68,19 +71,61 @@ def _tantivy_files(folder: Path) -> tuple[bytes, list[Path]]:
     return meta, files
 
 
-def copy_tantivy(folder: Path, target: Path, attempts: int = 5) -> None:
+class Later:
+    """Files that never change once written (Tantivy segments, a saved hnswlib file), hard-linked
+    into a staging folder of the data directory on the writer and copied to the backup after it
+    is released; copied at once where links cannot be made."""
+
+    def __init__(self, stage: Path | None) -> None:
+        self.stage = stage
+        self.pending: list[tuple[Path, Path]] = []
+        self._made = 0
+
+    def put(self, source: Path, target: Path) -> None:
+        """Link `source` now (to copy it later), or copy it now."""
+        if self.stage is not None:
+            self._made += 1
+            staged = self.stage / f"{self._made}-{source.name}"
+            try:
+                self.stage.mkdir(parents=True, exist_ok=True)
+                os.link(source, staged)
+            except OSError:
+                pass
+            else:
+                self.pending.append((staged, target))
+                return
+        _copy(source, target)
+
+    def finish(self) -> None:
+        """Copy what was linked, then drop the staging folder."""
+        try:
+            for staged, target in self.pending:
+                _copy(staged, target)
+        finally:
+            if self.stage is not None:
+                shutil.rmtree(self.stage, ignore_errors=True)
+            self.pending = []
+
+
+def copy_tantivy(folder: Path, target: Path, attempts: int = 5,
+                 later: Later | None = None) -> None:
     """Copy a Tantivy index whose background merges may replace segments meanwhile: meta.json
-    and its segments, again until meta.json did not change during the copy."""
+    and its segments, again until meta.json did not change during the copy (segments through
+    `later` when given: linked now, copied once the writer is free)."""
+    later = later or Later(None)
     for _ in range(attempts):
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
+        mark = len(later.pending)
         try:
             meta, files = _tantivy_files(folder)
             for path in files:
-                _copy(path, target / path.name)
+                later.put(path, target / path.name)
             if (folder / "meta.json").read_bytes() != meta:
+                del later.pending[mark:]
                 continue
         except FileNotFoundError:  # a merge removed a segment we were about to copy
+            del later.pending[mark:]
             continue
         (target / "meta.json").write_bytes(meta)
         for name in (".managed.json", "GENERATION"):
@@ -90,9 +135,11 @@ def copy_tantivy(folder: Path, target: Path, attempts: int = 5) -> None:
     raise BackupError(f"the BM25 index {folder} kept changing during {attempts} copies")
 
 
-def copy_stores(stores: Any, target: Path) -> dict[str, Any]:
+def copy_stores(stores: Any, target: Path, later: Later | None = None) -> dict[str, Any]:
     """Copy DuckDB and the derived indexes at the current generation (on the writer thread,
-    between two commits: nothing changes them meanwhile); what was copied and how."""
+    between two commits: nothing changes them meanwhile); what was copied and how. With
+    `later`, the files that never change are only linked now (`Later.finish` copies them)."""
+    later = later or Later(None)
     store, sparse, dense = stores.store, stores.sparse, stores.dense
     if not stores.writer.on_writer_thread() and not stores.writer.closed:
         raise BackupError("the stores are copied on the writer thread only")
@@ -116,13 +163,13 @@ def copy_stores(stores: Any, target: Path) -> dict[str, Any]:
     if "bm25" in stores.stale or sparse.generation != generation:
         indexes["bm25"] = "stale: rebuilt from the database after a restore"
     else:
-        copy_tantivy(sparse.folder, target / "bm25")
+        copy_tantivy(sparse.folder, target / "bm25", later=later)
         indexes["bm25"] = "ok"
     if "dense" in stores.stale or dense.generation != generation:
         indexes["dense"] = "stale: rebuilt from the database after a restore"
     else:
-        for path in (dense._file, dense._generation_file):
-            _copy(path, target / "dense" / path.name)
+        later.put(dense._file, target / "dense" / dense._file.name)  # replaced, never edited
+        _copy(dense._generation_file, target / "dense" / dense._generation_file.name)
         indexes["dense"] = "ok"
     indexes["tree"] = "ok" if not stores.tree_missing and not stores.defer_tree else (
         "missing: rebuilt from the stored vectors after a restore")
@@ -137,7 +184,8 @@ def copy_rest(data_dir: Path, target: Path, skip: tuple[Path, ...] = ()) -> None
     logs, runtime files, the stores (copied on the writer) and the folders in `skip`."""
     skipped = {p.resolve() for p in skip}
     for entry in sorted(data_dir.iterdir()):
-        if entry.name in RUNTIME or entry.name.startswith(LOGS) or entry.name.endswith(".tmp"):
+        if (entry.name in RUNTIME or entry.name.startswith((*LOGS, STAGE))
+                or entry.name.endswith(".tmp")):
             continue
         if entry.resolve() in skipped or any(s.is_relative_to(entry.resolve()) for s in skipped):
             continue
@@ -164,11 +212,11 @@ def _listing(folder: Path) -> list[dict[str, Any]]:
             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST]
 
 
-def take_backup(data_dir: Path, dest: Path, copy: Callable[[Path], dict[str, Any]],
+def take_backup(data_dir: Path, dest: Path, copy: Callable[[Path, Later], dict[str, Any]],
                 skip: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """Write a backup of `data_dir` into the new or empty folder `dest`: `copy(folder)` copies
-    the stores (run on the writer by the caller), then the rest is copied and the manifest
-    written; the folder gets its name once complete. The manifest as a dict."""
+    """Write a backup of `data_dir` into the new or empty folder `dest`: `copy(folder, later)`
+    copies the stores (run on the writer by the caller), then what it linked, the rest and the
+    manifest; the folder gets its name once complete. The manifest as a dict."""
     dest = Path(dest).absolute()
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise BackupError(f"{dest} exists and is not an empty folder; give a new one")
@@ -180,8 +228,10 @@ def take_backup(data_dir: Path, dest: Path, copy: Callable[[Path], dict[str, Any
     partial.mkdir(parents=True)
     started = time.time()
     clock = time.perf_counter()
+    later = Later(Path(data_dir) / f"{STAGE}{uuid.uuid4().hex}")
     try:
-        stores = copy(partial)
+        stores = copy(partial, later)
+        later.finish()
         copy_rest(Path(data_dir), partial, (dest, partial, *skip))
         files = _listing(partial)
         manifest = {"format": FORMAT, "psirag_kb": _version(), "duckdb": duckdb.__version__,
@@ -193,6 +243,8 @@ def take_backup(data_dir: Path, dest: Path, copy: Callable[[Path], dict[str, Any
             dest.rmdir()
         os.replace(partial, dest)
     except BaseException:
+        if later.stage is not None:
+            shutil.rmtree(later.stage, ignore_errors=True)
         shutil.rmtree(partial, ignore_errors=True)
         raise
     log.info("backup of %s at generation %s in %s: %d files, %d bytes, %.1f s (writer held "

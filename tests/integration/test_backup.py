@@ -183,6 +183,7 @@ def test_backup_without_a_daemon_runs_in_process_and_restore_refuses_bad_targets
     assert main([*data, "backup", str(dest), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["chunks"] == 3 and report["bytes"] > 0 and "kb.duckdb" in report["files"]
+    assert not list(config.data_dir.glob("backup.stage.*"))  # its hard links are gone
     assert main([*data, "backup", str(dest)]) == 1  # never into a folder that holds something
     assert "not an empty folder" in capsys.readouterr().err
     assert main([*data, "backup", str(config.data_dir / "inside")]) == 1
