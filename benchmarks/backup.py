@@ -10,7 +10,9 @@ recombined corpus sentences, a code word per chunk):
 2. `KnowledgeBase.backup` on an idle knowledge base: wall time, how long the writer was held
    (the time writes wait), bytes and files, by part (DuckDB, BM25, dense).
 3. The same while a thread writes and ingests 5-chunk files one after another: the backup's
-   time, the writer's hold, and the ingests that committed during it.
+   time, the writer's hold, and the ingests that committed during it; then four more such
+   backups alternating the way the stores' immutable files are copied (every file copied on
+   the writer; hard-linked on it and copied after, as `backup` does).
 4. DuckDB's own copy methods on the writer, side by side in the same run, each into a new
    folder: CHECKPOINT then a file copy (what `backup` does), `ATTACH` + `COPY FROM DATABASE`,
    and `EXPORT DATABASE` (Parquet).
@@ -42,7 +44,13 @@ from scale import Generator, Layout, load_sentences, token_counter, write_docs  
 
 from psirag_kb.config import Config  # noqa: E402
 from psirag_kb.kb import KnowledgeBase  # noqa: E402
-from psirag_kb.storage.backup import copy_tantivy, restore  # noqa: E402
+from psirag_kb.storage.backup import (  # noqa: E402
+    Later,
+    copy_stores,
+    copy_tantivy,
+    restore,
+    take_backup,
+)
 
 
 def log(message: str) -> None:
@@ -110,8 +118,19 @@ def duckdb_methods(kb: KnowledgeBase, work: Path) -> dict[str, Any]:
     return out
 
 
-def during_writes(kb: KnowledgeBase, docs: Path, dest: Path) -> dict[str, Any]:
-    """A backup while a thread writes and ingests small files back to back."""
+def copied_on_writer(kb: KnowledgeBase, dest: Path) -> dict[str, Any]:
+    """A backup as `backup` took it before the hard links: every store file copied on the
+    writer (for the side-by-side comparison)."""
+    def copy(folder: Path, _later: Later) -> dict[str, Any]:
+        return kb.writer.call(lambda: copy_stores(kb.stores, folder, Later(None)))
+
+    return take_backup(kb.data_dir, dest, copy)
+
+
+def during_writes(kb: KnowledgeBase, docs: Path, dest: Path,
+                  linked: bool = True) -> dict[str, Any]:
+    """A backup while a thread writes and ingests small files back to back (`linked`: as
+    `backup` does it; else every file copied on the writer)."""
     stop = threading.Event()
     commits: list[float] = []
     extra = docs / "during"
@@ -132,7 +151,7 @@ def during_writes(kb: KnowledgeBase, docs: Path, dest: Path) -> dict[str, Any]:
     thread.start()
     time.sleep(3.0)  # writes under way
     started = time.perf_counter()
-    manifest = kb.backup(dest)
+    manifest = kb.backup(dest) if linked else copied_on_writer(kb, dest)
     ended = time.perf_counter()
     time.sleep(1.0)
     stop.set()
@@ -141,7 +160,8 @@ def during_writes(kb: KnowledgeBase, docs: Path, dest: Path) -> dict[str, Any]:
     gaps = [b - a for a, b in zip(commits, commits[1:], strict=False)]
     shutil.rmtree(extra)
     kb.ingest([docs])  # the added files removed again
-    return {"seconds": manifest["seconds"], "writer_held_s": manifest["writer_held_s"],
+    return {"linked": linked, "seconds": manifest["seconds"],
+            "writer_held_s": manifest["writer_held_s"],
             "bytes": manifest["bytes"], "generation": manifest["generation"],
             "ingests_before": len([t for t in commits if t < started]),
             "ingests_committed_during_backup": len(during),
@@ -187,6 +207,12 @@ def one(n: int, args: argparse.Namespace, generator: Generator) -> dict[str, Any
         result["during_writes"] = during_writes(kb, docs, busy)
         shutil.rmtree(busy, ignore_errors=True)
         log(f"  {result['during_writes']}")
+        rounds = []
+        for linked in (False, True, False, True):  # side by side, alternating
+            rounds.append(during_writes(kb, docs, busy, linked))
+            shutil.rmtree(busy, ignore_errors=True)
+            log(f"  {rounds[-1]}")
+        result["linked_vs_copied"] = rounds
         log(f"N={n}: DuckDB copy methods")
         result["methods"] = duckdb_methods(kb, folder)
     log(f"N={n}: restore")
