@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-ROLES = ("reader", "editor", "admin")
+ROLES = ("reader", "editor", "admin", "monitor")
 """Roles from least to most: a reader searches and browses, an editor may also reindex inside
-their grants, an admin may do everything."""
+their grants, an admin may do everything; apart from them, a monitor reads the server's metrics
+and health and nothing else (no document, no status)."""
 
 
 @dataclass(frozen=True)

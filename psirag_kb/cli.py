@@ -126,6 +126,19 @@ def _parser() -> argparse.ArgumentParser:
     maintain = commands.add_parser("maintain", help="repair drifted subtrees, refresh abstracts")
     maintain.add_argument("--json", action="store_true", help="print one JSON object")
 
+    backup = commands.add_parser(
+        "backup", help="copy the knowledge base into a new folder while it goes on serving "
+                       "(through the running daemon, else in-process)")
+    backup.add_argument("dest", help="a new or empty folder (with --server: on the daemon's "
+                                     "machine)")
+    backup.add_argument("--json", action="store_true", help="print one JSON object")
+    restore = commands.add_parser(
+        "restore", help="bring a backup back into an empty data directory (no daemon on it)")
+    restore.add_argument("src", type=Path, help="a folder `backup` wrote")
+    restore.add_argument("--force", action="store_true",
+                         help="replace what the data directory holds")
+    restore.add_argument("--json", action="store_true", help="print one JSON object")
+
     status = commands.add_parser("status", help="what is indexed")
     status.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -150,7 +163,8 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("name")
     add.add_argument("--role", choices=ROLES, default="reader",
                      help="reader (search and read), editor (also reindex inside their "
-                          "grants), admin (everything, including people); default reader")
+                          "grants), admin (everything, including people), monitor (metrics and "
+                          "health only); default reader")
     add.add_argument("--read", action="append", default=[], metavar="PATH",
                      help="a folder or file they may read (repeatable)")
     add.add_argument("--json", action="store_true", help='print {"name", "token"}')
@@ -303,6 +317,7 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
             for stage, seconds in report.seconds.items():
                 total.timed(stage, seconds)
             total.tree_build = report.tree_build or total.tree_build
+            total.compute = report.compute or total.compute
         abstracts = None
         if not args.no_abstracts:
             with _AbstractBar(kb):
@@ -322,11 +337,27 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
     )
     if abstracts is not None and abstracts["regenerated"]:
         print(f"abstracts: {abstracts['regenerated']} tree nodes given abstracts and labels")
+    if total.compute:
+        print(_where_line(total.compute))
     if total.seconds:
         print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in total.seconds.items()))
     for path, state, reason in total.problems:
         print(f"  {state}: {path}: {reason}")
     return 0
+
+
+def _where_line(compute: dict[str, Any]) -> str:
+    """Where an ingest read and embedded, for its report (issue 34)."""
+    rate = (f"{compute['files']} files, {compute['chunks']} chunks in {compute['seconds']:.1f} s"
+            + (f" ({compute['chunks_per_s']:.1f} chunks/s)" if compute["chunks_per_s"] else ""))
+    if compute["where"] != "ray":
+        return f"ran on this machine, not on Ray at {compute['ray_address']} " \
+               f"({compute['reason']}): {rate}"
+    nodes = ", ".join(compute["nodes"]) or "?"
+    gone = "" if compute["finished_on_ray"] else "; the cluster went away, this machine " \
+                                                  "finished the rest"
+    return (f"ran on Ray at {compute['ray_address']}: {compute['workers']} worker(s) on "
+            f"{nodes}: {rate}{gone}")
 
 
 def cmd_forget(args: argparse.Namespace, config: Config) -> int:
@@ -445,6 +476,50 @@ def _human(n: int) -> str:
     return str(n)  # pragma: no cover
 
 
+def cmd_backup(args: argparse.Namespace, config: Config) -> int:
+    """Have the daemon that owns the stores copy them between two commits (or do it
+    in-process), with people, audit and a manifest."""
+    with _client(config) as kb:
+        remote = getattr(kb, "remote", False)
+        report = kb.backup(args.dest if remote else os.path.abspath(args.dest))
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    where = "" if not remote else " (on the daemon's machine)"
+    stale = {k: v for k, v in report.get("indexes", {}).items() if v != "ok"}
+    print(f"backup of generation {report['generation']} ({report['chunks']} chunks) in "
+          f"{report['path']}{where}: {len(report['files'])} files, {_human(report['bytes'])}, "
+          f"{report['seconds']} s (writes waited {report['writer_held_s']} s)")
+    for name, state in stale.items():
+        print(f"  {name}: {state}")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace, config: Config) -> int:
+    """Verify a backup's manifest and copy it into the data directory (empty, or replaced
+    with --force), holding the directory so no daemon opens it meanwhile."""
+    from psirag_kb.storage.backup import restore
+    from psirag_kb.storage.datadir import COMMAND, DaemonError, DataDirLock
+
+    lock = DataDirLock(config.data_dir)
+    found = lock.try_acquire(COMMAND)
+    if found is not None:
+        raise DaemonError(f"{found.describe()} holds {config.data_dir}; stop it before "
+                          "restoring into it")
+    try:
+        report = restore(args.src, config.data_dir, args.force)
+    finally:
+        lock.release()
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"restored {report['path']} (generation {report['generation']}, {report['chunks']} "
+          f"chunks, {_human(report['bytes'])}) into {report['data_dir']} in "
+          f"{report['seconds']} s; start it with `psirag-kb --data-dir {report['data_dir']} "
+          "daemon`")
+    return 0
+
+
 def cmd_status(args: argparse.Namespace, config: Config) -> int:
     with _client(config) as kb:
         status = kb.status()
@@ -479,6 +554,9 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     stores = status["stores"]
     sizes = (f"{k.removesuffix('_bytes')} {_human(v)}" for k, v in stores.items())
     print("stores: " + ", ".join(sizes))
+    if last := status.get("backup"):
+        print(f"last backup: {_since(last['taken'])}, generation {last['generation']}, "
+              f"{_human(last['bytes'])}, {last['path']}")
     for problem in status["problems"]:
         print(f"  {problem['state']}: {problem['path']}: {problem['reason']}")
     for gone in status.get("unavailable", []):
@@ -946,6 +1024,7 @@ COMMANDS = {
     "mcp": cmd_mcp,
     "ingest": cmd_ingest, "forget": cmd_forget, "query": cmd_query, "status": cmd_status,
     "eval": cmd_eval,
+    "backup": cmd_backup, "restore": cmd_restore,
     "tree": cmd_tree, "maintain": cmd_maintain, "hops": cmd_hops, "daemon": cmd_daemon,
     "distill": cmd_distill, "users": cmd_users,
 }

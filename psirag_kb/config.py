@@ -255,6 +255,16 @@ class ConversationsConfig:
 
     keep_days: int = 365
     """A conversation not continued for this many days is deleted by the daemon."""
+class BackupConfig:
+    """Backups the daemon takes on a schedule (`psirag-kb backup` takes one now)."""
+
+    dir: str = ""
+    """Absolute folder the daemon writes its backups into (one folder each, named
+    psirag-backup-<UTC time>-g<generation>); empty: no scheduled backups."""
+    every_hours: float = 24.0
+    """Hours between two scheduled backups (the first one this long after the daemon starts)."""
+    keep: int = 7
+    """Scheduled backups kept in `dir`; older ones are deleted after each new one."""
 
 
 @dataclass(frozen=True)
@@ -273,6 +283,7 @@ class Config:
     compute: ComputeConfig = field(default_factory=ComputeConfig)
     conversations: ConversationsConfig = field(default_factory=ConversationsConfig)
     auth: AuthConfig = field(default_factory=lambda: AuthConfig())
+    backup: BackupConfig = field(default_factory=BackupConfig)
 
     @property
     def data_dir(self) -> Path:
@@ -408,6 +419,8 @@ def parse_config(data: dict[str, Any], base: Path) -> Config:
         raise ConfigError("[retrieval] certain_margin must be at least 1")
     if config.tree.max_children < 3:
         raise ConfigError("[tree] max_children must be at least 3")
+    if config.backup.dir and not Path(config.backup.dir).expanduser().is_absolute():
+        raise ConfigError(f"[backup] dir must be an absolute path, not {config.backup.dir!r}")
     return config
 
 

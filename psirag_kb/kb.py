@@ -38,6 +38,13 @@ from psirag_kb.search.rows import result_row
 from psirag_kb.search.scope import Scope
 from psirag_kb.search.summary import add_summary
 from psirag_kb.storage.conversations import Conversations, StoredTurn
+from psirag_kb.storage.backup import (
+    Later,
+    copy_stores,
+    last_backup,
+    record_last,
+    take_backup,
+)
 from psirag_kb.storage.stores import OverStores, Stores
 from psirag_kb.tree.drift import repair
 
@@ -173,6 +180,25 @@ class KnowledgeBase(OverStores):
     def checkpoint(self) -> None:
         """Persist the hnswlib index and checkpoint DuckDB (cheap to redo; done on close)."""
         self.writer.call(self.stores.checkpoint_now, key="checkpoint")
+
+    def backup(self, dest: Path | str, then: Callable[[dict[str, Any]], None] | None = None,
+               ) -> dict[str, Any]:
+        """Copy the knowledge base into the new folder `dest` while it goes on serving: the
+        stores on the writer between two commits, then people, audit and the rest, with a
+        manifest (see `storage/backup.py`); `then(copied)` runs on the writer right after the
+        stores were copied, before any later write. The manifest."""
+        def copy(folder: Path, later: Later) -> dict[str, Any]:
+            def run() -> dict[str, Any]:
+                copied = copy_stores(self.stores, folder, later)
+                if then is not None:
+                    then(copied)
+                return copied
+            return self.writer.call(run)
+
+        cache = Path(self.config.storage.cache_dir).expanduser()
+        manifest = take_backup(self.data_dir, Path(dest), copy, (cache,))
+        record_last(self.data_dir, manifest)
+        return manifest
 
     # -- query (composed from the query engine; `access` is the person asking) -------------
 
@@ -461,6 +487,7 @@ class KnowledgeBase(OverStores):
             "stores": self.stores.sizes(),
             "problems": problems,
             "unavailable": self.store.unavailable(),
+            "backup": last_backup(self.data_dir),
         }
 
 

@@ -31,9 +31,9 @@ from psirag_kb.errors import KBError
 
 log = logging.getLogger(__name__)
 
-ROLES = ("reader", "editor", "admin")
+ROLES = ("reader", "editor", "admin", "monitor")
 """reader: reads what their grants cover; editor: also reindexes inside them; admin: everything,
-including people."""
+including people; monitor: the server's metrics and health only (never a document)."""
 PEOPLE_FILE = "people.json"
 LOCK_FILE = "people.lock"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
@@ -115,8 +115,10 @@ class Person:
 
     @property
     def access(self) -> Access:
-        """What the person may read (an admin reads everything): hand and group grants."""
-        grants = None if self.role == "admin" else self.all_grants
+        """What the person may read (an admin everything, a monitor nothing): hand and group
+        grants."""
+        grants = (None if self.role == "admin" else () if self.role == "monitor"
+                  else self.all_grants)
         return Access(name=self.name, role=self.role, grants=grants)
 
     @property
@@ -319,6 +321,8 @@ class People:
         """Create a person; returns their token (shown once, never stored)."""
         _check_name(name)
         _check_role(role)
+        if role == "monitor" and grants:
+            raise PeopleError("a monitor reads metrics and health only: give no folders")
         paths = tuple(dict.fromkeys(grant_path(g) for g in grants))
         token = secrets.token_urlsafe(32)
         with self._editing() as people:

@@ -30,6 +30,30 @@ def host_urls(config: LLMConfig) -> list[str]:
     return list(config.hosts) or [ollama_host(config)]
 
 
+class Calls:
+    """Chats asked of each Ollama host by this process and how many failed (for /metrics)."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._counts: dict[str, list[int]] = {}
+
+    def record(self, host: str, failed: bool) -> None:
+        """Count one chat of `host`."""
+        with self._mutex:
+            counts = self._counts.setdefault(host, [0, 0])
+            counts[0] += 1
+            counts[1] += int(failed)
+
+    def snapshot(self) -> dict[str, tuple[int, int]]:
+        """{host: (requests, failures)} so far."""
+        with self._mutex:
+            return {host: (c[0], c[1]) for host, c in self._counts.items()}
+
+
+CALLS = Calls()
+"""Every pool's chats in this process (pools come and go with agent answers)."""
+
+
 @dataclass
 class _Host:
     """One server, its slots in use and what it did."""
@@ -112,6 +136,7 @@ class LLMPool:
             try:
                 text = h.llm.chat(model, messages, **options)
             except LLMUnavailable as exc:
+                CALLS.record(h.llm.host, failed=True)
                 self._release(h)
                 self._failed(h, exc)
                 tried.add(id(h))
@@ -120,6 +145,7 @@ class LLMPool:
             except BaseException:
                 self._release(h)
                 raise
+            CALLS.record(h.llm.host, failed=False)
             self._release(h, answered=True)
             return text
 

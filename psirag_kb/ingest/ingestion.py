@@ -535,6 +535,7 @@ class Ingestion:
             run = ClusterPipeline(cluster, stage.send, stage.receive, commit, committed,
                                   check_stop, local, BATCH_FILES).run
         outcome: list[BaseException] = []
+        started, embedded_before = time.perf_counter(), report.chunks_embedded
 
         def embed_and_commit() -> None:
             try:
@@ -555,6 +556,26 @@ class Ingestion:
             raise
         if outcome:
             raise outcome[0]
+        if self.config.compute.ray_address:
+            report.compute = self._where(cluster, large, len(files),
+                                         report.chunks_embedded - embedded_before,
+                                         time.perf_counter() - started)
+
+    def _where(self, cluster: Cluster | None, large: bool, files: int, chunks: int,
+               seconds: float) -> dict[str, Any]:
+        """Where an ingest with [compute] ray_address ran: the cluster (address, workers,
+        nodes, rates; whether it went away midway) or this machine and why."""
+        rates = {"files": files, "chunks": chunks, "seconds": round(seconds, 3),
+                 "files_per_s": round(files / seconds, 2) if seconds > 0 else None,
+                 "chunks_per_s": round(chunks / seconds, 2) if seconds > 0 else None}
+        if cluster is None:
+            why = ("a small ingest runs here" if not large else
+                   "the cluster could not be reached (see the warning)")
+            return {"where": "local", "ray_address": self.config.compute.ray_address,
+                    "reason": why, **rates}
+        return {"where": "ray", "ray_address": cluster.address, "workers": cluster.workers,
+                "nodes": sorted({node for node, _ in cluster.nodes}),
+                "finished_on_ray": cluster.alive, **rates}
 
     @contextmanager
     def _reading(self) -> Iterator[None]:

@@ -30,6 +30,9 @@ class IngestReport:
     """Wall time by stage: read (and chunk), embed, store, tree."""
     tree_build: dict[str, Any] | None = None
     """The whole-tree build this call ran, if any: leaves, seconds, pair mode."""
+    compute: dict[str, Any] | None = None
+    """Where a pipelined ingest read and embedded (with [compute] ray_address set): "ray" with
+    the cluster's address, workers, nodes, files, chunks and rates, or "local" and why."""
 
     def timed(self, stage: str, seconds: float) -> None:
         """Add time to a stage."""

@@ -43,6 +43,7 @@ from psirag_kb.service.auth import (
     token_matches,
 )
 from psirag_kb.service.http import MAX_HEAD_BYTES, JSONProtocol, header
+from psirag_kb.service.metrics import CONTENT_TYPE, Measured, Metrics
 from psirag_kb.service.openapi import openapi
 from psirag_kb.service.routes import NotFound, Route, match, route, routes_of
 
@@ -88,6 +89,9 @@ METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}
 ROUTE_KEY = "psirag.route"
 """Where a request's scope holds the Route it was matched to."""
 TOKEN_FIELDS = {"name": str}
+MONITOR_PATHS = ("/api/health", "/api/ready", "/metrics")
+"""All that a person of role monitor may ask for (issue 34)."""
+BACKUP_FIELDS = {"dest": str}
 
 
 class App(Protocol):
@@ -122,6 +126,8 @@ class App(Protocol):
     def delete_conversation(self, conversation: str, *,
                             access: Access = OWNER) -> dict[str, Any]: ...
     def person_removed(self, name: str) -> None: ...
+    def ready(self) -> list[str]: ...
+    def backup(self, dest: str, *, access: Access = OWNER) -> dict[str, Any]: ...
 
 
 class HTTPError(Exception):
@@ -314,8 +320,9 @@ class Endpoints:
 
     def __init__(self, app: App, max_body_bytes: int, mcp: ASGIApp | None,
                  threads: int, people: People | None = None,
-                 audit: AuditLog | None = None) -> None:
+                 audit: AuditLog | None = None, metrics: Metrics | None = None) -> None:
         self.app = app
+        self.metrics = metrics
         self.audit = audit
         self.max_body_bytes = max_body_bytes
         self.mcp = mcp
@@ -331,6 +338,10 @@ class Endpoints:
         raw = scope.get("raw_path") or scope["path"].encode()
         path = raw.split(b"?", 1)[0].decode("latin-1")
         if self.mcp is not None and (path == "/mcp" or path.startswith("/mcp/")):
+            if getattr(scope.get("state", {}).get("access"), "role", None) == "monitor":
+                await _json(403, {"error": "a monitor reads metrics and health only"})(
+                    scope, receive, send)
+                return
             await self.mcp(scope, receive, send)
             return
         request = Request(scope, receive)
@@ -411,6 +422,8 @@ class Endpoints:
         request.scope[ROUTE_KEY] = entry
         access = request.scope.get("state", {}).get("access") if entry.open else \
             _access(request)
+        if getattr(access, "role", None) == "monitor" and entry.path not in MONITOR_PATHS:
+            raise HTTPError(403, f"{access.name} is a monitor: metrics and health only")
         return await entry.handler(self, request, access, **entry.bind(raw))
 
     # -- the core routes ---------------------------------------------------------------------
@@ -442,7 +455,11 @@ class Endpoints:
         k = _k(body.get("k"))
         within = scopes(body.get("in"))
         args = (body["text"], body.get("mode"), k, bool(body.get("summarize") or False))
+        started = time.perf_counter()
         result = await self.call(lambda: self.app.query(*args, within=within, access=access))
+        if self.metrics is not None:
+            self.metrics.observe_query(str(result.get("mode") or body.get("mode") or ""),
+                                       time.perf_counter() - started)
         return _json(200, result)
 
     @route("GET", "/api/tree", "The abstract tree's root and its children.",
@@ -713,6 +730,36 @@ class Endpoints:
 
     # -- issue 34: operations (branch i34) ---------------------------------------------------
 
+    @route("GET", "/api/ready", "Readiness: 200 when the stores are open and no derived index "
+           "is stale, 503 with the reasons otherwise (liveness is /api/health).", open=True,
+           response="{ready: true}, or {ready: false, reasons: [...]} with 503")
+    async def ready(self, request: Request, access: Access | None) -> Response:
+        """GET /api/ready."""
+        reasons = await self.call(self.app.ready)
+        if reasons:
+            return _json(503, {"ready": False, "reasons": reasons},
+                         headers={"Retry-After": "5"})
+        return _json(200, {"ready": True})
+
+    @route("GET", "/metrics", "Prometheus metrics (text format) for an admin or a monitor.",
+           response="the Prometheus text exposition format", media="text/plain")
+    async def metrics_text(self, request: Request, access: Access) -> Response:
+        """GET /metrics."""
+        if access.role not in ("admin", "monitor"):
+            raise HTTPError(403, f"{access.name} is a {access.role}; metrics are for an admin "
+                                 "or a monitor")
+        if self.metrics is None:
+            raise HTTPError(404, "this server keeps no metrics")
+        return Response(await self.call(self.metrics.render), 200, media_type=CONTENT_TYPE)
+
+    @route("POST", "/api/backup", "Copy the knowledge base into a new folder on the daemon's "
+           "machine while it serves (an admin only).", body=BACKUP_FIELDS, required=("dest",),
+           response="{path, generation, chunks, bytes, files, indexes, seconds, ...}")
+    async def backup(self, request: Request, access: Access) -> Response:
+        """POST /api/backup."""
+        dest = (await self.fields(request))["dest"]
+        return _json(200, await self.call(lambda: self.app.backup(dest, access=access)))
+
     # -- issue 32: OpenAPI and the OpenAI-compatible /v1 (branch i32b) -----------------------
 
     @route("GET", "/api/openapi.json", "This API's OpenAPI 3.1 description, generated from "
@@ -830,8 +877,8 @@ def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
               max_body_bytes: int, mcp_server: Any = None,
               threads: int = WORKER_THREADS, people: People | None = None,
               persons: PersonLimiter | None = None, audit: AuditLog | None = None,
-              proxy: Any = None) -> ASGIApp:
-    """The whole ASGI application: guard, then /mcp or the /api routes."""
+              proxy: Any = None, metrics: Metrics | None = None) -> ASGIApp:
+    """The whole ASGI application: measured, guarded, then /mcp or the /api routes."""
     mcp_app = None
     if mcp_server is not None:
         from mcp.server.transport_security import TransportSecuritySettings
@@ -842,7 +889,7 @@ def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
             max_request_body_size=max_body_bytes,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
-    endpoints = Endpoints(app, max_body_bytes, mcp_app, threads, people, audit)
+    endpoints = Endpoints(app, max_body_bytes, mcp_app, threads, people, audit, metrics)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -854,7 +901,8 @@ def build_app(app: App, token: str, policy: HostPolicy, limiter: FailureLimiter,
 
     starlette = Starlette(lifespan=lifespan)
     starlette.router.default = endpoints  # every method and path reaches `dispatch`
-    return Guard(starlette, token, policy, limiter, people, persons, audit, proxy)
+    guarded = Guard(starlette, token, policy, limiter, people, persons, audit, proxy)
+    return guarded if metrics is None else Measured(guarded, metrics, ROUTE_KEY)
 
 
 class ServedInThread:
@@ -931,8 +979,12 @@ class APIServer(ServedInThread):
         self.limiter = FailureLimiter(failures_per_minute, 60.0)
         policy = HostPolicy(host, allowed_hosts, port=self.server_address[1])
         self.persons = PersonLimiter(person_requests_per_minute)
+        read = getattr(app, "metrics_state", None)
+        self.metrics = Metrics(read if callable(read) else None)
+        """This server's own registry (several servers in one process never share one)."""
         asgi = build_app(app, token, policy, self.limiter, max_body_bytes, mcp_server,
-                         people=people, persons=self.persons, audit=audit, proxy=proxy)
+                         people=people, persons=self.persons, audit=audit, proxy=proxy,
+                         metrics=self.metrics)
         self.serve(asgi, max_connections, lifespan="on", graceful_s=5)
 
     @property

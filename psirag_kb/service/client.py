@@ -39,6 +39,8 @@ DAEMON_FILE = "daemon.json"
 DAEMON_START_WAIT_S = 300.0
 """How long a command waits for a starting daemon's API (it may be opening a large KB)."""
 TIMEOUT_S = 30.0
+BACKUP_TIMEOUT_S = 3600.0
+"""A backup copies the whole knowledge base (minutes at a million chunks on a slow disk)."""
 REINDEX_TIMEOUT_S = 3600.0
 HEALTH_TIMEOUT_S = 2.0
 LLM_TIMEOUT_S = 900.0
@@ -256,6 +258,11 @@ class HTTPClient:
         """Have the daemon start its maintain job now (an admin only); {"pid", "runs"}."""
         return self._call("POST", "/api/maintain", {})
 
+    def backup(self, dest: str) -> dict[str, Any]:
+        """Have the daemon copy the knowledge base into `dest`, a new folder on its machine (an
+        admin only); what it copied."""
+        return self._call("POST", "/api/backup", {"dest": dest}, timeout=BACKUP_TIMEOUT_S)
+
     def users(self, action: str, name: str = "", role: str | None = None,
               read: list[str] | None = None) -> dict[str, Any]:
         """A `users` command over the admin-only /api/users routes."""
@@ -350,6 +357,12 @@ class LocalClient:
     def status(self) -> dict[str, Any]:
         """Status (no "daemon" object)."""
         return self.kb.status()
+
+    def backup(self, dest: str) -> dict[str, Any]:
+        """Copy the knowledge base into the new folder `dest`; what was copied."""
+        from psirag_kb.storage.backup import summary
+
+        return summary(self.kb.backup(Path(os.path.abspath(dest))))
 
     def node(self, node_id: int | None = None) -> dict[str, Any]:
         """One tree node (the root by default)."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from psirag_kb.access import OWNER, Access
+from psirag_kb.answer.hosts import CALLS
 from psirag_kb.config import Config, WebConfig
 from psirag_kb.errors import AccessDenied, KBError
 from psirag_kb.paths import inside, spelled_under
@@ -25,6 +26,7 @@ from psirag_kb.service.client import DAEMON_FILE
 from psirag_kb.service.refresher import AbstractRefresher
 from psirag_kb.service.scheduler import Jobs
 from psirag_kb.service.watcher import FolderWatcher, Stopping
+from psirag_kb.storage.backup import last_backup, prune, scheduled_name, summary
 from psirag_kb.storage.datadir import DAEMON, DaemonError, DataDirLock
 
 log = logging.getLogger(__name__)
@@ -198,6 +200,21 @@ class Daemon:
         people = None if self.people is None else {
             p["name"]: float(p["created"]) for p in self.people.listed()}
         return self.kb.prune_conversations(people)
+        backup = self.config.backup
+        if backup.dir:
+            jobs.add("backup", self._scheduled_backup, backup.every_hours * 3600.0)
+        return jobs
+
+    def _scheduled_backup(self) -> dict[str, Any]:
+        """Take a backup into [backup] dir, then delete the oldest beyond [backup] keep."""
+        folder = Path(self.config.backup.dir).expanduser()
+        folder.mkdir(parents=True, exist_ok=True)
+        kb = self._kb()
+        manifest = kb.backup(folder / scheduled_name(kb.store.generation))
+        pruned = prune(folder, self.config.backup.keep)
+        shown = summary(manifest)
+        shown.pop("files", None)
+        return shown | {"pruned": pruned}
 
     def _grants_changed(self) -> bool:
         """Partition the tree at the grants people.json holds now (a new grant splits the
@@ -484,6 +501,53 @@ class Daemon:
     def person_removed(self, name: str) -> None:
         """A person was revoked: their conversations go with them."""
         self._kb().forget_person(name)
+    def backup(self, dest: str, *, access: Access = OWNER) -> dict[str, Any]:
+        """Take a backup into the new folder `dest` (an absolute path on this machine) while
+        serving (an admin only); what was copied, the generation and the bytes."""
+        if access.role != "admin":
+            if self.audit is not None:
+                self.audit.record(access.name, "backup", dest, status=403)
+            raise AccessDenied(f"{access.name} ({access.role}) may not take backups: an admin "
+                               "only")
+        if not dest or "\x00" in dest or not os.path.isabs(dest):
+            raise KBError(f"{dest!r}: give the backup's folder as an absolute path on the "
+                          "daemon's machine")
+        self._audited(access, "backup", dest)
+        return summary(self._kb().backup(Path(dest)))
+
+    def ready(self) -> list[str]:
+        """Why the daemon is not ready to answer as it should ([] when it is): stores not open,
+        a derived index stale or being rebuilt."""
+        kb = self.kb
+        if kb is None or self._stopping.is_set():
+            return ["the stores are not open (starting or stopping)"]
+        stores = kb.stores
+        reasons = [f"the {name} index is being rebuilt from the database "
+                   f"({entry.get('reason', 'stale')})"
+                   for name, entry in sorted(stores.stale.items())]
+        tree = stores.tree_state
+        if tree["state"] != "ok":
+            reasons.append(f"the tree is {tree['state']} ({tree.get('reason', '')}); queries "
+                           "use BM25 and the dense index until it is rebuilt")
+        return reasons
+
+    def metrics_state(self) -> dict[str, Any]:
+        """What /metrics reads at each scrape: counts, queues, index states, last backup."""
+        kb = self.kb
+        if kb is None or self._stopping.is_set():
+            return {"open": False}
+        stores = kb.stores
+        indexes = {name: shown["state"] for name, shown in stores.index_status().items()}
+        indexes["tree"] = stores.tree_state["state"]
+        return {
+            "open": True, "files": kb.store.state_counts(), "chunks": kb.store.chunk_count(),
+            "generation": kb.store.generation, "dirty": stores.tree_index.view.dirty,
+            "writer_queue": kb.writer.queued,
+            "watcher_queue": self.watcher.queue_size if self.watcher is not None else 0,
+            "indexes": indexes, "files_written": stores.files_written,
+            "chunks_written": stores.chunks_written, "llm": CALLS.snapshot(),
+            "backup": last_backup(self.data_dir),
+        }
 
     def allowed_path(self, raw: str) -> Path:
         """The absolute path of a reindex request, refusing traversal and foreign paths."""

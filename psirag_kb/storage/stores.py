@@ -25,6 +25,7 @@ from psirag_kb.people import People
 from psirag_kb.search.scope import Scope, exact_top
 from psirag_kb.search.treeindex import TreeIndex
 from psirag_kb.search.treeview import TreeView
+from psirag_kb.storage.backup import check_not_restoring
 from psirag_kb.storage.dense import DenseIndex, exact_scope
 from psirag_kb.storage.partitions import Partitions
 from psirag_kb.storage.sparse import SparseIndex
@@ -85,6 +86,7 @@ class Stores:
     def __init__(self, config: Config, model: str, dim: Any) -> None:
         """Open (or create) the stores; `dim()` is asked only for a new database."""
         self.config = config
+        check_not_restoring(config.data_dir)
         self.store = Store(config.data_dir / "kb.duckdb", model, dim)
         self.dim = self.store.dim
         self.sparse = SparseIndex(config.data_dir / "bm25")
@@ -100,6 +102,9 @@ class Stores:
         self.tree_index: TreeIndex
         self._closing = threading.Event()
         """Set by `close`: a background tree rebuild stops retrying."""
+        self.files_written = 0
+        self.chunks_written = 0
+        """Files whose change this process committed, and the chunks they added (/metrics)."""
         self.splitting = False
         """Whether a tree partitioned at new boundaries is being built in the background (the
         current tree serves queries meanwhile)."""
@@ -559,6 +564,8 @@ class Stores:
         """Commit chunks and tree to DuckDB, then bring the derived indexes to the generation."""
         with self.tree_edit():
             delta = self.store.apply(changes, removals, self.update_tree)
+        self.files_written += len(changes)
+        self.chunks_written += len(delta.added_ids)
         self.update_derived(delta)
         return delta
 

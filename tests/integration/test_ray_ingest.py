@@ -4,6 +4,7 @@ retry; a cluster that goes away mid-ingest leaves the rest to this machine."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -227,3 +228,31 @@ def test_a_cluster_gone_mid_ingest_leaves_the_rest_to_this_machine(
     assert compute["state"] == "gone"
     assert remote["chunks"] == local["chunks"] and remote["files"] == local["files"]
     np.testing.assert_allclose(remote["vectors"], local["vectors"], atol=2e-5)
+
+
+def test_ingest_ray_says_where_the_work_ran(tmp_path: Path, head: LocalRay, capsys,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ingest --ray` names the cluster's address, its workers and the rate, in its output
+    and in --json; without a cluster to reach, it says the work ran here and why."""
+    from psirag_kb.cli import main
+
+    docs = make_docs(tmp_path, files=6)
+    data = ["--data-dir", str(tmp_path / "data")]
+    assert main([*data, "ingest", str(docs), "--ray", head.address, "--json"]) == 0
+    compute = json.loads(capsys.readouterr().out)["compute"]
+    assert compute["where"] == "ray" and compute["ray_address"] == head.address
+    assert compute["workers"] == 2 and compute["nodes"] and compute["finished_on_ray"]
+    assert compute["files"] == 10 and compute["chunks"] > 0 and compute["chunks_per_s"] > 0
+    (docs / "notes" / "n00.md").write_text("# Topic zero\n\nRewritten about herons.\n")
+    (docs / "notes" / "n01.md").write_text("# Topic one\n\nRewritten about pikes.\n")
+    assert main([*data, "ingest", str(docs), "--ray", head.address]) == 0
+    printed = capsys.readouterr().out
+    assert f"ran on Ray at {head.address}: 2 worker(s) on " in printed, printed
+    assert "chunks/s" in printed
+    monkeypatch.setattr(ingestion, "CLUSTER_RETRY_S", 0.0)
+    gone = "127.0.0.1:9"  # nothing listens there
+    (docs / "notes" / "n02.md").write_text("# Topic two\n\nRewritten about terns.\n")
+    assert main([*data, "ingest", str(docs), "--ray", gone, "--json"]) == 0
+    compute = json.loads(capsys.readouterr().out)["compute"]
+    assert compute["where"] == "local" and compute["ray_address"] == gone
+    assert "could not be reached" in compute["reason"]
