@@ -37,7 +37,6 @@ from psirag_kb.search.retrieval import Ranking
 from psirag_kb.search.rows import result_row
 from psirag_kb.search.scope import Scope
 from psirag_kb.search.summary import add_summary
-from psirag_kb.storage.conversations import Conversations, StoredTurn
 from psirag_kb.storage.backup import (
     Later,
     copy_stores,
@@ -45,6 +44,7 @@ from psirag_kb.storage.backup import (
     record_last,
     take_backup,
 )
+from psirag_kb.storage.conversations import Conversations, StoredTurn
 from psirag_kb.storage.stores import OverStores, Stores
 from psirag_kb.tree.drift import repair
 

@@ -191,6 +191,9 @@ class Daemon:
         jobs.add("people", self._people_seen, 60.0)
         jobs.add("boundaries", self._grants_changed, BOUNDARIES_EVERY_S)
         jobs.add("conversations", self._prune_conversations, CONVERSATIONS_EVERY_S)
+        backup = self.config.backup
+        if backup.dir:
+            jobs.add("backup", self._scheduled_backup, backup.every_hours * 3600.0)
         return jobs
 
     def _prune_conversations(self) -> dict[str, Any]:
@@ -200,10 +203,6 @@ class Daemon:
         people = None if self.people is None else {
             p["name"]: float(p["created"]) for p in self.people.listed()}
         return self.kb.prune_conversations(people)
-        backup = self.config.backup
-        if backup.dir:
-            jobs.add("backup", self._scheduled_backup, backup.every_hours * 3600.0)
-        return jobs
 
     def _scheduled_backup(self) -> dict[str, Any]:
         """Take a backup into [backup] dir, then delete the oldest beyond [backup] keep."""
