@@ -255,6 +255,9 @@ class ConversationsConfig:
 
     keep_days: int = 365
     """A conversation not continued for this many days is deleted by the daemon."""
+
+
+@dataclass(frozen=True)
 class BackupConfig:
     """Backups the daemon takes on a schedule (`psirag-kb backup` takes one now)."""
 
