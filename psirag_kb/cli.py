@@ -23,6 +23,14 @@ from psirag_kb.search.retrieval import EVAL_MODES, MODES
 log = logging.getLogger("psirag_kb")
 
 
+def _version_text() -> str:
+    """`psirag-kb --version`: the release and its database schema."""
+    from psirag_kb import __version__
+    from psirag_kb.storage.migrations import SCHEMA_VERSION
+
+    return f"psirag-kb {__version__} (database schema {SCHEMA_VERSION})"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="psirag-kb", description="An always-on knowledge base for document folders."
@@ -30,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, help="config file (default: ./config.toml)")
     parser.add_argument("--data-dir", type=Path, help="data directory (overrides [storage])")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=_version_text(),
+                        help="this release and the schema version of the databases it writes")
     parser.add_argument("--server", metavar="URL",
                         help="a remote daemon for query, status, tree, tui, mcp and users "
                              "(overrides PSIRAG_KB_URL and [api] server); its token comes from "
