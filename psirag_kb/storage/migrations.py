@@ -238,6 +238,17 @@ def _release(step: Step) -> None:
         db.execute("INSERT INTO meta VALUES ('next_node_id', '1')")
 
 
+@migration(6, "vectors of a new embedding model")
+def _reembed_vectors(step: Step) -> None:
+    """reembed_vectors holds each chunk's vector from the model a running `reembed` moves to
+    (empty when none runs; see ingest/reembed.py)."""
+    step.db.execute(REEMBED_TABLE)
+
+
+REEMBED_TABLE = "CREATE TABLE IF NOT EXISTS reembed_vectors (id BIGINT, vector FLOAT[])"
+"""The new model's vectors by chunk id, while a reembed runs (a list: its dimension may
+differ)."""
+
 SCHEMA_VERSION = schema_version()
 """2: chunks.location. 3: chunks.context. 4: one row per files.path, meta.identity.
-5: meta.release (see each step's docstring)."""
+5: meta.release. 6: reembed_vectors (see each step's docstring)."""

@@ -65,6 +65,25 @@ def indexed_text(context: str | None, text: str) -> str:
     return f"{context}\n{text}" if context else text
 
 
+def reembedded_model(path: Path) -> str | None:
+    """The model a `reembed` switched this database to (meta.model_by = 'reembed'), which
+    then wins over [embedding] model; None for none (or no database yet)."""
+    if not Path(path).is_file():
+        return None
+    try:
+        db = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error:
+        return None  # in use or unreadable: opening it says why
+    try:
+        meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN "
+                               "('model', 'model_by')").fetchall())
+    except duckdb.Error:
+        return None
+    finally:
+        db.close()
+    return meta.get("model") if meta.get("model_by") == "reembed" else None
+
+
 def _stack(vectors: list[np.ndarray], dim: int) -> np.ndarray:
     """Rows as one float32 array (an empty (0, dim) array for none)."""
     if not vectors:
@@ -283,6 +302,7 @@ class Store:
                 abstract_vector FLOAT[{dim}], label VARCHAR)"""
         )
         db.execute("CREATE TABLE leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)")
+        db.execute(migrations.REEMBED_TABLE)
         rows = [
             ("schema_version", str(SCHEMA_VERSION)),
             ("model", model),
