@@ -81,6 +81,32 @@ def _parser() -> argparse.ArgumentParser:
                        help="only results from files under this folder, or this file "
                             "(repeatable)")
     query.add_argument("--json", action="store_true", help="print one JSON object")
+    query.add_argument("--conversation", metavar="ID",
+                       help="a turn of this stored conversation (`chat` prints its id): a "
+                            "follow-up is searched with the earlier turns' subject")
+
+    chat = commands.add_parser(
+        "chat", help="ask questions in a conversation: follow-ups are resolved against the "
+                     "earlier turns (a REPL on a terminal; one question per line on a pipe)")
+    chat.add_argument("--conversation", metavar="ID", help="continue this conversation")
+    chat.add_argument("--mode", choices=(*MODES, "agent"),
+                      help="retrieval mode (default: from config); agent answers with the LLM")
+    chat.add_argument("-k", type=int, help="number of results")
+    chat.add_argument("--in", dest="within", action="append", metavar="PATH",
+                      help="only results from files under this folder, or this file")
+    chat.add_argument("--json", action="store_true", help="print one JSON object per question")
+
+    talks = commands.add_parser("conversations", help="list, show, rename or delete your "
+                                                      "stored conversations")
+    talk_actions = talks.add_subparsers(dest="action")
+    talk_actions.add_parser("list", help="your conversations, most recent first (the default)")
+    for action, what in (("show", "a conversation's turns"), ("delete", "delete one")):
+        one = talk_actions.add_parser(action, help=what)
+        one.add_argument("id")
+    rename = talk_actions.add_parser("rename", help="give one a new title")
+    rename.add_argument("id")
+    rename.add_argument("title")
+    talks.add_argument("--json", action="store_true", help="print one JSON object")
 
     evaluate = commands.add_parser("eval", help="recall of each mode on benchmark questions")
     evaluate.add_argument("--corpus", type=Path, action="append", required=True,
@@ -382,11 +408,27 @@ def cmd_query(args: argparse.Namespace, config: Config) -> int:
     with _client(config) as kb:
         within = args.within and [p if config.api.server else os.path.abspath(p)
                                   for p in args.within]
-        result = kb.query(args.text, mode=args.mode, k=args.k, summarize=args.summarize,
-                          **({"within": within} if within else {}))
+        if args.conversation is not None:
+            if args.summarize:
+                raise KBError("--summarize does not continue a conversation; drop one of them")
+            result = kb.ask(args.text, conversation=args.conversation, mode=args.mode,
+                            k=args.k, **({"within": within} if within else {}))
+        else:
+            result = kb.query(args.text, mode=args.mode, k=args.k, summarize=args.summarize,
+                              **({"within": within} if within else {}))
     if args.json:
         print(json.dumps(result))
-    elif result["mode"] == "agent":
+    else:
+        _print_result(result)
+    return 0
+
+
+def _print_result(result: dict[str, Any]) -> None:
+    """A query's or a conversation turn's result as text (the query searched first, when a
+    follow-up was rewritten)."""
+    if result.get("rewrite") not in (None, "as_is"):
+        print(f"searched: {result['searched']}\n")
+    if result["mode"] == "agent":
         _print_answer(result)
     else:
         if result.get("note"):
@@ -402,7 +444,6 @@ def cmd_query(args: argparse.Namespace, config: Config) -> int:
                 print(f"  node {node['node']}: {node['abstract'] or '(no abstract yet)'}")
             print()
         _print_results(result)
-    return 0
 
 
 def _human(n: int) -> str:
@@ -819,7 +860,87 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def cmd_chat(args: argparse.Namespace, config: Config) -> int:
+    """A conversation: each line is a question; a follow-up is searched with the subject of
+    the earlier turns ("searched: ..." says how)."""
+    interactive = sys.stdin.isatty() and not args.json
+    with _client(config) as kb:
+        within = args.within and [p if config.api.server else os.path.abspath(p)
+                                  for p in args.within]
+        conversation = args.conversation or kb.new_conversation()["id"]
+        if args.conversation:
+            kb.conversation(conversation)  # an unknown id fails before the first question
+        if interactive:
+            print(f"conversation {conversation} (continue it later with `psirag-kb chat "
+                  f"--conversation {conversation}`); an empty line or Ctrl-D ends it",
+                  file=sys.stderr)
+        while True:
+            try:
+                line = input("> " if interactive else "")
+            except EOFError:
+                break
+            if not line.strip():
+                if interactive:
+                    break
+                continue
+            try:
+                result = kb.ask(line, conversation=conversation, mode=args.mode, k=args.k,
+                                **({"within": within} if within else {}))
+            except KBError as exc:  # one bad question does not end the conversation
+                print(f"error: {exc}", file=sys.stderr)
+                continue
+            if args.json:
+                print(json.dumps(result), flush=True)
+            else:
+                if not interactive:
+                    print(f"Q: {line.strip()}")
+                _print_result(result)
+                print(flush=True)
+    return 0
+
+
+def cmd_conversations(args: argparse.Namespace, config: Config) -> int:
+    """List, show, rename or delete the caller's stored conversations."""
+    action = args.action or "list"
+    with _client(config) as kb:
+        if action == "list":
+            result = kb.conversations()
+        elif action == "show":
+            result = kb.conversation(args.id)
+        elif action == "rename":
+            result = kb.rename_conversation(args.id, args.title)
+        else:
+            result = kb.delete_conversation(args.id)
+    if args.json:
+        print(json.dumps(result))
+    elif action == "list":
+        for talk in result["conversations"]:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(talk["updated"]))
+            print(f"{talk['id']}  {when}  {talk['turns']:3d} turn(s)  {talk['title']}")
+        if not result["conversations"]:
+            print("no conversations yet: start one with `psirag-kb chat`")
+    elif action == "show":
+        print(f"{result['title']} ({result['id']})")
+        for turn in result["turns"]:
+            searched = (f"  (searched: {turn['searched']})"
+                        if turn["rewrite"] != "as_is" else "")
+            print(f"\n{turn['turn']}. {turn['question']}{searched}")
+            if turn.get("answer"):
+                print(f"   {turn['answer']}")
+            for passage in turn["passages"]:
+                if passage.get("withheld"):
+                    print(f"   [{passage['rank']}] withheld (no longer readable to you)")
+                else:
+                    print(f"   [{passage.get('number', passage['rank'])}] {place(passage)}")
+    elif action == "rename":
+        print(f"{result['id']}: {result['title']}")
+    else:
+        print(f"deleted {result['deleted']}")
+    return 0
+
+
 COMMANDS = {
+    "chat": cmd_chat, "conversations": cmd_conversations,
     "tui": cmd_tui,
     "mcp": cmd_mcp,
     "ingest": cmd_ingest, "forget": cmd_forget, "query": cmd_query, "status": cmd_status,

@@ -250,6 +250,14 @@ class ComputeConfig:
 
 
 @dataclass(frozen=True)
+class ConversationsConfig:
+    """Conversations kept per person (chat, `--conversation`, /api/conversations)."""
+
+    keep_days: int = 365
+    """A conversation not continued for this many days is deleted by the daemon."""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration."""
 
@@ -263,6 +271,7 @@ class Config:
     api: APIConfig = field(default_factory=APIConfig)
     web: WebConfig = field(default_factory=WebConfig)
     compute: ComputeConfig = field(default_factory=ComputeConfig)
+    conversations: ConversationsConfig = field(default_factory=ConversationsConfig)
 
     @property
     def data_dir(self) -> Path:

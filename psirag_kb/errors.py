@@ -65,3 +65,7 @@ class ChunkNotFound(NodeNotFound):
 class AccessDenied(KBError):
     """A person's role or grants do not allow what they asked (a reindex, ingest or removal
     outside what they may write; answered 403)."""
+
+
+class ConversationNotFound(NodeNotFound):
+    """A conversation id that does not exist or belongs to someone else (the same answer)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,14 @@ from psirag_kb.ingest.embedding import (
 from psirag_kb.ingest.ingestion import CLOSE_WAIT_S, Ingestion, IngestReport, Progress
 from psirag_kb.paths import resolved
 from psirag_kb.search.engine import QueryEngine, Within, asked
+from psirag_kb.search.followup import Rewrite, Turn, history_turns, resolve
 from psirag_kb.search.overview import is_global
 from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import Ranking
 from psirag_kb.search.rows import result_row
 from psirag_kb.search.scope import Scope
 from psirag_kb.search.summary import add_summary
+from psirag_kb.storage.conversations import Conversations, StoredTurn
 from psirag_kb.storage.store import reembedded_model
 from psirag_kb.storage.stores import OverStores, Stores
 from psirag_kb.tree.drift import repair
@@ -59,6 +61,12 @@ DRIFT_TOLERANCE = 0.02
 """A subtree is rebuilt when its cost exceeds a local rebuild's by more than this fraction."""
 DRIFT_MAX_LEAVES = 4000
 """Largest subtree rebuilt in one piece."""
+HISTORY_TURNS = 6
+"""Earlier turns of a stored conversation a follow-up is resolved against."""
+HEADER_PASSAGES = 3
+"""Cited passages of a turn whose headers the rewrite may draw on."""
+CITED = 20
+"""Passages kept per turn."""
 
 __all__ = ["OWNER", "Access", "KnowledgeBase", "Within", "result_row"]
 
@@ -92,6 +100,8 @@ class KnowledgeBase(OverStores):
         self.reranker = Reranker(reranker, config.embedding.device) if reranker else None
         self.engine = QueryEngine(config, self.stores, self.query_embedder, self.reranker)
         """Every read of the knowledge base: the facade composes it, never the other way."""
+        self.talks = Conversations(self.stores.store)
+        """The conversations table (`ask`, `conversations`, `conversation`, ...)."""
         self.reembedding: Any = None
         """The reembed this process runs or ran (ingest/reembed.py), None before one."""
 
@@ -263,6 +273,124 @@ class KnowledgeBase(OverStores):
                 "hops": 0, "message": found["message"], "results": found["results"],
                 "overview": found["overview"],
                 **({"in": found["in"]} if "in" in found else {})}
+
+    # -- conversations (each person's own; writes on the writer thread) --------------------
+
+    def ask(self, question: str, *, conversation: str | None = None,
+            history: Sequence[Any] | None = None, mode: str | None = None,
+            k: int | None = None, within: Within | None = None,
+            on_step: Callable[[dict[str, Any]], None] | None = None,
+            access: Access = OWNER) -> dict[str, Any]:
+        """A question in a conversation: a follow-up made standalone from the earlier turns
+        (the stored `conversation`'s, or `history` as a client sends it: {role, content}
+        messages or earlier turns), searched or answered as `query` would, and recorded as a
+        turn of `conversation` when given. The result is `query`'s (or `answer`'s) plus
+        "question", "searched", "rewrite" (as_is, offline, llm), "conversation" and "turn"."""
+        question = question.strip()
+        if not question:
+            raise KBError("the question is empty")
+        if conversation is not None and history is not None:
+            raise KBError("give a conversation or the earlier turns, not both")
+        if conversation is not None:
+            turns = self._turns_of(conversation, access)
+        else:
+            try:
+                turns = history_turns(history or [])
+            except ValueError as exc:
+                raise KBError(f"history: {exc}") from None
+        rewrite = self.rewrite(turns, question)
+        extra: dict[str, Any] = {} if within is None else {"within": within}
+        if mode == "agent":
+            result = self.answer(rewrite.query, k, on_step, access=access, **extra)
+        else:
+            result = self.query(rewrite.query, mode, k, access=access, **extra)
+        result |= {"question": question, **rewrite.as_dict(), "conversation": conversation,
+                   "turn": None}
+        if conversation is not None:
+            stored = _stored_turn(question, rewrite, result)
+            result["turn"] = self.writer.call(
+                lambda: self.talks.add_turn(conversation, access.name, stored),
+                key="conversation")
+        return result
+
+    def rewrite(self, history: Sequence[Turn], question: str) -> Rewrite:
+        """The standalone query for a question after these turns (the LLM's when [llm] is
+        enabled and its rewrite keeps to the turns' words, else the offline one)."""
+        from psirag_kb.answer.rewriting import llm_rewriter
+
+        return resolve(history, question, llm_rewriter(self.config.llm))
+
+    def _turns_of(self, conversation: str, access: Access) -> list[Turn]:
+        """A stored conversation's turns as the rewrite sees them: the headers of passages the
+        person may still read, answers only while all their passages are."""
+        turns = []
+        for stored in self.talks.turns(conversation, access.name)[-HISTORY_TURNS:]:
+            cited = list(stored.chunk_ids[:HEADER_PASSAGES])
+            readable = self.engine.readable(stored.chunk_ids, access)
+            whole = all(i in readable for i in stored.chunk_ids)
+            turns.append(Turn(stored.question, stored.searched,
+                              tuple(self.engine.headers(cited, access)),
+                              (stored.answer or "") if whole else ""))
+        return turns
+
+    def new_conversation(self, title: str = "", *, access: Access = OWNER) -> dict[str, Any]:
+        """A new, empty conversation of this person's: {"id", "title", "created", ...}."""
+        return self.writer.call(lambda: self.talks.create(access.name, title),
+                                key="conversation")
+
+    def conversations(self, *, access: Access = OWNER) -> dict[str, Any]:
+        """{"conversations": [...]}: this person's, the most recently continued first."""
+        return {"conversations": self.talks.listed(access.name)}
+
+    def conversation(self, conversation: str, *, access: Access = OWNER) -> dict[str, Any]:
+        """One of this person's conversations with its turns; each turn's passages are
+        re-checked against the grants of now (one no longer readable, or gone, is
+        {"chunk_id", "withheld": true}, and an answer drawn from it is withheld too)."""
+        summary = self.talks.summary(conversation, access.name)
+        stored = self.talks.turns(conversation, access.name)
+        readable = self.engine.readable([i for t in stored for i in t.chunk_ids], access)
+        turns = []
+        for number, turn in enumerate(stored, start=1):
+            passages = [_passage(readable[i], i, rank) if i in readable
+                        else {"chunk_id": i, "rank": rank, "withheld": True}
+                        for rank, i in enumerate(turn.chunk_ids, start=1)]
+            for passage, number in zip(passages, turn.numbers, strict=False):
+                passage["number"] = number
+            withheld = any(p.get("withheld") for p in passages)
+            turns.append({"turn": number, "question": turn.question, "searched": turn.searched,
+                          "rewrite": turn.rewrite, "mode": turn.mode,
+                          "answer": None if withheld else turn.answer, "status": turn.status,
+                          "at": turn.at, "passages": passages,
+                          **({"withheld": True} if withheld else {})})
+        return summary | {"turns": turns}
+
+    def rename_conversation(self, conversation: str, title: str, *,
+                            access: Access = OWNER) -> dict[str, Any]:
+        """Give one of this person's conversations a new title; its summary."""
+        if not title.strip():
+            raise KBError("the title is empty")
+        self.writer.call(lambda: self.talks.rename(conversation, access.name, title),
+                         key="conversation")
+        return self.talks.summary(conversation, access.name)
+
+    def delete_conversation(self, conversation: str, *, access: Access = OWNER) -> dict[str, Any]:
+        """Delete one of this person's conversations; {"deleted": id}."""
+        self.writer.call(lambda: self.talks.delete(conversation, access.name),
+                         key="conversation")
+        return {"deleted": conversation}
+
+    def forget_person(self, name: str) -> int:
+        """Delete all of a removed person's conversations; returns how many."""
+        return self.writer.call(lambda: self.talks.delete_owner(name), key="conversation")
+
+    def prune_conversations(self, people: Iterable[str] | None = None) -> dict[str, Any]:
+        """Delete conversations not continued for [conversations] keep_days, and, when the
+        names of the people there are now are given, those of anyone else (the machine's
+        owner's stay); {"pruned": how many}."""
+        before = time.time() - self.config.conversations.keep_days * 86400.0
+        keep = None if people is None else {*people, OWNER.name}
+        return {"pruned": self.writer.call(lambda: self.talks.prune(before, keep),
+                                           key="conversation")}
 
     # -- status -----------------------------------------------------------------------------
 
@@ -436,6 +564,31 @@ def _writable(paths: Iterable[Path | str], access: Access) -> Iterable[Path | st
             raise AccessDenied(f"{access.name} may not reindex {path}: ask an admin for a grant "
                                "as an editor of its folder")
     return paths
+
+
+def _stored_turn(question: str, rewrite: Rewrite, result: dict[str, Any]) -> StoredTurn:
+    """What is kept of a turn: the question, the query searched, the answer and the ids of
+    the passages it cited (an answer's citations, else its results), best first."""
+    if result.get("mode") == "agent" or "citations" in result:
+        rows = result.get("citations") or []
+    else:
+        rows = result.get("results") or []
+    cited: dict[int, int] = {}
+    for row in rows:
+        if row.get("chunk_id") is not None and int(row["chunk_id"]) not in cited:
+            cited[int(row["chunk_id"])] = int(row.get("number") or 0)
+    ids = list(cited)[:CITED]
+    numbers = tuple(cited[i] for i in ids) if all(cited[i] for i in ids) else ()
+    status = result.get("status") or ("found" if rows else "nothing found")
+    return StoredTurn(question, rewrite.query, rewrite.method, str(result.get("mode") or ""),
+                      result.get("answer"), str(status), tuple(ids), numbers)
+
+
+def _passage(hit: Any, chunk_id: int, rank: int) -> dict[str, Any]:
+    """A passage of a reopened turn, shaped like a result row (no score)."""
+    row = result_row(hit, chunk_id, 0.0, rank)
+    row.pop("score", None)
+    return row
 
 
 def _label(key: Any) -> str | None:

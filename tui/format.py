@@ -334,3 +334,38 @@ def editor_command(editor: str, path: str, line: int | None) -> list[str]:
     if name in ("hx", "helix", "subl", "kak"):
         return [*argv, f"{path}:{line}"] if name != "kak" else [*argv, f"+{line}", path]
     return [*argv, f"+{line}", path]
+
+
+# -- issue 32: the conversation on the query screen ---------------------------------------
+
+def turn_entry(question: str, result: dict[str, Any]) -> dict[str, Any]:
+    """What the query screen keeps of a turn: the question, the query searched, and a line
+    of what came back (the answer's start, else the first file found)."""
+    answer = result.get("answer") if result.get("status") == "answered" else None
+    rows = result.get("citations") or result.get("results") or []
+    if isinstance(answer, str) and answer.strip():
+        found = " ".join(answer.split())
+    elif rows:
+        found = (f"{len(rows)} passage{'' if len(rows) == 1 else 's'}, first "
+                 f"{rows[0].get('source')}")
+    else:
+        found = "nothing found"
+    return {"question": question, "searched": str(result.get("searched") or question),
+            "found": found[:160] + ("…" if len(found) > 160 else ""),
+            "turn": result.get("turn")}
+
+
+def conversation_text(turns: list[dict[str, Any]]) -> Text:
+    """The turns of a conversation, earliest first, each with what was searched."""
+    out = Text()
+    for number, turn in enumerate(turns, start=1):
+        if number > 1:
+            out.append("\n")
+        out.append(f"{number}. ", style="bold")
+        out.append(turn["question"], style="bold")
+        if turn["searched"] != turn["question"]:
+            out.append(f"\n   searched: {turn['searched']}", style="italic")
+        out.append(f"\n   {turn['found']}")
+    if turns:
+        out.append("\n(ctrl+t starts a new conversation)", style="dim")
+    return out

@@ -15,6 +15,7 @@ APP = [
 QUERY = [
     Binding("ctrl+n", "next_mode", "Mode"),
     Binding("ctrl+o", "open_editor", "Edit"),
+    Binding("ctrl+t", "new_conversation", "New chat"),
     Binding("escape", "focus_input", "Search", show=False),
     Binding("ctrl+r", "focus_results", "Results", show=False),
 ]
@@ -40,7 +41,8 @@ SCREENS = {
 }
 
 EXTRA = {
-    "Query": [("enter", "run the query / show the selected result"),
+    "Query": [("enter", "run the query / show the selected result (a follow-up of the "
+                        "questions before it, until ctrl+t starts a new conversation)"),
               ("tab", "move between input, mode, results and details"),
               ("up/down", "move through the results")],
     "Tree": [("enter/space", "expand or collapse a node")],

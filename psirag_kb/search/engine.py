@@ -392,6 +392,21 @@ class QueryEngine(OverStores):
                            for row in rows if row.id != hit.id],
         }
 
+    def readable(self, ids: Sequence[int], access: Access = OWNER) -> dict[int, Any]:
+        """The hits of these chunk ids that the person may read now (one lookup); a chunk
+        gone since, or outside their grants, is left out alike."""
+        hits = self.store.hits([int(i) for i in ids if 0 < int(i) < 2**63])
+        if access.everything:
+            return hits
+        return {i: hit for i, hit in hits.items()
+                if hit.origin == "file" and access.may_read(hit.path)}
+
+    def headers(self, ids: Sequence[int], access: Access = OWNER) -> list[str]:
+        """The headers ("Title > Heading") of the chunks the person may read, in order."""
+        allowed = self.readable(ids, access)
+        texts = self.store.texts(list(allowed))
+        return [texts[i][1] for i in ids if i in texts and texts[i][1]]
+
     def original(self, chunk_id: int, access: Access = OWNER) -> dict[str, Any]:
         """The indexed file a chunk comes from ({"path", "source"}), for a download; a chunk the
         person may not read, or one from a corpus record, is not found."""

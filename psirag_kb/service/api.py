@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import json
 import logging
-import re
 import socket
 import threading
 import time
@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from psirag_kb.access import OWNER, Access
 from psirag_kb.errors import AccessDenied, KBError, NodeNotFound
 from psirag_kb.people import People, UnknownPerson, Users
+from psirag_kb.service import openai_compat as chat
 from psirag_kb.service.audit import AuditLog
 from psirag_kb.service.auth import (
     FailureLimiter,
@@ -42,6 +43,8 @@ from psirag_kb.service.auth import (
     token_matches,
 )
 from psirag_kb.service.http import MAX_HEAD_BYTES, JSONProtocol, header
+from psirag_kb.service.openapi import openapi
+from psirag_kb.service.routes import NotFound, Route, match, route, routes_of
 
 __all__ = ["APIServer", "HTTPError", "is_loopback", "validate"]
 
@@ -52,6 +55,23 @@ REINDEX_FIELDS = {"path": str}
 ANSWER_FIELDS = {"text": str, "k": int}
 USER_FIELDS = {"name": str, "role": str, "read": list}
 GRANT_FIELDS = {"read": list}
+CONVERSATION_FIELDS = {"title": str}
+TURN_FIELDS = {"q": str, "mode": str, "k": int, "in": list}
+ASK_FIELDS = {"q": str, "history": list, "mode": str, "k": int, "in": list}
+MAX_HISTORY = 200
+"""Earlier turns or messages an /api/ask body may carry."""
+CHAT_SCHEMA = {
+    "type": "object", "required": ["model", "messages"],
+    "properties": {
+        "model": {"type": "string", "const": chat.MODEL},
+        "stream": {"type": "boolean"},
+        "messages": {"type": "array", "minItems": 1, "maxItems": chat.MAX_MESSAGES,
+                     "items": {"type": "object", "required": ["role"], "properties": {
+                         "role": {"enum": list(chat.ROLES)},
+                         "content": {"type": ["string", "array", "null"]}}}},
+    },
+    "description": "Sampling options (temperature, max_tokens, ...) are accepted and ignored.",
+}
 MAX_K = 1000
 MAX_SCOPES = 100
 MAX_HEADERS = 100
@@ -62,18 +82,11 @@ KEEP_ALIVE_S = 5
 WORKER_THREADS = 16
 """Requests the knowledge base serves at once; more wait for a thread."""
 MAX_CONNECTIONS = 256
-ROUTES: dict[str, set[str]] = {
-    "/api/health": {"GET"}, "/api/status": {"GET"}, "/api/query": {"POST"},
-    "/api/tree": {"GET"}, "/api/reindex": {"POST"},
-    "/api/forget": {"POST"}, "/api/answer": {"POST"},
-    "/api/users": {"GET", "POST"}, "/api/maintain": {"POST"},
-}
+KEEP_ALIVE_EVENT_S = 10.0
+"""A streamed chat completion sends a comment this often while its answer is worked on."""
 METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}
-NODE_ROUTE = re.compile(r"^/api/tree/([^/]+)$")
-PATH_ROUTE = re.compile(r"^/api/path/([^/]+)$")
-CHUNK_ROUTE = re.compile(r"^/api/chunk/([^/]+)$")
-USER_ROUTE = re.compile(r"^/api/users/([^/]+)(?:/(grant|ungrant|rotate))?$")
-OPEN_PATHS = ("/api/health",)
+ROUTE_KEY = "psirag.route"
+"""Where a request's scope holds the Route it was matched to."""
 
 
 class App(Protocol):
@@ -94,6 +107,20 @@ class App(Protocol):
                on_step: Callable[[dict[str, Any]], None] | None = None, *,
                access: Access = OWNER) -> dict[str, Any]: ...
     def maintain(self, *, access: Access = OWNER) -> dict[str, Any]: ...
+    def ask(self, question: str, *, conversation: str | None = None,
+            history: Sequence[Any] | None = None, mode: str | None = None,
+            k: int | None = None, within: Sequence[str] | None = None,
+            on_step: Callable[[dict[str, Any]], None] | None = None,
+            access: Access = OWNER) -> dict[str, Any]: ...
+    def conversations(self, *, access: Access = OWNER) -> dict[str, Any]: ...
+    def conversation(self, conversation: str, *, access: Access = OWNER) -> dict[str, Any]: ...
+    def new_conversation(self, title: str = "", *,
+                         access: Access = OWNER) -> dict[str, Any]: ...
+    def rename_conversation(self, conversation: str, title: str, *,
+                            access: Access = OWNER) -> dict[str, Any]: ...
+    def delete_conversation(self, conversation: str, *,
+                            access: Access = OWNER) -> dict[str, Any]: ...
+    def person_removed(self, name: str) -> None: ...
 
 
 class HTTPError(Exception):
@@ -161,6 +188,26 @@ def _json(status: int, payload: dict[str, Any], close: bool = False,
     return JSONResponse(payload, status, headers=extra)
 
 
+def openai_error(status: int, message: str, close: bool = False) -> Response:
+    """An error in OpenAI's shape ({"error": {"message", "type", "code"}}) for the /v1 routes."""
+    kind = {400: "invalid_request_error", 401: "authentication_error",
+            403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}.get(
+                status, "invalid_request_error" if status < 500 else "server_error")
+    code = {401: "invalid_api_key", 404: "not_found", 429: "rate_limit_exceeded"}.get(status)
+    return _json(status, {"error": {"message": message, "type": kind, "code": code,
+                                    "param": None}}, close=close)
+
+
+def _as_openai(response: Response) -> Response:
+    """A refusal of the guard's in OpenAI's error shape (for /v1), its headers kept."""
+    message = json.loads(bytes(response.body)).get("error", "refused")
+    out = openai_error(response.status_code, message)
+    for key, value in response.headers.items():
+        if key.lower() not in ("content-length", "content-type"):
+            out.headers[key] = value
+    return out
+
+
 class Guard:
     """ASGI middleware: header limits, Host and Origin checks, the bearer token."""
 
@@ -181,6 +228,8 @@ class Guard:
             return
         refusal = self.refusal(scope)
         if refusal is not None:
+            if scope.get("raw_path", b"").startswith(b"/v1/"):
+                refusal = _as_openai(refusal)
             await refusal(scope, receive, send)
             return
         await self.inner(scope, receive, send)
@@ -245,7 +294,11 @@ class Guard:
 
 
 class Endpoints:
-    """The /api routes over the daemon, dispatched on the undecoded path."""
+    """The /api routes over the daemon: a table of `@route` handlers matched on the undecoded
+    path (see psirag_kb/service/routes.py; OpenAPI is generated from the same table)."""
+
+    table: tuple[Route, ...] = ()
+    """Every route served, filled from the `@route` declarations below the class."""
 
     def __init__(self, app: App, max_body_bytes: int, mcp: ASGIApp | None,
                  threads: int, people: People | None = None,
@@ -270,19 +323,28 @@ class Endpoints:
         request = Request(scope, receive)
         try:
             response = await self.dispatch(request, path)
-        except HTTPError as exc:
-            response = _json(exc.status, {"error": str(exc)}, close=exc.close)
-        except (NodeNotFound, UnknownPerson) as exc:
-            response = _json(404, {"error": str(exc)})
-        except AccessDenied as exc:
-            response = _json(403, {"error": str(exc)})
-        except KBError as exc:
-            response = _json(400, {"error": str(exc)})
         except Exception as exc:  # noqa: BLE001 - a failing request never stops the server
-            log.exception("%s %s failed", scope["method"], path)
-            response = _json(500, {"error": f"internal error ({type(exc).__name__}); "
-                                            "see daemon.log"})
+            response = self.failure(scope, path, exc)
         await response(scope, receive, send)
+
+    def failure(self, scope: Scope, path: str, exc: Exception) -> Response:
+        """The error response for an exception a route raised, in its route's error shape."""
+        status, close = 500, False
+        if isinstance(exc, HTTPError):
+            status, message, close = exc.status, str(exc), exc.close
+        elif isinstance(exc, (NodeNotFound, UnknownPerson, NotFound)):
+            status, message = 404, str(exc)
+        elif isinstance(exc, AccessDenied):
+            status, message = 403, str(exc)
+        elif isinstance(exc, KBError):
+            status, message = 400, str(exc)
+        else:
+            log.exception("%s %s failed", scope["method"], path, exc_info=exc)
+            message = f"internal error ({type(exc).__name__}); see daemon.log"
+        entry = scope.get(ROUTE_KEY)
+        if path.startswith("/v1/") or (entry is not None and entry.errors == "openai"):
+            return openai_error(status, message, close)
+        return _json(status, {"error": message}, close=close)
 
     async def body(self, request: Request) -> Any:
         """The JSON body, bounded in size and in time."""
@@ -314,102 +376,109 @@ class Endpoints:
         except RecursionError:
             raise HTTPError(400, "malformed JSON: nested too deeply") from None
 
+    async def fields(self, request: Request) -> dict[str, Any]:
+        """The JSON body checked against the fields its route declares."""
+        entry: Route = request.scope[ROUTE_KEY]
+        return validate(await self.body(request), entry.body or {}, entry.required)
+
     async def dispatch(self, request: Request, path: str) -> Response:
-        """Route one request."""
+        """Route one request through the table."""
         method = request.method
         if method not in METHODS:
             raise HTTPError(501, f"method {method} is not supported")
-        node, chunk_path, chunk, user = (NODE_ROUTE.match(path), PATH_ROUTE.match(path),
-                                         CHUNK_ROUTE.match(path), USER_ROUTE.match(path))
-        allowed = ROUTES.get(path) or ({"GET"} if node or chunk_path or chunk else None) or (
-            ({"DELETE"} if user.group(2) is None else {"POST"}) if user else None)
-        if allowed is None:
+        found = match(self.table, path)
+        if not found:
             raise HTTPError(404, f"no such endpoint {path}")
-        if method not in allowed:
+        chosen = next(((entry, raw) for entry, raw in found if method in entry.methods), None)
+        if chosen is None:
+            allowed = sorted({verb for entry, _ in found for verb in entry.methods})
             raise HTTPError(405, f"{method} is not allowed on {path}; use "
-                                 f"{', '.join(sorted(allowed))}")
-        if path == "/api/health":
-            health = self.app.health()
-            state = request.scope.get("state", {})
-            if not state.get("authorized", True):
-                health = {"ok": health.get("ok", True)}
-            elif not getattr(state.get("access"), "everything", True):
-                health.pop("data_dir", None)  # a person's grants never show the server's paths
-            return _json(200, health)
-        access = _access(request)
-        if node:
-            number = _number(node, "tree node", True)
-            return _json(200, await self.call(lambda: self.app.node(number, access=access)))
-        if chunk_path:
-            number = _number(chunk_path, "chunk")
-            return _json(200, await self.call(lambda: self.app.path(number, access=access)))
-        if chunk:
-            number, neighbours = (_number(chunk, "chunk"),
-                                  _neighbours(request.query_params.get("neighbours")))
-            return _json(200, await self.call(
-                lambda: self.app.chunk(number, neighbours, access=access)))
-        if path == "/api/status":
-            return _json(200, await self.call(lambda: self.app.status(access=access)))
-        if path == "/api/tree":
-            return _json(200, await self.call(lambda: self.app.node(None, access=access)))
-        if path == "/api/query":
-            return await self.query(await self.body(request), access)
-        if path == "/api/answer":
-            return await self.answer(await self.body(request), access)
-        if path == "/api/users" or user:
-            return await self.people(request, method, user, access)
-        if path == "/api/maintain":
-            return _json(200, await self.call(lambda: self.app.maintain(access=access)))
-        body = validate(await self.body(request), REINDEX_FIELDS, ("path",))
-        if path == "/api/forget":
-            return _json(200, await self.call(lambda: self.app.forget(body["path"], access=access)))
-        return _json(200, await self.call(lambda: self.app.reindex(body["path"], access=access)))
+                                 f"{', '.join(allowed)}")
+        entry, raw = chosen
+        request.scope[ROUTE_KEY] = entry
+        access = request.scope.get("state", {}).get("access") if entry.open else \
+            _access(request)
+        return await entry.handler(self, request, access, **entry.bind(raw))
 
-    async def people(self, request: Request, method: str, user: re.Match[str] | None,
-                     access: Access) -> Response:
-        """The admin-only /api/users routes: list, add, grant, ungrant, rotate, revoke."""
-        if access.role != "admin":
-            raise HTTPError(403, f"{access.name} is a {access.role}; only an admin manages "
-                                 "people")
-        if self.users is None:
-            raise HTTPError(404, "this server keeps no people")
-        users = self.users
-        if user is None and method == "GET":
-            return _json(200, await self.call(users.list))
-        if user is None:
-            body = validate(await self.body(request), USER_FIELDS, ("name",))
-            read = _paths(body.get("read") or [])
-            self._audit(access, "users add", body["name"])
-            return _json(200, await self.call(
-                lambda: users.add(body["name"], body.get("role") or "reader", read)))
-        name, action = user.group(1), user.group(2)
-        self._audit(access, f"users {action or 'revoke'}", name)
-        if action is None:
-            return _json(200, await self.call(users.revoke, name))
-        if action == "rotate":
-            return _json(200, await self.call(users.rotate, name))
-        read = _paths(validate(await self.body(request), GRANT_FIELDS, ("read",))["read"])
-        if not read:
-            raise HTTPError(400, "field 'read' must list at least one path")
-        change = users.grant if action == "grant" else users.ungrant
-        return _json(200, await self.call(change, name, read))
+    # -- the core routes ---------------------------------------------------------------------
 
-    def _audit(self, access: Access, action: str, name: str) -> None:
-        if self.audit is not None:
-            self.audit.record(access.name, action, name)
+    @route("GET", "/api/health", "Is the daemon up (open: without a token, only `ok`).",
+           open=True, response="{ok, pid, data_dir}; only {ok} without a token")
+    async def health(self, request: Request, access: Access | None) -> Response:
+        """GET /api/health."""
+        health = self.app.health()
+        state = request.scope.get("state", {})
+        if not state.get("authorized", True):
+            health = {"ok": health.get("ok", True)}
+        elif not getattr(state.get("access"), "everything", True):
+            health.pop("data_dir", None)  # a person's grants never show the server's paths
+        return _json(200, health)
 
-    async def query(self, raw: Any, access: Access) -> Response:
+    @route("GET", "/api/status", "Files, chunks, tree and daemon state within the caller's "
+           "grants.", response="the status object")
+    async def status(self, request: Request, access: Access) -> Response:
+        """GET /api/status."""
+        return _json(200, await self.call(lambda: self.app.status(access=access)))
+
+    @route("POST", "/api/query", "Search: ranked passages for a question.",
+           body=QUERY_FIELDS, required=("text",),
+           response="{query, mode, results: [{source, lines, location, chunk_id, text, ...}]}")
+    async def query(self, request: Request, access: Access) -> Response:
         """POST /api/query."""
-        body = validate(raw, QUERY_FIELDS, ("text",))
+        body = await self.fields(request)
         k = _k(body.get("k"))
         within = scopes(body.get("in"))
         args = (body["text"], body.get("mode"), k, bool(body.get("summarize") or False))
         result = await self.call(lambda: self.app.query(*args, within=within, access=access))
         return _json(200, result)
 
-    async def answer(self, raw: Any, access: Access) -> Response:
+    @route("GET", "/api/tree", "The abstract tree's root and its children.",
+           response="a tree node")
+    async def tree(self, request: Request, access: Access) -> Response:
+        """GET /api/tree."""
+        return _json(200, await self.call(lambda: self.app.node(None, access=access)))
+
+    @route("GET", "/api/tree/{node_id:signed}", "One tree node and its children.",
+           noun="tree node", response="a tree node")
+    async def node(self, request: Request, access: Access, node_id: int) -> Response:
+        """GET /api/tree/<id>."""
+        return _json(200, await self.call(lambda: self.app.node(node_id, access=access)))
+
+    @route("GET", "/api/path/{chunk_id:int}", "The tree path from the root to a chunk.",
+           noun="chunk", response="{chunk_id, path: [tree nodes]}")
+    async def path(self, request: Request, access: Access, chunk_id: int) -> Response:
+        """GET /api/path/<chunk id>."""
+        return _json(200, await self.call(lambda: self.app.path(chunk_id, access=access)))
+
+    @route("GET", "/api/chunk/{chunk_id:int}", "One chunk's text and location, with up to 20 "
+           "neighbours each side.", noun="chunk", query={"neighbours": int},
+           response="{chunk_id, source, path, lines, location, text, neighbours}")
+    async def chunk(self, request: Request, access: Access, chunk_id: int) -> Response:
+        """GET /api/chunk/<chunk id>."""
+        neighbours = _neighbours(request.query_params.get("neighbours"))
+        return _json(200, await self.call(
+            lambda: self.app.chunk(chunk_id, neighbours, access=access)))
+
+    @route("POST", "/api/reindex", "Read a file or folder again now.", body=REINDEX_FIELDS,
+           required=("path",), response="an ingest report")
+    async def reindex(self, request: Request, access: Access) -> Response:
+        """POST /api/reindex."""
+        body = await self.fields(request)
+        return _json(200, await self.call(lambda: self.app.reindex(body["path"], access=access)))
+
+    @route("POST", "/api/forget", "Remove a file or folder from the index.",
+           body=REINDEX_FIELDS, required=("path",), response="{removed: n}")
+    async def forget(self, request: Request, access: Access) -> Response:
+        """POST /api/forget."""
+        body = await self.fields(request)
+        return _json(200, await self.call(lambda: self.app.forget(body["path"], access=access)))
+
+    @route("POST", "/api/answer", "The agent's answer, streamed: one {step} line per step, "
+           "then {answer} or {error}.", body=ANSWER_FIELDS, required=("text",),
+           media="application/x-ndjson", response="NDJSON lines")
+    async def answer(self, request: Request, access: Access) -> Response:
         """POST /api/answer: NDJSON, one {"step"} line per agent step, then the answer."""
-        body = validate(raw, ANSWER_FIELDS, ("text",))
+        body = await self.fields(request)
         k = _k(body.get("k"))
         if not body["text"].strip():
             raise HTTPError(400, "the query is empty")
@@ -443,6 +512,246 @@ class Endpoints:
             yield json.dumps(line).encode("utf-8") + b"\n"
         await worker
 
+    @route("POST", "/api/maintain", "Run the tree's maintenance now.",
+           response="{pid, runs}")
+    async def maintain(self, request: Request, access: Access) -> Response:
+        """POST /api/maintain."""
+        return _json(200, await self.call(lambda: self.app.maintain(access=access)))
+
+    # -- people (admins only) ----------------------------------------------------------------
+
+    def _admin(self, access: Access) -> Users:
+        """The people registry, for an admin only."""
+        if access.role != "admin":
+            raise HTTPError(403, f"{access.name} is a {access.role}; only an admin manages "
+                                 "people")
+        if self.users is None:
+            raise HTTPError(404, "this server keeps no people")
+        return self.users
+
+    @route("GET", "/api/users", "The people and their roles and grants (admins).",
+           response="{users: [{name, role, grants, created, rotated, last_used}]}")
+    async def users_list(self, request: Request, access: Access) -> Response:
+        """GET /api/users."""
+        return _json(200, await self.call(self._admin(access).list))
+
+    @route("POST", "/api/users", "Add a person; the answer holds their token, shown once "
+           "(admins).", body=USER_FIELDS, required=("name",),
+           response="{name, token}, the token shown this once")
+    async def users_add(self, request: Request, access: Access) -> Response:
+        """POST /api/users."""
+        users = self._admin(access)
+        body = await self.fields(request)
+        read = _paths(body.get("read") or [])
+        self._audit(access, "users add", body["name"])
+        return _json(200, await self.call(
+            lambda: users.add(body["name"], body.get("role") or "reader", read)))
+
+    @route("DELETE", "/api/users/{name}", "Remove a person and their token (admins).",
+           response="{revoked: name}")
+    async def users_revoke(self, request: Request, access: Access, name: str) -> Response:
+        """DELETE /api/users/<name>."""
+        users = self._admin(access)
+        self._audit(access, "users revoke", name)
+        revoked = await self.call(users.revoke, name)
+        await self.call(self.app.person_removed, name)  # their conversations go too
+        return _json(200, revoked)
+
+    @route("POST", "/api/users/{name}/rotate", "A new token for a person, the old one stops "
+           "(admins).", response="{name, token}")
+    async def users_rotate(self, request: Request, access: Access, name: str) -> Response:
+        """POST /api/users/<name>/rotate."""
+        users = self._admin(access)
+        self._audit(access, "users rotate", name)
+        return _json(200, await self.call(users.rotate, name))
+
+    @route("POST", "/api/users/{name}/grant", "Let a person read more paths (admins).",
+           body=GRANT_FIELDS, required=("read",), response="the person")
+    async def users_grant(self, request: Request, access: Access, name: str) -> Response:
+        """POST /api/users/<name>/grant."""
+        return await self._regrant(request, access, name, "grant")
+
+    @route("POST", "/api/users/{name}/ungrant", "Take paths from a person's grants (admins).",
+           body=GRANT_FIELDS, required=("read",), response="the person")
+    async def users_ungrant(self, request: Request, access: Access, name: str) -> Response:
+        """POST /api/users/<name>/ungrant."""
+        return await self._regrant(request, access, name, "ungrant")
+
+    async def _regrant(self, request: Request, access: Access, name: str,
+                       action: str) -> Response:
+        users = self._admin(access)
+        self._audit(access, f"users {action}", name)
+        read = _paths((await self.fields(request))["read"])
+        if not read:
+            raise HTTPError(400, "field 'read' must list at least one path")
+        change = users.grant if action == "grant" else users.ungrant
+        return _json(200, await self.call(change, name, read))
+
+    def _audit(self, access: Access, action: str, name: str) -> None:
+        if self.audit is not None:
+            self.audit.record(access.name, action, name)
+
+    # -- issue 32: conversations (branch i32) ------------------------------------------------
+
+    @route("GET", "/api/conversations", "The caller's conversations, most recently continued "
+           "first.", response="{conversations: [{id, title, created, updated, turns}]}")
+    async def conversations(self, request: Request, access: Access) -> Response:
+        """GET /api/conversations."""
+        return _json(200, await self.call(lambda: self.app.conversations(access=access)))
+
+    @route("POST", "/api/conversations", "Start a conversation (the title defaults to its "
+           "first question).", body=CONVERSATION_FIELDS,
+           response="{id, title, created, updated, turns}")
+    async def conversation_new(self, request: Request, access: Access) -> Response:
+        """POST /api/conversations."""
+        title = (await self.fields(request)).get("title") or ""
+        return _json(200, await self.call(lambda: self.app.new_conversation(title,
+                                                                            access=access)))
+
+    @route("GET", "/api/conversations/{conversation_id}", "One of the caller's conversations "
+           "with its turns (passages re-checked against the grants of now).",
+           response="{id, title, created, updated, turns: [...]}")
+    async def conversation_read(self, request: Request, access: Access,
+                                conversation_id: str) -> Response:
+        """GET /api/conversations/<id>."""
+        return _json(200, await self.call(
+            lambda: self.app.conversation(conversation_id, access=access)))
+
+    @route("PATCH", "/api/conversations/{conversation_id}", "Rename a conversation.",
+           body=CONVERSATION_FIELDS, required=("title",),
+           response="{id, title, created, updated, turns}")
+    async def conversation_rename(self, request: Request, access: Access,
+                                  conversation_id: str) -> Response:
+        """PATCH /api/conversations/<id>."""
+        title = (await self.fields(request))["title"]
+        return _json(200, await self.call(
+            lambda: self.app.rename_conversation(conversation_id, title, access=access)))
+
+    @route("DELETE", "/api/conversations/{conversation_id}", "Delete a conversation.",
+           response="{deleted: id}")
+    async def conversation_delete(self, request: Request, access: Access,
+                                  conversation_id: str) -> Response:
+        """DELETE /api/conversations/<id>."""
+        return _json(200, await self.call(
+            lambda: self.app.delete_conversation(conversation_id, access=access)))
+
+    @route("POST", "/api/conversations/{conversation_id}/turns", "Ask the next question of a "
+           "conversation (a follow-up is resolved against its earlier turns; the turn is "
+           "stored).", body=TURN_FIELDS, required=("q",),
+           response="the query or answer object plus {question, searched, rewrite, "
+                    "conversation, turn}")
+    async def conversation_turn(self, request: Request, access: Access,
+                                conversation_id: str) -> Response:
+        """POST /api/conversations/<id>/turns."""
+        body = await self.fields(request)
+        return await self.ask_turn(body, access, conversation=conversation_id)
+
+    @route("POST", "/api/ask", "A question after the earlier turns given in the body (a "
+           "follow-up resolved, nothing stored).", body=ASK_FIELDS, required=("q",),
+           response="the query or answer object plus {question, searched, rewrite}")
+    async def ask(self, request: Request, access: Access) -> Response:
+        """POST /api/ask."""
+        body = await self.fields(request)
+        history = body.get("history") or []
+        if len(history) > MAX_HISTORY:
+            raise HTTPError(400, f"field 'history' holds at most {MAX_HISTORY} turns")
+        return await self.ask_turn(body, access, history=history)
+
+    async def ask_turn(self, body: dict[str, Any], access: Access, **where: Any) -> Response:
+        """A turn: {q, mode, k, in} searched or answered after the earlier turns."""
+        k, within = _k(body.get("k")), scopes(body.get("in"))
+        if not body["q"].strip():
+            raise HTTPError(400, "field 'q' is empty")
+        extra = {} if within is None else {"within": within}
+        result = await self.call(lambda: self.app.ask(body["q"], mode=body.get("mode"), k=k,
+                                                      access=access, **where, **extra))
+        return _json(200, result)
+
+    # -- issue 33: sign-in (branch i33) ------------------------------------------------------
+
+    # -- issue 34: operations (branch i34) ---------------------------------------------------
+
+    # -- issue 32: OpenAPI and the OpenAI-compatible /v1 (branch i32b) -----------------------
+
+    @route("GET", "/api/openapi.json", "This API's OpenAPI 3.1 description, generated from "
+           "its route table.", response="an OpenAPI 3.1 document")
+    async def openapi(self, request: Request, access: Access) -> Response:
+        """GET /api/openapi.json."""
+        return _json(200, openapi(self.table, _version()))
+
+    @route("GET", "/v1/models", "OpenAI-compatible: the one model, this knowledge base.",
+           errors="openai", response="{object: list, data: [{id, object, created, owned_by}]}")
+    async def v1_models(self, request: Request, access: Access) -> Response:
+        """GET /v1/models."""
+        return _json(200, chat.models())
+
+    @route("GET", "/v1/models/{model}", "OpenAI-compatible: one model.", errors="openai",
+           noun="model", response="{id, object, created, owned_by}")
+    async def v1_model(self, request: Request, access: Access, model: str) -> Response:
+        """GET /v1/models/<id>."""
+        if model != chat.MODEL:
+            raise HTTPError(404, f"no model {model!r}; this server has {chat.MODEL!r}")
+        return _json(200, chat.model_entry())
+
+    @route("POST", "/v1/chat/completions", "OpenAI-compatible chat: the last user message "
+           "asked after the earlier turns, answered from the caller's folders (streamed as "
+           "server-sent events with stream: true); the sources in a top-level `citations`.",
+           errors="openai", schema=CHAT_SCHEMA,
+           response="a chat.completion (or chat.completion.chunk events, then [DONE]) with "
+                    "citations: [{number, source, lines, location, chunk_id, text}]")
+    async def v1_chat(self, request: Request, access: Access) -> Response:
+        """POST /v1/chat/completions."""
+        try:
+            asked = chat.parse(await self.body(request))
+        except ValueError as exc:
+            raise HTTPError(400, str(exc)) from None
+        if asked.model != chat.MODEL:
+            raise HTTPError(404, f"no model {asked.model!r}; this server has {chat.MODEL!r}")
+        if not asked.stream:
+            result = await self.call(lambda: self.v1_ask(asked, access))
+            return _json(200, chat.completion(asked, result))
+        return StreamingResponse(self.v1_events(asked, access), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache",
+                                          "X-Accel-Buffering": "no"})  # nginx: pass each chunk
+
+    def v1_ask(self, asked: chat.ChatRequest, access: Access) -> dict[str, Any]:
+        """The last user message asked after the earlier ones, in agent mode (the agent's
+        answer with an LLM, the passages found without)."""
+        return self.app.ask(asked.question, history=asked.history, mode="agent", access=access)
+
+    async def v1_events(self, asked: chat.ChatRequest, access: Access) -> AsyncIterator[bytes]:
+        """The opening chunk at once, keep-alive comments while the answer is worked on, then
+        its chunks (or an error event: the status line is sent by then)."""
+        stream = chat.ChunkStream(asked)
+        yield stream.first()
+        worker = asyncio.ensure_future(self.call(lambda: self.v1_ask(asked, access)))
+        while not (await asyncio.wait({worker}, timeout=KEEP_ALIVE_EVENT_S))[0]:
+            yield stream.KEEP_ALIVE
+        try:
+            result = worker.result()
+        except KBError as exc:
+            events = stream.failed(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a failing request never stops the server
+            log.exception("streamed chat completion failed")
+            events = stream.failed(f"internal error ({type(exc).__name__}); see daemon.log",
+                                   "server_error")
+        else:
+            events = stream.rest(result)
+        for event in events:
+            yield event
+
+
+Endpoints.table = routes_of(Endpoints)
+OPEN_PATHS = tuple(entry.path for entry in Endpoints.table if entry.open)
+
+
+def _version() -> str:
+    """The installed package's version (the OpenAPI document's info.version)."""
+    try:
+        return importlib.metadata.version("psirag-kb")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
+
 
 def _access(request: Request) -> Access:
     """Who the guard found the request's token to be (never defaults to the owner)."""
@@ -459,13 +768,6 @@ def _paths(value: list[Any]) -> list[str]:
     for item in value:
         _check_text("read", item)
     return value
-
-
-def _number(match: re.Match[str], what: str, signed: bool = False) -> int:
-    raw = match.group(1)
-    if not re.fullmatch(r"-?\d{1,18}" if signed else r"\d{1,18}", raw):
-        raise HTTPError(404, f"no {what} {raw}")
-    return int(raw)
 
 
 def _k(k: int | None) -> int | None:

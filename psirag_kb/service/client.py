@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from urllib.parse import quote, urljoin, urlsplit
 
 from psirag_kb.config import Config, api_token, server_url
-from psirag_kb.errors import KBError, NodeNotFound
+from psirag_kb.errors import ConversationNotFound, KBError, NodeNotFound
 from psirag_kb.service.auth import is_loopback
 from psirag_kb.storage.datadir import (
     COMMAND,
@@ -58,6 +58,14 @@ class KBClient(Protocol):
     def path(self, chunk_id: int) -> list[dict[str, Any]]: ...
     def reindex(self, path: str | Path) -> dict[str, Any]: ...
     def forget(self, path: str | Path) -> dict[str, Any]: ...
+    def ask(self, question: str, conversation: str | None = None,
+            history: list[Any] | None = None, mode: str | None = None, k: int | None = None,
+            within: list[str] | None = None) -> dict[str, Any]: ...
+    def conversations(self) -> dict[str, Any]: ...
+    def conversation(self, conversation: str) -> dict[str, Any]: ...
+    def new_conversation(self, title: str = "") -> dict[str, Any]: ...
+    def rename_conversation(self, conversation: str, title: str) -> dict[str, Any]: ...
+    def delete_conversation(self, conversation: str) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
 
@@ -151,6 +159,8 @@ class HTTPClient:
                 raise KBError(self._redirected(path, exc.headers.get("Location"))) from None
             if exc.code == 404 and path.startswith(("/api/tree/", "/api/path/", "/api/chunk/")):
                 raise NodeNotFound(message) from None
+            if exc.code == 404 and path.startswith("/api/conversations/"):
+                raise ConversationNotFound(message) from None
             if exc.code == 401:
                 raise KBError(
                     f"token refused by {self.url}: {message}. Give the daemon's token in "
@@ -263,6 +273,45 @@ class HTTPClient:
             return self._call("POST", named + "/rotate", {})
         return self._call("POST", f"{named}/{action}", {"read": read or []})
 
+    def ask(self, question: str, conversation: str | None = None,
+            history: list[Any] | None = None, mode: str | None = None, k: int | None = None,
+            within: list[str] | None = None) -> dict[str, Any]:
+        """A follow-up: a turn of a stored conversation (POST /api/conversations/<id>/turns),
+        else resolved against `history` and not stored (POST /api/ask)."""
+        body: dict[str, Any] = {"q": question}
+        if mode is not None:
+            body["mode"] = mode
+        if k is not None:
+            body["k"] = k
+        if within:
+            body["in"] = [p if self.remote else os.path.abspath(p) for p in within]
+        if conversation is not None:
+            path = f"/api/conversations/{quote(conversation, safe='')}/turns"
+        else:
+            path, body["history"] = "/api/ask", list(history or [])
+        return self._call("POST", path, body, timeout=LLM_TIMEOUT_S)
+
+    def conversations(self) -> dict[str, Any]:
+        """{"conversations": [...]}: the caller's, the most recently continued first."""
+        return self._call("GET", "/api/conversations")
+
+    def conversation(self, conversation: str) -> dict[str, Any]:
+        """One of the caller's conversations with its turns."""
+        return self._call("GET", f"/api/conversations/{quote(conversation, safe='')}")
+
+    def new_conversation(self, title: str = "") -> dict[str, Any]:
+        """A new conversation: {"id", "title", "created", "updated", "turns": 0}."""
+        return self._call("POST", "/api/conversations", {"title": title})
+
+    def rename_conversation(self, conversation: str, title: str) -> dict[str, Any]:
+        """Give one of the caller's conversations a new title."""
+        return self._call("PATCH", f"/api/conversations/{quote(conversation, safe='')}",
+                          {"title": title})
+
+    def delete_conversation(self, conversation: str) -> dict[str, Any]:
+        """Delete one of the caller's conversations; {"deleted": id}."""
+        return self._call("DELETE", f"/api/conversations/{quote(conversation, safe='')}")
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -326,6 +375,34 @@ class LocalClient:
     def forget(self, path: str | Path) -> dict[str, Any]:
         """Remove an indexed file or folder on purpose (unavailable files included)."""
         return {"removed": self.kb.forget([path])}
+
+    def ask(self, question: str, conversation: str | None = None,
+            history: list[Any] | None = None, mode: str | None = None, k: int | None = None,
+            within: list[str] | None = None) -> dict[str, Any]:
+        """A follow-up in a stored conversation, or after `history` (see `KnowledgeBase.ask`)."""
+        extra = {} if within is None else {"within": within}
+        return self.kb.ask(question, conversation=conversation, history=history, mode=mode,
+                           k=k, **extra)
+
+    def conversations(self) -> dict[str, Any]:
+        """{"conversations": [...]}: the owner's, the most recently continued first."""
+        return self.kb.conversations()
+
+    def conversation(self, conversation: str) -> dict[str, Any]:
+        """One conversation with its turns."""
+        return self.kb.conversation(conversation)
+
+    def new_conversation(self, title: str = "") -> dict[str, Any]:
+        """A new conversation."""
+        return self.kb.new_conversation(title)
+
+    def rename_conversation(self, conversation: str, title: str) -> dict[str, Any]:
+        """Give a conversation a new title."""
+        return self.kb.rename_conversation(conversation, title)
+
+    def delete_conversation(self, conversation: str) -> dict[str, Any]:
+        """Delete a conversation; {"deleted": id}."""
+        return self.kb.delete_conversation(conversation)
 
     def close(self) -> None:
         """Close the stores and free the data directory."""

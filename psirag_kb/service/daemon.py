@@ -35,6 +35,8 @@ LOG_FILE = "daemon.log"
 LOG_BYTES = 5_000_000
 LOG_BACKUPS = 3
 BOUNDARIES_EVERY_S = 2.0
+CONVERSATIONS_EVERY_S = 60.0
+"""How often the daemon deletes expired conversations and those of removed people."""
 """How often the daemon looks for grants that moved the tree's partition boundaries."""
 
 
@@ -94,6 +96,7 @@ class Daemon:
             self.kb = KnowledgeBase(self.config, self.embedder)
             self.people = People(self.data_dir)
             self._grants = self.people.grant_paths()  # what the stores partitioned at on open
+            self._prune_conversations()  # people revoked while no daemon ran: before serving
             self.audit = AuditLog(self.data_dir, api.audit_max_bytes, api.audit_backups,
                                   api.audit_queries)
             if watch_only := set(self.folders) - set(self.config.watch.folders):
@@ -174,7 +177,14 @@ class Daemon:
         jobs.add("store", self._store_maintenance, watch.store_interval_s)
         jobs.add("people", self._people_seen, 60.0)
         jobs.add("boundaries", self._grants_changed, BOUNDARIES_EVERY_S)
+        jobs.add("conversations", self._prune_conversations, CONVERSATIONS_EVERY_S)
         return jobs
+
+    def _prune_conversations(self) -> dict[str, Any]:
+        """Delete conversations older than [conversations] keep_days and those of people no
+        longer in people.json (removed while the daemon was down, or by hand)."""
+        names = None if self.people is None else [p["name"] for p in self.people.listed()]
+        return self.kb.prune_conversations(names)
 
     def _grants_changed(self) -> bool:
         """Partition the tree at the grants people.json holds now (a new grant splits the
@@ -417,6 +427,50 @@ class Daemon:
         runs = self.jobs.runs("maintain")
         self.jobs.run_now("maintain")
         return {"pid": os.getpid(), "runs": runs}
+
+    # -- conversations (each person's own: the KB checks the owner) ---------------------------
+
+    def ask(self, question: str, *, conversation: str | None = None,
+            history: Sequence[Any] | None = None, mode: str | None = None,
+            k: int | None = None, within: Sequence[str] | None = None,
+            on_step: Callable[[dict[str, Any]], None] | None = None,
+            access: Access = OWNER) -> dict[str, Any]:
+        """A follow-up resolved against a conversation or earlier turns (`KnowledgeBase.ask`)."""
+        extra = {} if within is None else {"within": within}
+        result = self._kb().ask(question, conversation=conversation, history=history,
+                                mode=mode, k=k, on_step=on_step, access=access, **extra)
+        self._audited(access, "ask", None if within is None else list(within),
+                      len(result.get("results") or result.get("citations") or []),
+                      result.get("searched"))
+        return result
+
+    def conversations(self, *, access: Access = OWNER) -> dict[str, Any]:
+        """This person's conversations."""
+        return self._kb().conversations(access=access)
+
+    def conversation(self, conversation: str, *, access: Access = OWNER) -> dict[str, Any]:
+        """One of this person's conversations with its turns."""
+        found = self._kb().conversation(conversation, access=access)
+        self._audited(access, "conversation", conversation, len(found["turns"]))
+        return found
+
+    def new_conversation(self, title: str = "", *, access: Access = OWNER) -> dict[str, Any]:
+        """A new conversation of this person's."""
+        return self._kb().new_conversation(title, access=access)
+
+    def rename_conversation(self, conversation: str, title: str, *,
+                            access: Access = OWNER) -> dict[str, Any]:
+        """Rename one of this person's conversations."""
+        return self._kb().rename_conversation(conversation, title, access=access)
+
+    def delete_conversation(self, conversation: str, *,
+                            access: Access = OWNER) -> dict[str, Any]:
+        """Delete one of this person's conversations."""
+        return self._kb().delete_conversation(conversation, access=access)
+
+    def person_removed(self, name: str) -> None:
+        """A person was revoked: their conversations go with them."""
+        self._kb().forget_person(name)
 
     def allowed_path(self, raw: str) -> Path:
         """The absolute path of a reindex request, refusing traversal and foreign paths."""

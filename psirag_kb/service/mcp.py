@@ -74,6 +74,26 @@ class Backend(Protocol):
                on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]: ...
     def node(self, node_id: int | None = None) -> dict[str, Any]: ...
     def status(self) -> dict[str, Any]: ...
+    def ask(self, question: str, *, history: list[Any] | None = None,
+            mode: str | None = None, k: int | None = None,
+            within: list[str] | None = None) -> dict[str, Any]: ...
+
+
+HISTORY = (
+    "the conversation so far, oldest first: the earlier questions as strings (or "
+    "{role, content} messages); a follow-up such as \"what are its options?\" is then "
+    "searched with the subject of the earlier turns")
+MAX_HISTORY = 50
+
+
+def _history(history: list[Any] | None) -> list[dict[str, Any]] | None:
+    """The `history` argument as messages (a string is an earlier question)."""
+    if not history:
+        return None
+    if len(history) > MAX_HISTORY:
+        raise ToolError(f"history holds at most {MAX_HISTORY} turns")
+    return [{"role": "user", "content": item} if isinstance(item, str) else item
+            for item in history]
 
 
 class Location(TypedDict, total=False):
@@ -122,6 +142,8 @@ class SearchResult(TypedDict):
     within: NotRequired[list[str]]
     degraded: NotRequired[list[str]]
     note: NotRequired[str]
+    searched: NotRequired[str]
+    """The standalone query a follow-up was searched as (given `history`)."""
 
 
 class Neighbour(TypedDict):
@@ -162,6 +184,8 @@ class AnswerResult(TypedDict):
     citations: list[Cited]
     passages: list[Cited]
     note: NotRequired[str]
+    searched: NotRequired[str]
+    """The standalone query a follow-up was answered from (given `history`)."""
 
 
 class Child(TypedDict):
@@ -276,6 +300,8 @@ def search_result(result: dict[str, Any]) -> SearchResult:
         out["degraded"] = list(result["degraded"])
     if result.get("note"):
         out["note"] = str(result["note"])
+    if result.get("rewrite") not in (None, "as_is"):
+        out["searched"] = str(result["searched"])
     return out
 
 
@@ -310,6 +336,8 @@ def answer_result(result: dict[str, Any]) -> AnswerResult:
         out["note"] = NO_LLM_NOTE
     elif message:
         out["note"] = message
+    if result.get("rewrite") not in (None, "as_is"):
+        out["searched"] = str(result["searched"])
     return out
 
 
@@ -422,6 +450,7 @@ def build_server(backend: Backend,
             json_schema_extra={"enum": list(MODES)})] = "hybrid",
         path: Annotated[str | list[str] | None, Field(
             description="only search inside these absolute folder or file paths")] = None,
+        history: Annotated[list[str | dict[str, Any]] | None, Field(description=HISTORY)] = None,
         ctx: Context | None = None,
     ) -> SearchResult:
         """Ranked passages for a query."""
@@ -432,7 +461,11 @@ def build_server(backend: Backend,
         paths = within(path, remote=bool(getattr(backend, "remote", False)))
         extra = {"within": paths} if paths else {}  # backends without the filter still search
         extra |= person(ctx)
+        earlier = _history(history)
         with _reported():
+            if earlier:
+                return search_result(backend.ask(query, history=earlier, mode=mode, k=k,
+                                                 **extra))
             return search_result(backend.query(query, mode=mode, k=k, **extra))
 
     @server.tool(description=FETCH, annotations=READ_ONLY)
@@ -456,12 +489,17 @@ def build_server(backend: Backend,
     @server.tool(description=ANSWER, annotations=READ_ONLY)
     def answer(
         question: Annotated[str, Field(description="the question, in a full sentence")],
+        history: Annotated[list[str | dict[str, Any]] | None, Field(description=HISTORY)] = None,
         ctx: Context | None = None,
     ) -> AnswerResult:
         """The agent's answer or the passages it found."""
         if not question.strip():
             raise ToolError("the question is empty")
+        earlier = _history(history)
         with _reported():
+            if earlier:
+                return answer_result(backend.ask(question, history=earlier, mode="agent",
+                                                 **person(ctx)))
             return answer_result(backend.answer(question, on_step=_progress(ctx),
                                                 **person(ctx)))
 

@@ -2,9 +2,10 @@
 
 How to add a schema change (one function):
 
-    @migration(6, "conversation tables")
-    def _conversations(step: Step) -> None:
-        step.db.execute("CREATE TABLE IF NOT EXISTS conversations (...)")
+    @migration(8, "file encodings")
+    def _encodings(step: Step) -> None:
+        step.drop_indexes("files")
+        step.db.execute("ALTER TABLE files ADD COLUMN IF NOT EXISTS encoding VARCHAR")
 
 The decorator's version is the schema the step produces: one more than the last step's (a gap or
 a repeated number is an error at import, so two branches adding the same number are caught by
@@ -221,7 +222,15 @@ def _one_row_per_path(step: Step) -> None:
         step.db.execute("INSERT INTO meta VALUES ('identity', ?)", [uuid.uuid4().hex])
 
 
-@migration(5, "the release that wrote the database")
+@migration(5, "conversations")
+def _conversations(step: Step) -> None:
+    """The conversations and turns tables (`storage/conversations.py`), empty (issue 32)."""
+    from psirag_kb.storage.conversations import create_conversation_tables
+
+    create_conversation_tables(step.db)
+
+
+@migration(6, "the release that wrote the database")
 def _release(step: Step) -> None:
     """meta.release names the psirag-kb release that last upgraded or created the database
     (written by `migrate` after the last step); the tables written by releases before
@@ -238,7 +247,7 @@ def _release(step: Step) -> None:
         db.execute("INSERT INTO meta VALUES ('next_node_id', '1')")
 
 
-@migration(6, "vectors of a new embedding model")
+@migration(7, "vectors of a new embedding model")
 def _reembed_vectors(step: Step) -> None:
     """reembed_vectors holds each chunk's vector from the model a running `reembed` moves to
     (empty when none runs; see ingest/reembed.py)."""
@@ -251,4 +260,4 @@ differ)."""
 
 SCHEMA_VERSION = schema_version()
 """2: chunks.location. 3: chunks.context. 4: one row per files.path, meta.identity.
-5: meta.release. 6: reembed_vectors (see each step's docstring)."""
+5: conversations and turns. 6: meta.release. 7: reembed_vectors (see each step's docstring)."""

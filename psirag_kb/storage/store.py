@@ -20,6 +20,7 @@ import numpy as np
 from psirag_kb import __version__
 from psirag_kb.errors import ModelMismatchError, StoreError
 from psirag_kb.storage import migrations
+from psirag_kb.storage.conversations import create_conversation_tables
 from psirag_kb.storage.migrations import SCHEMA_VERSION
 from psirag_kb.tree.live import LeafLookup, LiveTree
 
@@ -302,6 +303,7 @@ class Store:
                 abstract_vector FLOAT[{dim}], label VARCHAR)"""
         )
         db.execute("CREATE TABLE leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)")
+        create_conversation_tables(db)
         db.execute(migrations.REEMBED_TABLE)
         rows = [
             ("schema_version", str(SCHEMA_VERSION)),

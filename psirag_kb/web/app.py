@@ -55,6 +55,8 @@ PRE_COOKIE = "psirag_signin"
 """Before sign-in: the sign-in form's CSRF token, matched against this cookie."""
 RESULTS = 10
 NEIGHBOURS = 2
+CHAT_PASSAGES = 5
+"""Passages a chat turn finds (and shows numbered)."""
 MAX_FORM_BYTES = 16_384
 MAX_QUERY_CHARS = 2_000
 MAX_NEXT_CHARS = 4_096
@@ -438,6 +440,67 @@ class Web:
         return self.render(request, "status.html", session=session, info=status,
                            everything=access.everything)
 
+    # -- issue 32: the chat view (branch i32b) ----------------------------------------------
+
+    async def chat(self, request: Request, session: Session, access: Access) -> Response:
+        """GET /chat: the person's conversations and a box that starts a new one."""
+        listed = await self.call(lambda: self.daemon.conversations(access=access))
+        return self.render(request, "chat.html", session=session, current=None, turns=[],
+                           conversations=listed["conversations"])
+
+    async def chat_open(self, request: Request, session: Session, access: Access) -> Response:
+        """GET /chat/<id>: one of the person's conversations, its turns and the box that
+        continues it (anyone else's id is "not found", as an id that never existed)."""
+        ident = _conversation(request.path_params["conversation"])
+        found, listed = await self.call(lambda: (
+            self.daemon.conversation(ident, access=access),
+            self.daemon.conversations(access=access)))
+        return self.render(request, "chat.html", session=session, current=found,
+                           turns=[chat_turn(t) for t in found["turns"]],
+                           conversations=listed["conversations"])
+
+    async def chat_ask(self, request: Request, session: Session, access: Access) -> Response:
+        """POST /chat and /chat/<id>: the question `q` asked as the next turn (a new
+        conversation without an id), then back to the conversation's page."""
+        fields = await self.form(request)
+        if not same_token(fields.get("csrf"), session.csrf):
+            raise WebError(403, "the form's token is wrong; reload the page")
+        q = fields.get("q", "").strip()[:MAX_QUERY_CHARS]
+        if not q:
+            raise WebError(400, "the question is empty")
+        raw = request.path_params.get("conversation")
+        ident = None if raw is None else _conversation(raw)
+
+        def run() -> str:
+            target = ident or self.daemon.new_conversation("", access=access)["id"]
+            self.daemon.ask(q, conversation=target, mode="agent", k=CHAT_PASSAGES,
+                            access=access)
+            return target
+
+        target = await self.call(run)
+        return RedirectResponse(f"/chat/{target}#turn-last", 303)
+
+
+def chat_turn(turn: dict[str, Any]) -> dict[str, Any]:
+    """A stored turn as the chat page shows it: numbered passages, the answer's [n] linked to
+    their source view, passages no longer readable marked as withheld."""
+    passages = []
+    for index, passage in enumerate(turn.get("passages") or [], start=1):
+        passages.append({**passage, "number": int(passage.get("number") or index),
+                         "id": passage.get("chunk_id")})
+    numbers = {p["number"]: p for p in passages if not p.get("withheld")}
+    answer = turn.get("answer")
+    return {**turn, "passages": passages,
+            "answer_html": _cited(answer, numbers) if isinstance(answer, str) and answer
+            else None}
+
+
+def _conversation(raw: str) -> str:
+    """A conversation id from a page address (404 for one that cannot be an id)."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", raw):
+        raise WebError(404, f"no conversation {raw!r}")
+    return raw
+
 
 def shaped(result: dict[str, Any]) -> dict[str, Any]:
     """An agent result as the page shows it: MCP's shape (the same note without an LLM), with
@@ -503,6 +566,10 @@ def build_web_app(web: Web) -> ASGIApp:
         Route("/tree", web.page(web.tree)),
         Route("/tree/{node_id}", web.page(web.tree)),
         Route("/status", web.page(web.status)),
+        Route("/chat", web.page(web.chat), methods=["GET"]),
+        Route("/chat", web.page(web.chat_ask), methods=["POST"]),
+        Route("/chat/{conversation}", web.page(web.chat_open), methods=["GET"]),
+        Route("/chat/{conversation}", web.page(web.chat_ask), methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     return Headers(Starlette(routes=routes), web.policy)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from daemon_helpers import wait_for
+
 from psirag_kb.config import EmbeddingConfig
 from psirag_kb.ingest import reembed as reembed_module
 from psirag_kb.ingest.distill import distill_static

@@ -57,6 +57,13 @@ class FakeBackend:
                 "citations": [{**PASSAGE, "number": 1}], "steps": [], "hops": 2, "message": "",
                 "results": [PASSAGE]}
 
+    def ask(self, question: str, **kwargs: Any) -> dict[str, Any]:
+        self._called("ask", question, **kwargs)
+        searched = f"{question} (resolved)"
+        found = (self.answer(searched, on_step=lambda _step: None) if kwargs.get("mode") == "agent"
+                 else self.query(searched, kwargs.get("mode"), kwargs.get("k")))
+        return found | {"searched": searched, "rewrite": "offline"}
+
     def node(self, node_id: int | None = None) -> dict[str, Any]:
         self._called("node", node_id)
         return {"id": 5, "layer": 2, "abstract": "root words", "dirty": True, "parent": None,
@@ -249,3 +256,24 @@ def test_a_passage_from_a_vanished_folder_says_so() -> None:
     gone = passage(row | {"unavailable": {"since": 0.0, "reason": "folder /d is missing"}})
     assert gone["unavailable"].startswith("since ") and gone["unavailable"].endswith(
         ": folder /d is missing")
+
+
+@pytest.mark.asyncio
+async def test_search_and_answer_take_the_earlier_turns(backend):
+    history = ["What is Helgrind?", {"role": "assistant", "content": "A thread checker."}]
+    found = (await call(backend, "search", query="its options?", k=1,
+                        history=history)).structured_content
+    name, args, kwargs = backend.calls[0]
+    assert (name, args) == ("ask", ("its options?",))
+    assert kwargs["history"] == [{"role": "user", "content": "What is Helgrind?"},
+                                 {"role": "assistant", "content": "A thread checker."}]
+    assert found["searched"] == "its options? (resolved)"
+    answered = (await call(backend, "answer", question="and its options?",
+                           history=["What is Helgrind?"])).structured_content
+    assert [c for c in backend.calls if c[0] == "ask"][-1][2]["mode"] == "agent"
+    assert answered["searched"] == "and its options? (resolved)"
+    backend.calls.clear()
+    plain = (await call(backend, "search", query="alpha", k=1)).structured_content
+    assert backend.calls[0][0] == "query" and "searched" not in plain
+    too_long = await call(backend, "search", query="x", history=["q"] * 51)
+    assert too_long.is_error

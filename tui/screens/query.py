@@ -31,6 +31,10 @@ class QueryScreen(KBScreen):
         self.words: list[str] = []
         self.current: dict[str, Any] | None = None
         self.steps: list[dict[str, Any]] = []
+        self.conversation: str | None = None
+        """The stored conversation the next question continues (None: a new one)."""
+        self.turns: list[dict[str, Any]] = []
+        """The conversation's turns so far, as shown above the answer."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -41,6 +45,7 @@ class QueryScreen(KBScreen):
         with Horizontal(id="body"):
             yield OptionList(id="results")
             with VerticalScroll(id="detail"):
+                yield Static(id="conversation", classes="-empty")
                 yield Static(id="answer", classes="-empty")
                 yield Static(id="treepath")
                 yield Static("Type a query and press enter.", id="chunk")
@@ -77,13 +82,16 @@ class QueryScreen(KBScreen):
             answer = self.query_one("#answer", Static)
             answer.update(fmt.answer_text({"status": "working", "steps": []}, "agent"))
             answer.remove_class("-empty")
-        self.run_query(text, mode)
+        self.run_query(text, mode, self.conversation)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="query")
-    def run_query(self, text: str, mode: str) -> None:
+    def run_query(self, text: str, mode: str, conversation: str | None = None) -> None:
         def ask(client: Any) -> dict[str, Any]:
             if mode == "summarize":
                 return client.query(text, summarize=True)
+            if callable(getattr(client, "ask", None)):  # a turn of the conversation
+                talk = conversation or client.new_conversation()["id"]
+                return client.ask(text, conversation=talk, mode=mode)
             stream = getattr(client, "answer", None)  # steps stream in as they complete
             if mode == "agent" and callable(stream):
                 return stream(text, on_step=lambda step: self.post_message(AgentStep(step)))
@@ -102,8 +110,13 @@ class QueryScreen(KBScreen):
     @on(QueryDone)
     def show_results(self, message: QueryDone) -> None:
         self.clear_error()
-        self.words = fmt.terms(message.text)
         result = message.result
+        self.words = fmt.terms(str(result.get("searched") or message.text))
+        if result.get("conversation"):
+            self.conversation = str(result["conversation"])
+            self.turns.append(fmt.turn_entry(message.text, result))
+            self.query_one("#query", Input).value = ""  # ready for the follow-up
+        self.show_conversation()
         if result.get("note") and not self.app.problem:  # e.g. the tree is rebuilding
             self.query_one(Banner).say(str(result["note"]), "info")
         answer = self.query_one("#answer", Static)
@@ -172,7 +185,22 @@ class QueryScreen(KBScreen):
             return
         self.query_one("#treepath", Static).update(fmt.tree_path(message.path))
 
+    def show_conversation(self) -> None:
+        """The conversation's turns above the answer (the last one's query searched)."""
+        shown = self.query_one("#conversation", Static)
+        shown.update(fmt.conversation_text(self.turns))
+        shown.set_class(not self.turns, "-empty")
+
     # -- actions ----------------------------------------------------------------------------
+
+    def action_new_conversation(self) -> None:
+        """Forget the conversation: the next question starts a new one."""
+        self.conversation = None
+        self.turns = []
+        self.show_conversation()
+        self.query_one("#query", Input).value = ""
+        self.query_one("#query", Input).focus()
+        self.notify("The next question starts a new conversation.", title="new chat")
 
     def action_next_mode(self) -> None:
         select = self.query_one("#mode", Select)

@@ -1,0 +1,62 @@
+"""The conversations tables (schema 5): added to a version-4 database on opening, owner-checked
+reads and writes, and writes only on the writer thread."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from psirag_kb.errors import ConversationNotFound, StoreError
+from psirag_kb.storage.conversations import Conversations, StoredTurn, title_of
+from psirag_kb.storage.store import SCHEMA_VERSION, Store
+
+
+def test_a_version_4_database_gains_the_tables(tmp_path: Path) -> None:
+    path = tmp_path / "kb.duckdb"
+    Store(path, "m", lambda: 8).close()
+    db = duckdb.connect(str(path))
+    db.execute("DROP TABLE turns")
+    db.execute("DROP TABLE conversations")
+    db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    db.close()
+    store = Store(path, "m", lambda: 8)
+    try:
+        assert SCHEMA_VERSION == 5 and store._meta("schema_version") == "5"
+        assert Conversations(store).listed("anyone") == []
+    finally:
+        store.close()
+
+
+def test_owner_checked_reads_and_writes(tmp_path: Path) -> None:
+    store = Store(tmp_path / "kb.duckdb", "m", lambda: 8)
+    talks = Conversations(store)
+    try:
+        mine = talks.create("ana")["id"]
+        assert talks.add_turn(mine, "ana", StoredTurn("What is X?", "", "as_is", "auto", None,
+                                                      "found", (3, 1), (), 10.0)) == 1
+        assert talks.add_turn(mine, "ana", StoredTurn("And Y?", "X Y", "offline", "agent",
+                                                      "Y [1]", "answered", (7,), (1,))) == 2
+        assert talks.summary(mine, "ana")["title"] == "What is X?"
+        turns = talks.turns(mine, "ana")
+        assert [t.chunk_ids for t in turns] == [(3, 1), (7,)] and turns[1].numbers == (1,)
+        for attempt in (lambda: talks.turns(mine, "bo"), lambda: talks.rename(mine, "bo", "t"),
+                        lambda: talks.delete(mine, "bo"), lambda: talks.add_turn(
+                            mine, "bo", turns[0])):
+            with pytest.raises(ConversationNotFound):
+                attempt()
+        assert len(talks.turns(mine, "ana")) == 2  # nothing changed by bo's attempts
+        talks.rename(mine, "ana", "  a\n title  ")
+        assert talks.summary(mine, "ana")["title"] == "a title"
+        other = talks.create("bo", "x" * 300)
+        assert len(other["title"]) == len(title_of("x" * 300)) <= 120
+        assert talks.prune(before=0.0, keep_owners=["bo"]) == 1  # ana is gone
+        assert talks.owners() == ["bo"]
+        assert talks.delete_owner("bo") == 1 and talks.owners() == []
+        store.owner = threading.Thread()  # another thread writes now
+        with pytest.raises(StoreError):
+            talks.create("ana")
+    finally:
+        store.close()

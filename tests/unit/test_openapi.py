@@ -1,0 +1,68 @@
+"""/api/openapi.json: generated from the route table, valid OpenAPI 3.1, and exactly the routes
+the server answers (each documented method reaches a handler, every other method is 405)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+from typing import Any
+
+from openapi_spec_validator import validate as validate_spec
+
+from psirag_kb.service.api import METHODS, Endpoints
+from tests.unit.test_api import AUTH, api, call  # noqa: F401 - the api fixture
+
+__all__ = ["api"]
+
+
+def document(server: Any) -> dict[str, Any]:
+    status, body = call(server, "GET", "/api/openapi.json")
+    assert status == 200, body
+    return body
+
+
+def test_the_document_is_valid_openapi_31(api) -> None:  # noqa: F811
+    spec = document(api[0])
+    assert spec["openapi"] == "3.1.0"
+    validate_spec(spec)  # raises on a structural error
+
+
+def test_every_route_in_the_table_is_documented(api) -> None:  # noqa: F811
+    spec = document(api[0])
+    documented = {(method.upper(), path) for path, item in spec["paths"].items()
+                  for method in item}
+    served = {(method, re.sub(r"\{(\w+)(:\w+)?\}", r"{\1}", entry.path))
+              for entry in Endpoints.table for method in entry.methods}
+    assert documented == served
+    assert ("GET", "/api/openapi.json") in documented and ("POST", "/api/query") in documented
+
+
+def test_every_documented_method_is_served_and_no_other(api) -> None:  # noqa: F811
+    server = api[0]
+    spec = document(server)
+    port = server.server_address[1]
+    for path, item in spec["paths"].items():
+        concrete = re.sub(r"\{\w+\}", "1", path)
+        for method in sorted(METHODS):
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            try:
+                connection.request(method, concrete, body=b"{}",
+                                   headers={**AUTH, "Content-Type": "application/json"})
+                response = connection.getresponse()
+                raw = response.read()
+            finally:
+                connection.close()
+            answer = json.loads(raw) if raw.startswith(b"{") else {}
+            message = json.dumps(answer)
+            assert "no such endpoint" not in message, (method, path)
+            if method.lower() in item:
+                assert response.status != 405, (method, path, answer)
+            else:
+                assert response.status == 405, (method, path, answer)
+
+
+def test_an_unknown_path_is_not_documented_and_404(api) -> None:  # noqa: F811
+    spec = document(api[0])
+    assert "/api/nowhere" not in spec["paths"]
+    assert call(api[0], "GET", "/api/nowhere")[0] == 404
