@@ -105,7 +105,10 @@ class Reembed:
         return int(db.execute("SELECT count(*) FROM reembed_vectors").fetchone()[0])
 
     def status(self) -> dict[str, Any]:
-        """{"model", "state", "done", "total", "rate", "eta_s"} for `status`."""
+        """{"model", "state", "done", "total", "rate", "eta_s"} for `status` ({"model",
+        "state"} once it ended)."""
+        if self.state in ("done", "cancelled"):
+            return {"model": self.embedder.name, "state": self.state}
         done, total = self.done(), self.stores.store.chunk_count()
         rate = 0.0
         if self._rate is not None:
@@ -262,20 +265,24 @@ class Reembed:
             db.execute("UPDATE meta SET value = ? WHERE key = 'generation'", [str(generation)])
         store._index()
         store.dim = stores.dim = dim
-        dense.identity = store.identity
-        held = np.asarray(dense.index.get_ids_list(), np.int64)
-        ids_now = store.chunk_ids()
-        extra = np.setdiff1d(held, ids_now)
-        more = np.setdiff1d(ids_now, held)
-        dense.apply(generation, more, store.vectors(more), extra, save=False)
+        # committed: the new model is the knowledge base's; swap everything in, then tidy up
         old = stores.dense
-        target = old.folder
-        dense.folder = target
-        dense._file = target / "dense.hnsw"
-        dense._generation_file = target / "dense.generation"
+        dense.identity = store.identity
+        dense.folder = old.folder
+        dense._file = old.folder / "dense.hnsw"
+        dense._generation_file = old.folder / "dense.generation"
         stores.dense = dense
         self.on_switch(self.embedder, dense)
-        dense.save(generation)
+        try:  # the chunks changed since the index was built: add and delete them
+            held = np.asarray(dense.index.get_ids_list(), np.int64)
+            now = store.chunk_ids()
+            more = np.setdiff1d(now, held)
+            dense.memory_generation = generation - 1
+            dense.apply(generation, more, store.vectors(more), np.setdiff1d(held, now),
+                        save=False)
+            dense.save(generation)
+        except Exception as exc:  # noqa: BLE001 - DuckDB has the new vectors: rebuilt from it
+            stores.mark_stale("dense", exc)
         shutil.rmtree(stores.config.data_dir / NEXT_DENSE, ignore_errors=True)
         try:  # BM25 holds the same texts: only its generation follows
             stores.sparse.apply(generation, [], [])

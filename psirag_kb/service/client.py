@@ -256,6 +256,12 @@ class HTTPClient:
         """Have the daemon start its maintain job now (an admin only); {"pid", "runs"}."""
         return self._call("POST", "/api/maintain", {})
 
+    def reembed(self, model: str = "", cancel: bool = False) -> dict[str, Any]:
+        """Have the daemon embed everything again with `model` in the background, or cancel
+        the running reembed (an admin only); the reembed's status."""
+        return self._call("POST", "/api/reembed", {"cancel": True} if cancel else
+                          {"model": model})
+
     def users(self, action: str, name: str = "", role: str | None = None,
               read: list[str] | None = None) -> dict[str, Any]:
         """A `users` command over the admin-only /api/users routes."""

@@ -112,8 +112,9 @@ def test_minilm_to_static_and_back_while_answering_and_indexing(
             assert kb.ingest([folder]).updated == 1
             right_vectors(kb, other)  # the old model's vectors serve until the switch
             gated.gate.set()
-            wait_for(lambda kb=kb: kb.reembedding.state == "done", timeout=300,
+            wait_for(lambda kb=kb: kb.reembedding.state in ("done", "failed"), timeout=300,
                      what="the reembed's switch")
+            assert kb.reembedding.state == "done", kb.reembedding.error
             after = kb.status()
             assert after["model"] == target.name and after["dim"] == target.dim
             assert "reembed" not in after or after["reembed"]["state"] == "done"
@@ -151,7 +152,9 @@ def test_a_stopped_reembed_resumes_where_it_was(config, minilm, static_model, tm
         counting = Gated(static_model)
         counting.gate.set()
         kb.resume_reembed(counting)
-        wait_for(lambda: kb.reembedding.state == "done", timeout=300, what="the switch")
+        wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
+                 what="the switch")
+        assert kb.reembedding.state == "done", kb.reembedding.error
         assert counting.batches == -(-(kb.store.chunk_count() - done) // 8)  # only the rest
         right_vectors(kb, static_model)
     with KnowledgeBase(config) as kb:  # the database names its model now
