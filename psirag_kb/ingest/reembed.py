@@ -231,9 +231,16 @@ class Reembed:
     def _switch(self, dense: DenseIndex) -> None:
         """On the writer: embed what came after the cursor, then replace every chunk's vector,
         name the new model and clear the tree in one transaction; then swap the indexes."""
-        stores, store = self.stores, self.stores.store
+        stores = self.stores
         ids, texts = self._texts_after(self._cursor(), None)
         late = self.embedder.embed(texts) if texts else None
+        with stores.model_lock.exclusive():  # questions in flight end with the old model
+            self._commit_switch(ids, late, dense)
+
+    def _commit_switch(self, ids: np.ndarray, late: np.ndarray | None,
+                       dense: DenseIndex) -> None:
+        """The switch's transaction and the swap, with no question in flight."""
+        stores, store = self.stores, self.stores.store
         dim = self.embedder.dim
         with store.transaction() as db:
             if late is not None:

@@ -26,7 +26,7 @@ from psirag_kb.search.scope import Scope, exact_top
 from psirag_kb.search.treeindex import TreeIndex
 from psirag_kb.search.treeview import TreeView
 from psirag_kb.storage import migrations
-from psirag_kb.storage.dense import DenseIndex, exact_scope
+from psirag_kb.storage.dense import DenseIndex, SharedLock, exact_scope
 from psirag_kb.storage.partitions import Partitions
 from psirag_kb.storage.sparse import SparseIndex
 from psirag_kb.storage.store import Delta, FileChange, Store
@@ -105,6 +105,10 @@ class Stores:
         """Whether a tree partitioned at new boundaries is being built in the background (the
         current tree serves queries meanwhile)."""
         self.rebuild_migrated()
+        self.model_lock = SharedLock()
+        """Held shared by each question (embedded and searched with one model), alone by a
+        reembed's switch of the model."""
+        self._holding = threading.local()
         self.sync_derived()
         self.partitions = Partitions(self.store, config.watch.folders,
                                      People(config.data_dir).grant_paths())
@@ -176,6 +180,24 @@ class Stores:
                 log.info("dense index rebuilt from the database (%s)", exc)
                 ids, vectors = self.store.all_vectors()
                 self.dense.rebuild(generation, ids, vectors)
+
+    @contextmanager
+    def same_model(self) -> Iterator[None]:
+        """Keep the embedding model, its vectors and the dense index as they are for a block
+        (reentrant on one thread; a reembed's switch waits for it)."""
+        if getattr(self._holding, "depth", 0):
+            self._holding.depth += 1
+            try:
+                yield
+            finally:
+                self._holding.depth -= 1
+            return
+        with self.model_lock.shared():
+            self._holding.depth = 1
+            try:
+                yield
+            finally:
+                self._holding.depth = 0
 
     def rebuild_migrated(self) -> None:
         """Rebuild from DuckDB the derived indexes a schema migration of this opening asks for

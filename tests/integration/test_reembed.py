@@ -180,3 +180,73 @@ def test_cancel_keeps_the_old_model(config, minilm, static_model, tmp_path, monk
         assert not (config.data_dir / reembed_module.NEXT_DENSE).exists()
         right_vectors(kb, minilm)
         assert top_path(kb, "volcano in Sicily").startswith(str(folder))
+
+
+def test_the_daemon_reembeds_while_20_clients_query_and_a_file_changes(
+        config, minilm, static_model, tmp_path, monkeypatch, capsys) -> None:
+    import json
+
+    from daemon_helpers import api, watching
+
+    import psirag_kb.kb as kb_module
+    from psirag_kb.cli import main
+    from psirag_kb.service.daemon import Daemon
+
+    monkeypatch.setattr(reembed_module, "BATCH", 4)
+    gated = Gated(static_model)
+    made = kb_module.make_embedder
+    monkeypatch.setattr(kb_module, "make_embedder", lambda embedding, cache=None: (
+        gated if embedding.model == static_model.name else made(embedding, cache)))
+    folder = tmp_path / "notes"
+    write_notes(folder)
+    monkeypatch.delenv("PSIRAG_KB_TOKEN", raising=False)
+    daemon = Daemon(watching(config, folder, 0.2), embedder=minilm)
+    daemon.start()
+    stop, errors, answered = threading.Event(), [], [0]
+
+    def client() -> None:
+        while not stop.is_set():
+            code, body = api(daemon, "POST", "/api/query",
+                             {"text": "volcano in Sicily", "mode": "hybrid", "k": 3})
+            if code != 200 or not body.get("results"):
+                errors.append((code, body, daemon.kb.embedder.name[-5:],
+                               getattr(daemon.kb.reembedding, "state", None)))
+            answered[0] += 1
+
+    try:
+        wait_for(lambda: daemon.kb.store.chunk_count() == daemon.kb.sparse.count()
+                 == daemon.kb.dense.count == 24, timeout=120, what="the notes indexed")
+        clients = [threading.Thread(target=client) for _ in range(20)]
+        for thread in clients:
+            thread.start()
+        done: list[int] = []
+        command = threading.Thread(target=lambda: done.append(main([
+            "--data-dir", str(config.data_dir), "reembed", "--model", static_model.name,
+            "--json"])))
+        command.start()
+        assert gated.first_done.wait(120)
+        edited = folder / "note05.md"
+        edited.write_text("# Note 5\n\nThe Great Barrier Reef lies off Queensland.\n")
+        wait_for(lambda: any(r["path"] == str(edited) for r in api(
+            daemon, "POST", "/api/query", {"text": "Barrier Reef Queensland", "mode": "sparse",
+                                           "k": 3})[1]["results"]), timeout=60,
+                 what="the edit indexed during the reembed")
+        assert daemon.kb.status()["model"] == minilm.name  # not switched yet
+        right_vectors(daemon.kb, minilm)
+        gated.gate.set()
+        command.join(300)
+        assert done == [0]
+        assert json.loads(capsys.readouterr().out)["model"] == static_model.name
+        stop.set()
+        for thread in clients:
+            thread.join(60)
+        assert errors == [] and answered[0] > 20
+        status = api(daemon, "GET", "/api/status")[1]
+        assert status["model"] == static_model.name and status["dim"] == static_model.dim
+        right_vectors(daemon.kb, static_model)
+        code, body = api(daemon, "POST", "/api/query", {"text": "coral reef off Queensland",
+                                                        "mode": "dense", "k": 1})
+        assert body["results"][0]["path"] == str(edited)
+    finally:
+        stop.set()
+        daemon.stop()
