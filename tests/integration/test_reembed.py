@@ -250,3 +250,42 @@ def test_the_daemon_reembeds_while_20_clients_query_and_a_file_changes(
     finally:
         stop.set()
         daemon.stop()
+
+
+def test_a_daemon_stopped_mid_reembed_resumes_it_at_start(config, minilm, static_model,
+                                                         tmp_path, monkeypatch) -> None:
+    from daemon_helpers import api, watching
+
+    import psirag_kb.kb as kb_module
+    from psirag_kb.service.daemon import Daemon
+
+    monkeypatch.setattr(reembed_module, "BATCH", 8)
+    gated = Gated(static_model)
+    made = kb_module.make_embedder
+    monkeypatch.setattr(kb_module, "make_embedder", lambda embedding, cache=None: (
+        gated if embedding.model == static_model.name else made(embedding, cache)))
+    folder = tmp_path / "notes"
+    write_notes(folder)
+    monkeypatch.delenv("PSIRAG_KB_TOKEN", raising=False)
+    config = watching(config, folder, 0.2)
+    daemon = Daemon(config, embedder=minilm)
+    daemon.start()
+    try:
+        wait_for(lambda: daemon.kb.store.chunk_count() == daemon.kb.dense.count == 24,
+                 timeout=120, what="the notes indexed")
+        code, body = api(daemon, "POST", "/api/reembed", {"model": static_model.name})
+        assert code == 200 and body["state"] == "running", body
+        assert gated.first_done.wait(120)
+        threading.Timer(0.5, gated.gate.set).start()
+    finally:
+        daemon.stop()
+    gated.gate.set()
+    again = Daemon(config, embedder=minilm)
+    again.start()
+    try:  # the daemon goes on by itself, from its cursor
+        wait_for(lambda: again.kb.embedder.name == static_model.name, timeout=300,
+                 what="the resumed reembed's switch")
+        assert api(again, "GET", "/api/status")[1]["model"] == static_model.name
+        right_vectors(again.kb, static_model)
+    finally:
+        again.stop()
