@@ -182,7 +182,7 @@ def test_cancel_keeps_the_old_model(config, minilm, static_model, tmp_path, monk
         assert top_path(kb, "volcano in Sicily").startswith(str(folder))
 
 
-def test_the_daemon_reembeds_while_20_clients_query_and_a_file_changes(
+def test_the_daemon_reembeds_there_and_back_while_20_clients_query_and_a_file_changes(
         config, minilm, static_model, tmp_path, monkeypatch, capsys) -> None:
     import json
 
@@ -193,10 +193,10 @@ def test_the_daemon_reembeds_while_20_clients_query_and_a_file_changes(
     from psirag_kb.service.daemon import Daemon
 
     monkeypatch.setattr(reembed_module, "BATCH", 4)
-    gated = Gated(static_model)
+    gates = {static_model.name: Gated(static_model), minilm.name: Gated(minilm)}
     made = kb_module.make_embedder
     monkeypatch.setattr(kb_module, "make_embedder", lambda embedding, cache=None: (
-        gated if embedding.model == static_model.name else made(embedding, cache)))
+        gates.get(embedding.model) or made(embedding, cache)))
     folder = tmp_path / "notes"
     write_notes(folder)
     monkeypatch.delenv("PSIRAG_KB_TOKEN", raising=False)
@@ -213,40 +213,41 @@ def test_the_daemon_reembeds_while_20_clients_query_and_a_file_changes(
                                getattr(daemon.kb.reembedding, "state", None)))
             answered[0] += 1
 
+    clients = [threading.Thread(target=client) for _ in range(20)]
     try:
         wait_for(lambda: daemon.kb.store.chunk_count() == daemon.kb.sparse.count()
                  == daemon.kb.dense.count == 24, timeout=120, what="the notes indexed")
-        clients = [threading.Thread(target=client) for _ in range(20)]
         for thread in clients:
             thread.start()
-        done: list[int] = []
-        command = threading.Thread(target=lambda: done.append(main([
-            "--data-dir", str(config.data_dir), "reembed", "--model", static_model.name,
-            "--json"])))
-        command.start()
-        assert gated.first_done.wait(120)
         edited = folder / "note05.md"
-        edited.write_text("# Note 5\n\nThe Great Barrier Reef lies off Queensland.\n")
-        wait_for(lambda: any(r["path"] == str(edited) for r in api(
-            daemon, "POST", "/api/query", {"text": "Barrier Reef Queensland", "mode": "sparse",
-                                           "k": 3})[1]["results"]), timeout=60,
-                 what="the edit indexed during the reembed")
-        assert daemon.kb.status()["model"] == minilm.name  # not switched yet
-        right_vectors(daemon.kb, minilm)
-        gated.gate.set()
-        command.join(300)
-        assert done == [0]
-        assert json.loads(capsys.readouterr().out)["model"] == static_model.name
+        for target, other, text in ((static_model, minilm, "Great Barrier Reef"),
+                                    (minilm, static_model, "Grand Canyon")):
+            gated = gates[target.name]
+            done: list[int] = []
+            command = threading.Thread(target=lambda t=target, d=done: d.append(main([
+                "--data-dir", str(config.data_dir), "reembed", "--model", t.name, "--json"])))
+            command.start()
+            assert gated.first_done.wait(120)
+            edited.write_text(f"# Note 5\n\nThe {text} is a landmark.\n")
+            wait_for(lambda t=text: any(r["path"] == str(edited) for r in api(
+                daemon, "POST", "/api/query", {"text": t, "mode": "sparse", "k": 3}
+            )[1]["results"]), timeout=60, what="the edit indexed during the reembed")
+            assert daemon.kb.status()["model"] == other.name  # not switched yet
+            right_vectors(daemon.kb, other)
+            gated.gate.set()
+            command.join(300)
+            assert done == [0]
+            assert json.loads(capsys.readouterr().out)["model"] == target.name
+            status = api(daemon, "GET", "/api/status")[1]
+            assert status["model"] == target.name and status["dim"] == target.dim
+            right_vectors(daemon.kb, target)  # the edit included
+            code, body = api(daemon, "POST", "/api/query", {"text": f"the {text}",
+                                                            "mode": "dense", "k": 1})
+            assert body["results"][0]["path"] == str(edited)
         stop.set()
         for thread in clients:
             thread.join(60)
-        assert errors == [] and answered[0] > 20
-        status = api(daemon, "GET", "/api/status")[1]
-        assert status["model"] == static_model.name and status["dim"] == static_model.dim
-        right_vectors(daemon.kb, static_model)
-        code, body = api(daemon, "POST", "/api/query", {"text": "coral reef off Queensland",
-                                                        "mode": "dense", "k": 1})
-        assert body["results"][0]["path"] == str(edited)
+        assert errors == [] and answered[0] > 40
     finally:
         stop.set()
         daemon.stop()
