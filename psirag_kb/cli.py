@@ -23,6 +23,14 @@ from psirag_kb.search.retrieval import EVAL_MODES, MODES
 log = logging.getLogger("psirag_kb")
 
 
+def _version_text() -> str:
+    """`psirag-kb --version`: the release and its database schema."""
+    from psirag_kb import __version__
+    from psirag_kb.storage.migrations import SCHEMA_VERSION
+
+    return f"psirag-kb {__version__} (database schema {SCHEMA_VERSION})"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="psirag-kb", description="An always-on knowledge base for document folders."
@@ -30,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, help="config file (default: ./config.toml)")
     parser.add_argument("--data-dir", type=Path, help="data directory (overrides [storage])")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=_version_text(),
+                        help="this release and the schema version of the databases it writes")
     parser.add_argument("--server", metavar="URL",
                         help="a remote daemon for query, status, tree, tui, mcp and users "
                              "(overrides PSIRAG_KB_URL and [api] server); its token comes from "
@@ -138,6 +148,15 @@ def _parser() -> argparse.ArgumentParser:
     restore.add_argument("--force", action="store_true",
                          help="replace what the data directory holds")
     restore.add_argument("--json", action="store_true", help="print one JSON object")
+    reembed = commands.add_parser(
+        "reembed", help="embed every chunk with another model in the background, then switch "
+        "to it (queries and indexing go on meanwhile)")
+    reembed.add_argument("--model", metavar="NAME_OR_PATH",
+                         help="the new model: a sentence-transformers name or local folder "
+                         "(a static model from `distill`)")
+    reembed.add_argument("--cancel", action="store_true",
+                         help="stop the running reembed and keep the current model")
+    reembed.add_argument("--json", action="store_true", help="print one JSON object")
 
     status = commands.add_parser("status", help="what is indexed")
     status.add_argument("--json", action="store_true", help="print one JSON object")
@@ -713,6 +732,53 @@ def cmd_maintain(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def cmd_reembed(args: argparse.Namespace, config: Config) -> int:
+    """Start (or cancel) a reembed in the daemon when one runs, else here; follow it."""
+    from psirag_kb.service.client import remote_daemon, running_daemon
+
+    if bool(args.model) == bool(args.cancel):
+        raise KBError("give --model NAME_OR_PATH or --cancel")
+    daemon = remote_daemon(config) or running_daemon(config)
+    if daemon is not None:
+        started = daemon.reembed(args.model or "", cancel=args.cancel)
+        if args.cancel:
+            _print_report(started, args.json)
+            return 0
+        print(f"reembed to {started['model']} runs in the daemon ({daemon.url}); Ctrl-C stops "
+              "following it, not the reembed (`reembed --cancel` stops it)", file=sys.stderr)
+        _print_report(_follow_reembed(daemon.status, started["model"]), args.json)
+        return 0
+    with _open(config) as kb:
+        if args.cancel:
+            _print_report(kb.cancel_reembed(), args.json)
+            return 0
+        started = kb.reembed(args.model)
+        print(f"reembed to {started['model']}: Ctrl-C stops it; the next `reembed --model` "
+              "with the same model (or the daemon) resumes where it was", file=sys.stderr)
+        _print_report(_follow_reembed(kb.status, started["model"]), args.json)
+    return 0
+
+
+def _follow_reembed(status: Any, model: str) -> dict[str, Any]:
+    """Print a reembed's progress from `status()` until it ends; the last status."""
+    while True:
+        now = status()
+        running = now.get("reembed") or {}
+        if running.get("state") == "failed":
+            raise KBError(f"reembed failed: {running.get('error', '')}; the current model "
+                          "serves (`status` shows it)")
+        if not running or running.get("state") in ("done", "cancelled", "stopped"):
+            if now.get("model") != model:
+                raise KBError(f"the reembed to {model} ended without a switch "
+                              f"({running.get('state', 'gone')}); the model is {now.get('model')}")
+            return {"model": now["model"], "dim": now["dim"], "chunks": now["chunks"]}
+        eta = running.get("eta_s")
+        print(f"reembed: {running['done']}/{running['total']} chunks, {running['rate']:.1f}/s, "
+              f"{'ETA ?' if eta is None else f'ETA {eta:.0f} s'} ({running['state']})",
+              file=sys.stderr, flush=True)
+        time.sleep(FOLLOW_S)
+
+
 FOLLOW_S = 1.0
 """Seconds between two looks at a daemon's status while it runs maintain for the command."""
 
@@ -1026,6 +1092,7 @@ COMMANDS = {
     "eval": cmd_eval,
     "backup": cmd_backup, "restore": cmd_restore,
     "tree": cmd_tree, "maintain": cmd_maintain, "hops": cmd_hops, "daemon": cmd_daemon,
+    "reembed": cmd_reembed,
     "distill": cmd_distill, "users": cmd_users,
 }
 

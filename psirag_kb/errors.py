@@ -37,6 +37,11 @@ class StoreError(KBError):
     """The on-disk stores are unusable (corrupted, locked by another process)."""
 
 
+class NewerDataError(StoreError):
+    """The data directory was written by a newer release (a schema above this one's): the
+    message names both releases and what to do."""
+
+
 class LLMError(KBError):
     """The language model server failed, is unreachable or returned something unusable."""
 

@@ -7,6 +7,8 @@ view) and take no lock a write holds.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -45,8 +47,22 @@ from psirag_kb.storage.backup import (
     take_backup,
 )
 from psirag_kb.storage.conversations import Conversations, StoredTurn
+from psirag_kb.storage.store import reembedded_model
 from psirag_kb.storage.stores import OverStores, Stores
 from psirag_kb.tree.drift import repair
+
+log = logging.getLogger(__name__)
+
+RUNNING = ("running", "indexing", "switching")
+"""States of a reembed that has not ended."""
+
+
+class _Named:
+    """A model known by its name only (a stopped reembed being cancelled)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
 
 DRIFT_TOLERANCE = 0.02
 """A subtree is rebuilt when its cost exceeds a local rebuild's by more than this fraction."""
@@ -69,7 +85,16 @@ class KnowledgeBase(OverStores):
         self.config = config
         self.data_dir = config.data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.embedder = embedder or make_embedder(config.embedding, config.storage.cache_dir)
+        if embedder is None:
+            embedding = config.embedding
+            switched = reembedded_model(config.data_dir / "kb.duckdb")
+            if switched and switched != embedding.model:
+                log.warning("the knowledge base was embedded again with %s by `reembed`; "
+                            "[embedding] model = %r is not used (set it to %r)", switched,
+                            embedding.model, switched)
+                embedding = dataclasses.replace(embedding, model=switched)
+            embedder = make_embedder(embedding, config.storage.cache_dir)
+        self.embedder = embedder
         # questions get a model instance of their own, so they never wait for a file's batch
         self.query_embedder = QueryEmbedder(for_queries(self.embedder))
         # while questions come in, files are embedded on one core and questions get the other
@@ -84,6 +109,8 @@ class KnowledgeBase(OverStores):
         """Every read of the knowledge base: the facade composes it, never the other way."""
         self.talks = Conversations(self.stores.store)
         """The conversations table (`ask`, `conversations`, `conversation`, ...)."""
+        self.reembedding: Any = None
+        """The reembed this process runs or ran (ingest/reembed.py), None before one."""
 
     @property
     def config(self) -> Config:
@@ -103,6 +130,8 @@ class KnowledgeBase(OverStores):
     def close(self) -> None:
         """Stop ingests after their committed batch, finish the running write, drop queued
         ones, save what is only in memory, close."""
+        if self.reembedding is not None:
+            self.reembedding.stop()  # resumed at its cursor by the next `resume_reembed`
         self.ingestion.stop(CLOSE_WAIT_S)
         self.stores.close()
 
@@ -430,6 +459,71 @@ class KnowledgeBase(OverStores):
         self.checkpoint()
         return {"drift": drift, "abstracts": abstracts}
 
+    # -- a new embedding model (ingest/reembed.py) -------------------------------------------
+
+    def reembed(self, model: str, embedder: Embedder | None = None) -> dict[str, Any]:
+        """Start embedding every chunk with another model in the background (queries and
+        writes go on with the current one until the switch); a reembed to the same model that
+        a stopped process left resumes. Returns its status."""
+        from psirag_kb.ingest.reembed import Reembed, ReembedError, model_name
+
+        if self.reembedding is not None and self.reembedding.state in RUNNING:
+            raise ReembedError(f"a reembed to {self.reembedding.embedder.name!r} runs; "
+                               "`psirag-kb reembed --cancel` stops it")
+        if embedder is None:
+            embedder = make_embedder(dataclasses.replace(
+                self.config.embedding, model=model_name(model)), self.config.storage.cache_dir)
+        job = Reembed(self.stores, embedder, self._switch_embedder)
+        job.begin()
+        self.reembedding = job
+        return job.status()
+
+    def resume_reembed(self, embedder: Embedder | None = None) -> dict[str, Any] | None:
+        """Go on with a reembed a stopped process left (None when there is none)."""
+        from psirag_kb.ingest.reembed import Reembed
+
+        model = Reembed.pending(self.stores)
+        if model is None:
+            return None
+        return self.reembed(model, embedder)
+
+    def cancel_reembed(self) -> dict[str, Any]:
+        """Stop a reembed and drop its new vectors: the current model stays."""
+        from psirag_kb.ingest.reembed import Reembed, ReembedError
+
+        job = self.reembedding
+        if job is None or job.state not in RUNNING:
+            model = Reembed.pending(self.stores)
+            if model is None:
+                raise ReembedError("no reembed runs")
+            job = Reembed(self.stores, _Named(model), self._switch_embedder)
+        job.cancel()
+        self.reembedding = job
+        return {"cancelled": job.embedder.name, "model": self.embedder.name}
+
+    def reembed_status(self) -> dict[str, Any] | None:
+        """The running (or last) reembed's progress, or a stopped one's model."""
+        from psirag_kb.ingest.reembed import Reembed
+
+        if self.reembedding is not None:
+            return self.reembedding.status()
+        model = Reembed.pending(self.stores)
+        return None if model is None else {"model": model, "state": "stopped"}
+
+    def _switch_embedder(self, embedder: Embedder, dense: Any) -> None:
+        """Swap the new model in for files, abstracts and questions (on the writer, right
+        after the switch committed; the dense index is swapped by the caller)."""
+        from psirag_kb.ingest.ingestion import BatchReader
+
+        self.embedder = embedder
+        self.dim = self.stores.dim
+        self.ingestion.embedder = embedder
+        self.ingestion.reader = BatchReader(self.config, embedder)
+        self.abstract_job.embedder = getattr(embedder, "inner", embedder)
+        self.abstract_job.keywords = type(self.abstract_job.keywords)(self.abstract_job.embedder)
+        self.query_embedder = QueryEmbedder(for_queries(embedder))
+        self.engine.query_embedder = self.query_embedder
+
     def node(self, node_id: int | None = None, *, access: Access = OWNER) -> dict[str, Any]:
         """One abstract node (the root by default): its abstract and its children (only nodes
         whose every leaf `access` may read)."""
@@ -488,6 +582,7 @@ class KnowledgeBase(OverStores):
             "problems": problems,
             "unavailable": self.store.unavailable(),
             "backup": last_backup(self.data_dir),
+            **({"reembed": reembed} if (reembed := self.reembed_status()) else {}),
         }
 
 

@@ -112,6 +112,13 @@ class QueryEngine(OverStores):
     def rank(self, text: str, mode: str, k: int, within: Within | None = None,
              vector: np.ndarray | None = None, access: Access = OWNER,
              phrases: list[str] | None = None) -> Ranking:
+        """`_rank` with the embedding model held (a reembed's switch waits for it)."""
+        with self.stores.same_model():
+            return self._rank(text, mode, k, within, vector, access, phrases)
+
+    def _rank(self, text: str, mode: str, k: int, within: Within | None = None,
+              vector: np.ndarray | None = None, access: Access = OWNER,
+              phrases: list[str] | None = None) -> Ranking:
         """Chunk ids for a query in one mode, best first (a stale index is left out); every
         retriever searches only the scope (see `scope_of`) before taking its top k, and only
         chunks holding the `phrases` that must occur (by default the text's own)."""
@@ -213,6 +220,14 @@ class QueryEngine(OverStores):
     def query(self, text: str, mode: str | None = None, k: int | None = None,
               summarize: bool = False, within: Within | None = None,
               access: Access = OWNER) -> dict[str, Any]:
+        """`_query` with the embedding model held: a question is embedded and searched with
+        one model, never across a reembed's switch."""
+        with self.stores.same_model():
+            return self._query(text, mode, k, summarize, within, access)
+
+    def _query(self, text: str, mode: str | None = None, k: int | None = None,
+               summarize: bool = False, within: Within | None = None,
+               access: Access = OWNER) -> dict[str, Any]:
         """Ranked results as the JSON shape the CLI and API return (agent mode and the
         summary's text are composed above, see `kb.py`).
 

@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 QUERY_FIELDS = {"text": str, "mode": str, "k": int, "summarize": bool, "in": list}
 REINDEX_FIELDS = {"path": str}
+REEMBED_FIELDS = {"model": str, "cancel": bool}
 ANSWER_FIELDS = {"text": str, "k": int}
 USER_FIELDS = {"name": str, "role": str, "read": list}
 GRANT_FIELDS = {"read": list}
@@ -112,6 +113,8 @@ class App(Protocol):
                on_step: Callable[[dict[str, Any]], None] | None = None, *,
                access: Access = OWNER) -> dict[str, Any]: ...
     def maintain(self, *, access: Access = OWNER) -> dict[str, Any]: ...
+    def reembed(self, model: str, cancel: bool = False, *,
+                access: Access = OWNER) -> dict[str, Any]: ...
     def ask(self, question: str, *, conversation: str | None = None,
             history: Sequence[Any] | None = None, mode: str | None = None,
             k: int | None = None, within: Sequence[str] | None = None,
@@ -759,6 +762,18 @@ class Endpoints:
         """POST /api/backup."""
         dest = (await self.fields(request))["dest"]
         return _json(200, await self.call(lambda: self.app.backup(dest, access=access)))
+    # -- issue 34: a new embedding model (branch i34b) ---------------------------------------
+
+    @route("POST", "/api/reembed", "Embed everything again with another model in the "
+           "background (or cancel the running reembed); an admin only.", body=REEMBED_FIELDS,
+           response="the reembed's status {model, state, done, total, rate, eta_s}")
+    async def reembed(self, request: Request, access: Access) -> Response:
+        """POST /api/reembed: {"model": NAME_OR_PATH} or {"cancel": true}."""
+        body = await self.fields(request)
+        if not body.get("cancel") and not body.get("model"):
+            raise HTTPError(400, 'give "model" (a model name or folder) or "cancel": true')
+        return _json(200, await self.call(lambda: self.app.reembed(
+            body.get("model") or "", cancel=bool(body.get("cancel")), access=access)))
 
     # -- issue 32: OpenAPI and the OpenAI-compatible /v1 (branch i32b) -----------------------
 

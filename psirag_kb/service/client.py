@@ -262,6 +262,11 @@ class HTTPClient:
         """Have the daemon copy the knowledge base into `dest`, a new folder on its machine (an
         admin only); what it copied."""
         return self._call("POST", "/api/backup", {"dest": dest}, timeout=BACKUP_TIMEOUT_S)
+    def reembed(self, model: str = "", cancel: bool = False) -> dict[str, Any]:
+        """Have the daemon embed everything again with `model` in the background, or cancel
+        the running reembed (an admin only); the reembed's status."""
+        return self._call("POST", "/api/reembed", {"cancel": True} if cancel else
+                          {"model": model})
 
     def users(self, action: str, name: str = "", role: str | None = None,
               read: list[str] | None = None) -> dict[str, Any]:

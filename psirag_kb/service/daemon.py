@@ -128,6 +128,8 @@ class Daemon:
             raise
         self.started = time.time()
         self.kb.stores.start_tree_rebuild()  # a missing tree is rebuilt while queries go on
+        if not self.serve_only:
+            self._resume_reembed()
         self.api.start()
         if self.web is not None:
             self.web.start()
@@ -547,6 +549,33 @@ class Daemon:
             "chunks_written": stores.chunks_written, "llm": CALLS.snapshot(),
             "backup": last_backup(self.data_dir),
         }
+
+    def _resume_reembed(self) -> None:
+        """Go on with a reembed a stopped daemon left (its failure is logged, never fatal:
+        the current model keeps serving)."""
+        try:
+            resumed = self.kb.resume_reembed()
+        except Exception:  # noqa: BLE001 - the old model serves; `status` shows no reembed
+            log.exception("could not resume the reembed; `psirag-kb reembed --cancel` drops it")
+            return
+        if resumed is not None:
+            log.info("resuming the reembed to %s (%d of %d chunks done)", resumed["model"],
+                     resumed["done"], resumed["total"])
+
+    def reembed(self, model: str, cancel: bool = False, *,
+                access: Access = OWNER) -> dict[str, Any]:
+        """Start embedding everything again with `model` in the background, or cancel the
+        running reembed (an admin only); the reembed's status."""
+        if access.role != "admin":
+            if self.audit is not None:
+                self.audit.record(access.name, "reembed", None, status=403)
+            raise AccessDenied(f"{access.name} ({access.role}) may not change the embedding "
+                               "model: an admin only")
+        kb = self._kb()
+        self._audited(access, "reembed", model or "cancel")
+        if cancel:
+            return kb.cancel_reembed()
+        return kb.reembed(model)
 
     def allowed_path(self, raw: str) -> Path:
         """The absolute path of a reindex request, refusing traversal and foreign paths."""

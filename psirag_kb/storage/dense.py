@@ -132,6 +132,14 @@ class DenseIndex:
             generation, live = int(parts[0]), int(parts[1])
         except (OSError, ValueError, IndexError):
             return
+        try:  # hnswlib loads a file of another dimension without a word
+            saved_dim = int((self.folder / "dense.dim").read_text())
+        except (OSError, ValueError):
+            saved_dim = self.dim
+        if saved_dim != self.dim:
+            log.warning("dense index %s holds %d-d vectors, not %d-d; it will be rebuilt",
+                        self._file, saved_dim, self.dim)
+            return
         try:
             index = hnswlib.Index(space="cosine", dim=self.dim)
             index.load_index(str(self._file))
@@ -160,6 +168,7 @@ class DenseIndex:
             self.index.save_index(str(tmp))
             live = self._live
         tmp.replace(self._file)
+        (self.folder / "dense.dim").write_text(str(self.dim))  # a reembed changes it
         gen_tmp = self._generation_file.with_suffix(".tmp")
         gen_tmp.write_text(f"{generation} {live} {self.identity or ''}".rstrip())
         gen_tmp.replace(self._generation_file)

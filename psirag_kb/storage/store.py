@@ -17,17 +17,14 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from psirag_kb import __version__
 from psirag_kb.errors import ModelMismatchError, StoreError
+from psirag_kb.storage import migrations
 from psirag_kb.storage.conversations import create_conversation_tables
+from psirag_kb.storage.migrations import SCHEMA_VERSION
 from psirag_kb.tree.live import LeafLookup, LiveTree
 
 log = logging.getLogger(__name__)
-
-SCHEMA_VERSION = 5
-"""2: chunks.location (JSON text: page, slide, sheet and rows, ...), NULL for older chunks.
-3: chunks.context (the header embedded and indexed with the text), '' for older chunks.
-4: one row per files.path (a unique index; duplicate rows are merged) and meta.identity.
-5: the conversations and turns tables (`storage/conversations.py`), empty for older ones."""
 
 INDEXED_TEXT = ("CASE WHEN coalesce(c.context, '') = '' THEN c.text "
                 "ELSE c.context || chr(10) || c.text END")
@@ -67,6 +64,25 @@ def indexed_text(context: str | None, text: str) -> str:
     """What the dense and BM25 indexes see of a chunk: its context header, a newline, its text
     (the text alone without a header)."""
     return f"{context}\n{text}" if context else text
+
+
+def reembedded_model(path: Path) -> str | None:
+    """The model a `reembed` switched this database to (meta.model_by = 'reembed'), which
+    then wins over [embedding] model; None for none (or no database yet)."""
+    if not Path(path).is_file():
+        return None
+    try:
+        db = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error:
+        return None  # in use or unreadable: opening it says why
+    try:
+        meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN "
+                               "('model', 'model_by')").fetchall())
+    except duckdb.Error:
+        return None
+    finally:
+        db.close()
+    return meta.get("model") if meta.get("model_by") == "reembed" else None
 
 
 def _stack(vectors: list[np.ndarray], dim: int) -> np.ndarray:
@@ -211,6 +227,8 @@ class Store:
         """Whether this process created the database (a new identity)."""
         self.merge_pending = False
         """Whether duplicate file rows of a version-3 database wait for `merge_duplicates`."""
+        self.rebuild: set[str] = set()
+        """Derived indexes ("bm25", "dense", "tree") a migration asks to rebuild from DuckDB."""
         try:
             self.db = duckdb.connect(str(self.path))
         except duckdb.IOException as exc:
@@ -229,14 +247,20 @@ class Store:
         except duckdb.Error as exc:
             self.db.close()
             raise StoreError(self._corrupt_message(exc)) from exc
+        except BaseException:  # a refused or failed migration: the file stays as it was
+            self.db.close()
+            raise
 
     def _corrupt_message(self, exc: Exception) -> str:
         """The message for a database that cannot be opened, with the commands that recover."""
         wal = self.path.with_name(self.path.name + ".wal")
         aside = " && ".join(f"mv {shlex.quote(str(p))} {shlex.quote(str(p) + '.corrupt')}"
                             for p in (self.path, wal) if p.exists())
+        copies = sorted(self.path.parent.glob(self.path.name + ".pre-upgrade-v*[0-9]"))
+        kept = (f"; {copies[-1]} is the copy kept before an interrupted upgrade: moving it to "
+                f"{self.path.name} gives the database as it was before" if copies else "")
         return (
-            f"the database {self.path} cannot be opened ({exc}); if it is corrupted, move it "
+            f"the database {self.path} cannot be opened ({exc}){kept}; if it is corrupted, move it "
             f"aside with `{aside}` and rebuild with "
             f"`psirag-kb --data-dir {shlex.quote(str(self.path.parent))} ingest <folders>`"
         )
@@ -247,11 +271,7 @@ class Store:
         db.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR, value VARCHAR)")
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
         if meta:
-            version = int(meta.get("schema_version", "0"))
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path} was written by a newer psirag-kb (schema {version}); upgrade"
-                )
+            migrations.refuse_newer(self.path, meta)
             if meta.get("model") != model:
                 raise ModelMismatchError(
                     f"{self.path} was built with embedding model {meta.get('model')!r} "
@@ -259,7 +279,7 @@ class Store:
                     f"[embedding] model = {meta.get('model')!r} or use another --data-dir"
                 )
             self.dim = int(meta["dim"])
-            self._upgrade(version)
+            self._upgrade(int(meta.get("schema_version", "0")), meta)
             return
         self.dim = dim = int(dim_of_model())
         self.created = True
@@ -284,6 +304,7 @@ class Store:
         )
         db.execute("CREATE TABLE leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)")
         create_conversation_tables(db)
+        db.execute(migrations.REEMBED_TABLE)
         rows = [
             ("schema_version", str(SCHEMA_VERSION)),
             ("model", model),
@@ -293,6 +314,7 @@ class Store:
             ("next_chunk_id", "1"),
             ("next_node_id", "1"),
             ("identity", uuid.uuid4().hex),
+            ("release", __version__),
         ]
         db.executemany("INSERT INTO meta VALUES (?, ?)", rows)
         self._index()
@@ -307,78 +329,17 @@ class Store:
             self.db.execute(f"CREATE UNIQUE INDEX IF NOT EXISTS {PATH_INDEX} ON files (path)")
             self.db.execute("DROP INDEX IF EXISTS files_path")
 
-    def _upgrade(self, version: int) -> None:
-        """Add what older databases lack (idempotent), then record the current schema version.
-
-        Version 2 adds chunks.location. Indexed PDFs get an empty file hash, so the next ingest
-        or rescan reads them again and gives their chunks page locations (their text is the
-        same, but with headers now in their hashes those chunks are embedded again). Text files
-        have no location, and office, e-book, mail and notebook files were skipped before, so
-        they are read anyway.
-
-        Version 3 adds chunks.context, '' for every chunk there is: nothing is read or embedded
-        again, and a file's chunks get their headers when it next changes (or is re-indexed).
-
-        Version 4 makes files.path unique. Older versions could store one file twice (folders
-        named or watched inside each other); those rows are merged by `merge_duplicates`, which
-        the stores call once the tree is loaded, so the removed chunks leave it as any removal
-        does. Until then the version stays 3. It also gives the database its identity.
-        """
-        self.merge_pending = version < 4
-        if version < 3:
-            self.db.execute("BEGIN")
-            for name, table, _ in INDEXES:  # DuckDB alters no table an index depends on
-                if table == "chunks":
-                    self.db.execute(f"DROP INDEX IF EXISTS {name}")
-            if version < 2:
-                self.db.execute("ALTER TABLE chunks ADD COLUMN IF NOT EXISTS location VARCHAR")
-                self.db.execute(
-                    "UPDATE files SET hash = '' WHERE origin = 'file' AND state = 'indexed' "
-                    "AND lower(path) LIKE '%.pdf'"
-                )
-            self.db.execute(
-                "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS context VARCHAR DEFAULT ''"
-            )
-            self.db.execute("DELETE FROM meta WHERE key = 'schema_version'")
-            self.db.execute("INSERT INTO meta VALUES ('schema_version', '3')")
-            self.db.execute("COMMIT")
-            log.info("%s: schema upgraded from version %d to 3", self.path, version)
+    def _upgrade(self, version: int, meta: dict[str, str]) -> None:
+        """Migrate an older schema in place (`migrations.migrate`: one transaction, a copy of
+        the file kept until it commits), then create the indexes a migration dropped and
+        record this release as the last to open the database."""
+        step = migrations.migrate(self.db, self.path, self.dim, version)
+        self.rebuild = migrations.pending_rebuilds(self.db) | step.rebuild
+        self.merge_pending = step.merge_pending or meta.get("merge_pending") == "1"
         self._index()
-        if not self.db.execute("SELECT 1 FROM meta WHERE key = 'identity'").fetchone():
-            self.db.execute("INSERT INTO meta VALUES ('identity', ?)", [uuid.uuid4().hex])
-        self.db.execute(
-            f"ALTER TABLE nodes ADD COLUMN IF NOT EXISTS abstract_vector FLOAT[{self.dim}]"
-        )
-        self._add_label_column()
-        self._index()
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)"
-        )
-        if not self.db.execute("SELECT 1 FROM meta WHERE key = 'next_node_id'").fetchone():
-            self.db.execute("INSERT INTO meta VALUES ('next_node_id', '1')")
-        self._add_conversations(version)
-
-    def _add_conversations(self, version: int) -> None:
-        """Version 5: the conversations and turns tables (additive, idempotent); a version-4
-        database is recorded as 5 at once, an older one when its duplicates are merged."""
-        self.db.execute("BEGIN")
-        create_conversation_tables(self.db)
-        if version == 4:
-            self._set_meta("schema_version", str(SCHEMA_VERSION))
-        self.db.execute("COMMIT")
-
-    def _add_label_column(self) -> None:
-        """Give nodes its display-label column when it lacks one (additive and idempotent: a
-        database of any version gains it on opening; labels come with the next abstracts)."""
-        found = self.db.execute(
-            "SELECT 1 FROM information_schema.columns WHERE table_name = 'nodes' "
-            "AND column_name = 'label'").fetchone()
-        if found:
-            return
-        self.db.execute("BEGIN")
-        self.db.execute("DROP INDEX IF EXISTS nodes_id")  # DuckDB alters no indexed table
-        self.db.execute("ALTER TABLE nodes ADD COLUMN label VARCHAR")
-        self.db.execute("COMMIT")
+        if version >= SCHEMA_VERSION and meta.get("release") != __version__:
+            self.db.execute("DELETE FROM meta WHERE key = 'release'")
+            self.db.execute("INSERT INTO meta VALUES ('release', ?)", [__version__])
 
     @contextmanager
     def lean(self) -> Iterator[None]:
@@ -740,8 +701,8 @@ class Store:
     def merge_duplicates(self, tree_update: TreeUpdate | None = None) -> Delta | None:
         """Keep one row per path of a database older than schema 4 (the indexed one written
         last), remove the other rows and their chunks and leaves, make files.path unique and
-        record schema 4; returns the change for the derived indexes (None if nothing was
-        removed). Owner thread only."""
+        clear meta.merge_pending (set by the schema-4 migration step); returns the change for
+        the derived indexes (None if nothing was removed). Owner thread only."""
         if not self.merge_pending:
             return None
         empty = np.zeros(0, dtype=np.int64)
@@ -761,16 +722,12 @@ class Store:
                         self.write_tree(live)
                 generation = self.generation + 1
                 self._set_meta("generation", str(generation))
+            db.execute("DELETE FROM meta WHERE key = 'merge_pending'")
         self.merge_pending = False
-        try:
-            with self.transaction():  # a separate step: the index sees committed rows only
-                self._index()
-                self._set_meta("schema_version", str(SCHEMA_VERSION))
-        except BaseException:
-            self.merge_pending = True
-            raise
-        log.info("%s: schema upgraded to version %d; %d duplicate file rows (%d chunks) "
-                 "merged", self.path, SCHEMA_VERSION, len(drop), len(removed))
+        with self.transaction():  # a separate step: the index sees committed rows only
+            self._index()
+        log.info("%s: files.path is unique now; %d duplicate file rows (%d chunks) "
+                 "merged", self.path, len(drop), len(removed))
         if not drop:
             return None
         return Delta(generation, empty, np.zeros((0, self.dim), np.float32), [], removed)

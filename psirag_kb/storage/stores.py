@@ -25,8 +25,9 @@ from psirag_kb.people import People
 from psirag_kb.search.scope import Scope, exact_top
 from psirag_kb.search.treeindex import TreeIndex
 from psirag_kb.search.treeview import TreeView
+from psirag_kb.storage import migrations
 from psirag_kb.storage.backup import check_not_restoring
-from psirag_kb.storage.dense import DenseIndex, exact_scope
+from psirag_kb.storage.dense import DenseIndex, SharedLock, exact_scope
 from psirag_kb.storage.partitions import Partitions
 from psirag_kb.storage.sparse import SparseIndex
 from psirag_kb.storage.store import Delta, FileChange, Store
@@ -108,6 +109,11 @@ class Stores:
         self.splitting = False
         """Whether a tree partitioned at new boundaries is being built in the background (the
         current tree serves queries meanwhile)."""
+        self.rebuild_migrated()
+        self.model_lock = SharedLock()
+        """Held shared by each question (embedded and searched with one model), alone by a
+        reembed's switch of the model."""
+        self._holding = threading.local()
         self.sync_derived()
         self.partitions = Partitions(self.store, config.watch.folders,
                                      People(config.data_dir).grant_paths())
@@ -179,6 +185,39 @@ class Stores:
                 log.info("dense index rebuilt from the database (%s)", exc)
                 ids, vectors = self.store.all_vectors()
                 self.dense.rebuild(generation, ids, vectors)
+
+    @contextmanager
+    def same_model(self) -> Iterator[None]:
+        """Keep the embedding model, its vectors and the dense index as they are for a block
+        (reentrant on one thread; a reembed's switch waits for it)."""
+        if getattr(self._holding, "depth", 0):
+            self._holding.depth += 1
+            try:
+                yield
+            finally:
+                self._holding.depth -= 1
+            return
+        with self.model_lock.shared():
+            self._holding.depth = 1
+            try:
+                yield
+            finally:
+                self._holding.depth = 0
+
+    def rebuild_migrated(self) -> None:
+        """Rebuild from DuckDB the derived indexes a schema migration of this opening asks for
+        (`migrations.migration(rebuild=...)`); the others are kept as they are."""
+        generation, identity = self.store.generation, self.store.identity
+        if "bm25" in self.store.rebuild:
+            log.info("rebuilding the BM25 index: the schema migration asks for it")
+            self.sparse.rebuild(generation, self.store.all_texts(), identity)
+        if "dense" in self.store.rebuild:
+            log.info("rebuilding the dense index: the schema migration asks for it")
+            self.dense.identity = identity
+            self.dense.rebuild(generation, *self.store.all_vectors())
+        if self.store.rebuild - {"tree"}:
+            self.store.set_meta_value(migrations.REBUILD_KEY, "")
+        self.store.rebuild = set()
 
     def merge_duplicates(self) -> None:
         """Merge the file rows an older database holds twice for one path (`Store.

@@ -1,0 +1,292 @@
+"""A new embedding model without downtime: MiniLM -> the static model `distill` makes -> MiniLM,
+with questions answered and an edited file indexed during the reembed; a stop and resume in the
+middle; a cancel (real models, DuckDB, Tantivy, hnswlib)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from daemon_helpers import wait_for
+
+from psirag_kb.config import EmbeddingConfig
+from psirag_kb.ingest import reembed as reembed_module
+from psirag_kb.ingest.distill import distill_static
+from psirag_kb.ingest.embedding import SentenceTransformerEmbedder
+from psirag_kb.kb import KnowledgeBase
+from psirag_kb.storage.store import indexed_text
+
+TOPICS = [
+    "The arctic tern migrates from pole to pole every single year.",
+    "Mount Etna is an active stratovolcano on the east coast of Sicily.",
+    "A sourdough starter is a culture of wild yeast and lactic acid bacteria.",
+    "The Rosetta Stone carries one decree in three scripts.",
+    "Honey bees communicate the direction of flowers with a waggle dance.",
+    "The Danube flows through ten countries before reaching the Black Sea.",
+]
+
+
+@pytest.fixture(scope="session")
+def static_model(request: pytest.FixtureRequest) -> SentenceTransformerEmbedder:
+    """The static model `psirag-kb distill` makes from MiniLM, distilled once and kept in
+    pytest's cache (about six minutes on two cores the first time)."""
+    folder = Path(request.config.cache.mkdir("psirag-static-model")) / "model"
+    if not (folder / "modules.json").is_file():
+        if folder.exists():
+            import shutil
+
+            shutil.rmtree(folder)
+        distill_static(folder)
+    return SentenceTransformerEmbedder(EmbeddingConfig(model=str(folder)))
+
+
+class Gated:
+    """An embedder whose batches wait for a gate after the first one (the test acts then)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.name, self.dim = inner.name, inner.dim
+        self.batches = 0
+        self.first_done = threading.Event()
+        self.gate = threading.Event()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if self.batches == 1:
+            self.first_done.set()
+            self.gate.wait(120)
+        self.batches += 1
+        return self.inner.embed(texts)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+
+def write_notes(folder: Path, count: int = 24) -> None:
+    """Notes of a sentence each, several per topic, numbered."""
+    folder.mkdir(exist_ok=True)
+    for n in range(count):
+        (folder / f"note{n:02d}.md").write_text(f"# Note {n}\n\n{TOPICS[n % len(TOPICS)]} "
+                                                f"Written as note number {n}.\n")
+
+
+def right_vectors(kb: KnowledgeBase, embedder) -> None:
+    """Every chunk's stored vector (and the dense index's) is `embedder`'s of its text."""
+    rows = kb.store.db.cursor().execute(
+        "SELECT id, context, text, vector FROM chunks ORDER BY id").fetchall()
+    ids = np.asarray([r[0] for r in rows], np.int64)
+    expected = embedder.embed([indexed_text(r[1], r[2]) for r in rows])
+    stored = np.stack([np.asarray(r[3], np.float32) for r in rows])
+    assert stored.shape == expected.shape
+    assert np.allclose(stored, expected, atol=1e-4)
+    assert np.allclose(kb.dense.get(ids), expected, atol=1e-4)
+    assert kb.dense.count == len(ids)
+
+
+def top_path(kb: KnowledgeBase, text: str, mode: str = "dense") -> str:
+    return kb.query(text, mode=mode, k=1)["results"][0]["path"]
+
+
+def test_minilm_to_static_and_back_while_answering_and_indexing(
+        config, minilm, static_model, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(reembed_module, "BATCH", 8)
+    folder = tmp_path / "notes"
+    write_notes(folder)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest([folder])
+        assert kb.status()["model"] == minilm.name
+        for target, other in ((static_model, minilm), (minilm, static_model)):
+            gated = Gated(target)
+            status = kb.reembed(target.name, embedder=gated)
+            assert status["model"] == target.name and status["total"] == kb.store.chunk_count()
+            assert gated.first_done.wait(120)
+            # mid-way: questions are answered with the old model, a file edit is indexed
+            running = kb.status()
+            assert running["model"] == other.name
+            assert running["reembed"]["state"] == "running"
+            assert 0 < running["reembed"]["done"] < running["reembed"]["total"]
+            assert top_path(kb, "volcano in Sicily").endswith(".md")
+            edited = folder / "note05.md"
+            edited.write_text("# Note 5\n\nThe Great Barrier Reef lies off Queensland.\n")
+            assert kb.ingest([folder]).updated == 1
+            right_vectors(kb, other)  # the old model's vectors serve until the switch
+            gated.gate.set()
+            wait_for(lambda kb=kb: kb.reembedding.state in ("done", "failed"), timeout=300,
+                     what="the reembed's switch")
+            assert kb.reembedding.state == "done", kb.reembedding.error
+            after = kb.status()
+            assert after["model"] == target.name and after["dim"] == target.dim
+            assert "reembed" not in after or after["reembed"]["state"] == "done"
+            right_vectors(kb, target)  # the edited file's chunks included
+            assert top_path(kb, "coral reef off Queensland") == str(edited)
+            assert kb.store.db.cursor().execute(
+                "SELECT count(*) FROM reembed_vectors").fetchone() == (0,)
+            wait_for(lambda kb=kb: kb.stores.tree_state["state"] == "ok", timeout=120,
+                     what="the tree rebuilt from the new vectors")
+            assert top_path(kb, "coral reef off Queensland", mode="tree") == str(edited)
+            edited.write_text(f"# Note 5\n\n{TOPICS[5]} Written as note number 5.\n")
+            kb.ingest([folder])
+    with KnowledgeBase(config, embedder=minilm) as kb:  # back on MiniLM, as the config says
+        assert kb.status()["model"] == minilm.name
+        right_vectors(kb, minilm)
+
+
+def test_a_stopped_reembed_resumes_where_it_was(config, minilm, static_model, tmp_path,
+                                                monkeypatch) -> None:
+    monkeypatch.setattr(reembed_module, "BATCH", 8)
+    folder = tmp_path / "notes"
+    write_notes(folder)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest([folder])
+        gated = Gated(static_model)
+        kb.reembed(static_model.name, embedder=gated)
+        assert gated.first_done.wait(120)
+        threading.Timer(0.5, gated.gate.set).start()
+    # closed in the middle: the committed batches stay, with the cursor
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        stopped = kb.status()["reembed"]
+        assert stopped == {"model": static_model.name, "state": "stopped"}
+        done = kb.store.db.cursor().execute("SELECT count(*) FROM reembed_vectors").fetchone()[0]
+        assert 0 < done < kb.store.chunk_count()
+        counting = Gated(static_model)
+        counting.gate.set()
+        kb.resume_reembed(counting)
+        wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
+                 what="the switch")
+        assert kb.reembedding.state == "done", kb.reembedding.error
+        assert counting.batches == -(-(kb.store.chunk_count() - done) // 8)  # only the rest
+        right_vectors(kb, static_model)
+    with KnowledgeBase(config) as kb:  # the database names its model now
+        assert kb.status()["model"] == static_model.name
+        right_vectors(kb, static_model)
+
+
+def test_cancel_keeps_the_old_model(config, minilm, static_model, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(reembed_module, "BATCH", 8)
+    folder = tmp_path / "notes"
+    write_notes(folder)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest([folder])
+        gated = Gated(static_model)
+        kb.reembed(static_model.name, embedder=gated)
+        assert gated.first_done.wait(120)
+        threading.Timer(0.5, gated.gate.set).start()
+        assert kb.cancel_reembed()["model"] == minilm.name
+        assert kb.status()["model"] == minilm.name
+        assert kb.store.db.cursor().execute(
+            "SELECT count(*) FROM reembed_vectors").fetchone() == (0,)
+        assert "reembed_model" not in kb.store.meta()
+        assert not (config.data_dir / reembed_module.NEXT_DENSE).exists()
+        right_vectors(kb, minilm)
+        assert top_path(kb, "volcano in Sicily").startswith(str(folder))
+
+
+def test_the_daemon_reembeds_there_and_back_while_20_clients_query_and_a_file_changes(
+        config, minilm, static_model, tmp_path, monkeypatch, capsys) -> None:
+    import json
+
+    from daemon_helpers import api, watching
+
+    import psirag_kb.kb as kb_module
+    from psirag_kb.cli import main
+    from psirag_kb.service.daemon import Daemon
+
+    monkeypatch.setattr(reembed_module, "BATCH", 4)
+    gates = {static_model.name: Gated(static_model), minilm.name: Gated(minilm)}
+    made = kb_module.make_embedder
+    monkeypatch.setattr(kb_module, "make_embedder", lambda embedding, cache=None: (
+        gates.get(embedding.model) or made(embedding, cache)))
+    folder = tmp_path / "notes"
+    write_notes(folder)
+    monkeypatch.delenv("PSIRAG_KB_TOKEN", raising=False)
+    daemon = Daemon(watching(config, folder, 0.2), embedder=minilm)
+    daemon.start()
+    stop, errors, answered = threading.Event(), [], [0]
+
+    def client() -> None:
+        while not stop.is_set():
+            code, body = api(daemon, "POST", "/api/query",
+                             {"text": "volcano in Sicily", "mode": "hybrid", "k": 3})
+            if code != 200 or not body.get("results"):
+                errors.append((code, body, daemon.kb.embedder.name[-5:],
+                               getattr(daemon.kb.reembedding, "state", None)))
+            answered[0] += 1
+
+    clients = [threading.Thread(target=client) for _ in range(20)]
+    try:
+        wait_for(lambda: daemon.kb.store.chunk_count() == daemon.kb.sparse.count()
+                 == daemon.kb.dense.count == 24, timeout=120, what="the notes indexed")
+        for thread in clients:
+            thread.start()
+        edited = folder / "note05.md"
+        for target, other, text in ((static_model, minilm, "Great Barrier Reef"),
+                                    (minilm, static_model, "Grand Canyon")):
+            gated = gates[target.name]
+            done: list[int] = []
+            command = threading.Thread(target=lambda t=target, d=done: d.append(main([
+                "--data-dir", str(config.data_dir), "reembed", "--model", t.name, "--json"])))
+            command.start()
+            assert gated.first_done.wait(120)
+            edited.write_text(f"# Note 5\n\nThe {text} is a landmark.\n")
+            wait_for(lambda t=text: any(r["path"] == str(edited) for r in api(
+                daemon, "POST", "/api/query", {"text": t, "mode": "sparse", "k": 3}
+            )[1]["results"]), timeout=60, what="the edit indexed during the reembed")
+            assert daemon.kb.status()["model"] == other.name  # not switched yet
+            right_vectors(daemon.kb, other)
+            gated.gate.set()
+            command.join(300)
+            assert done == [0]
+            assert json.loads(capsys.readouterr().out)["model"] == target.name
+            status = api(daemon, "GET", "/api/status")[1]
+            assert status["model"] == target.name and status["dim"] == target.dim
+            right_vectors(daemon.kb, target)  # the edit included
+            code, body = api(daemon, "POST", "/api/query", {"text": f"the {text}",
+                                                            "mode": "dense", "k": 1})
+            assert body["results"][0]["path"] == str(edited)
+        stop.set()
+        for thread in clients:
+            thread.join(60)
+        assert errors == [] and answered[0] > 40
+    finally:
+        stop.set()
+        daemon.stop()
+
+
+def test_a_daemon_stopped_mid_reembed_resumes_it_at_start(config, minilm, static_model,
+                                                         tmp_path, monkeypatch) -> None:
+    from daemon_helpers import api, watching
+
+    import psirag_kb.kb as kb_module
+    from psirag_kb.service.daemon import Daemon
+
+    monkeypatch.setattr(reembed_module, "BATCH", 8)
+    gated = Gated(static_model)
+    made = kb_module.make_embedder
+    monkeypatch.setattr(kb_module, "make_embedder", lambda embedding, cache=None: (
+        gated if embedding.model == static_model.name else made(embedding, cache)))
+    folder = tmp_path / "notes"
+    write_notes(folder)
+    monkeypatch.delenv("PSIRAG_KB_TOKEN", raising=False)
+    config = watching(config, folder, 0.2)
+    daemon = Daemon(config, embedder=minilm)
+    daemon.start()
+    try:
+        wait_for(lambda: daemon.kb.store.chunk_count() == daemon.kb.dense.count == 24,
+                 timeout=120, what="the notes indexed")
+        code, body = api(daemon, "POST", "/api/reembed", {"model": static_model.name})
+        assert code == 200 and body["state"] == "running", body
+        assert gated.first_done.wait(120)
+        threading.Timer(0.5, gated.gate.set).start()
+    finally:
+        daemon.stop()
+    gated.gate.set()
+    again = Daemon(config, embedder=minilm)
+    again.start()
+    try:  # the daemon goes on by itself, from its cursor
+        wait_for(lambda: again.kb.embedder.name == static_model.name, timeout=300,
+                 what="the resumed reembed's switch")
+        assert api(again, "GET", "/api/status")[1]["model"] == static_model.name
+        right_vectors(again.kb, static_model)
+    finally:
+        again.stop()
