@@ -58,9 +58,13 @@ def counts(status: dict) -> dict:
 
 
 def answers(result: dict) -> list[tuple]:
-    """The ranked results of a query: chunk ids, path, lines and score (to 4 places)."""
-    return [(tuple(r["chunk_ids"]), r["path"], r["lines"], round(r["score"], 4))
-            for r in result["results"]]
+    """The ranked results of a query: chunk ids, path and lines."""
+    return [(tuple(r["chunk_ids"]), r["path"], r["lines"]) for r in result["results"]]
+
+
+def scores(result: dict) -> list[float]:
+    """The results' scores."""
+    return [r["score"] for r in result["results"]]
 
 
 def recorded(name: str) -> dict:
@@ -77,7 +81,11 @@ def test_the_previous_release_opens_migrated_and_answers_as_it_did(tmp_path, min
         assert counts(kb.status()) == counts(recorded("status"))
         for name, text in QUERIES.items():
             mode = "hybrid" if name == "click" else name
-            assert answers(kb.query(text, mode=mode, k=5)) == answers(recorded(f"query-{name}"))
+            got, then = kb.query(text, mode=mode, k=5), recorded(f"query-{name}")
+            assert answers(got) == answers(then)
+            # BM25 is rebuilt once: this release indexes CJK as bigrams, so the previous
+            # release's index is read again from the database; its statistics move a little
+            assert scores(got) == pytest.approx(scores(then), rel=0.1 if mode != "dense" else 1e-4)
         assert kb.stores.tree_state == {"state": "ok"}
         for index in (kb.sparse.generation, kb.dense.generation):  # nothing was rebuilt
             assert index == kb.store.generation == 1
