@@ -11,7 +11,7 @@ import re
 import stat
 import time
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,10 +33,21 @@ from psirag_kb.ingest.formats import (
     read_structured,
     span_locations,
 )
+from psirag_kb.ingest.filetypes import (
+    SNIFF_BYTES,
+    archive_reason,
+    binary_reason,
+    compression_of,
+    is_man_suffix,
+    looks_like_roff,
+    magic_reason,
+)
 from psirag_kb.ingest.formats.bounds import UnpackLimits
+from psirag_kb.ingest.formats.compressed import decompress
 from psirag_kb.ingest.htmltext import html_outline, html_visible_text
 from psirag_kb.ingest.markdowntext import markdown_outline, markdown_text
 from psirag_kb.ingest.rest import rest_headings, rest_text
+from psirag_kb.ingest.roff import man_text
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +102,9 @@ _TEXT_CONTROLS = frozenset("\t\n\x0b\x0c\r\x1b")
 _TEXT_BYTES = bytes(range(32, 256)) + b"\t\n\x0b\x0c\r\x1b"
 _MAX_CONTROL_RATIO = 0.05
 _MAX_NON_ASCII_RATIO = 0.3
+_DETECT_BYTES = 65536
+_MAX_CHAOS = 0.1  # charset-normalizer's "mess" of a guess: cp1250 Czech 0.001, Shift-JIS 0.01
+_ODD = frozenset({"Cc", "Cn", "Co", "Cs"})
 RECENT_WRITE_S = 60.0
 """A damaged file modified less than this many seconds ago may still be being written."""
 
@@ -114,6 +128,9 @@ class Document:
     note: str = ""
     title: str = ""
     headings: tuple[Heading, ...] = ()
+    encoding: str = ""
+    """The character encoding a text file was decoded from ("utf-8", "cp1250", "shift_jis";
+    "" for documents whose reader decodes them: PDF, office, e-mail...)."""
 
     def breaks(self) -> list[int]:
         """Offsets where a chunk must not run on: a new sheet, EPUB section or mail part."""
@@ -130,40 +147,109 @@ class Document:
         return chunk_headers(self.title, self.headings, file_title(self.path), first_lines, cap)
 
 
-def kind_of(path: Path) -> str | None:
-    """Return the document kind for a path, or None when the file type is not supported."""
+KINDS = frozenset({"text", "markdown", "rst", "html", "pdf", "json", "csv", "code", "man",
+                   *STRUCTURED_KINDS.values()})
+"""Kinds a file can be read as ([ingest] extensions maps suffixes to these, or to "skip")."""
+
+SNIFFED = "sniff"
+"""The kind of a file whose name does not say what it is: its content decides (text or not)."""
+
+
+def kind_of(path: Path, overrides: Mapping[str, str] | None = None) -> str | None:
+    """Return the document kind a path's name says: a kind, SNIFFED (the content decides), or
+    None when the file is never read (a known binary type, an archive, `skip` in overrides).
+
+    A compressed file's kind is its inner name's (`manual.pdf.gz` is a PDF).
+    """
+    path = Path(path)
+    if compression_of(path.name) and not archive_reason(path.name):
+        path = path.with_suffix("")
     suffix = path.suffix.lower()
+    if overrides and suffix in overrides:
+        kind = overrides[suffix]
+        return None if kind == "skip" else kind
     if suffix in _KIND_BY_SUFFIX:
         return _KIND_BY_SUFFIX[suffix]
     name = path.name.lower()
     if not suffix and name in SUPPORTED_NAMES:
         return _NAME_KINDS.get(name, "text")
+    if archive_reason(path.name) or binary_reason(suffix) or compression_of(path.name):
+        return None
+    return "man" if is_man_suffix(suffix) else SNIFFED
+
+
+def is_supported(path: Path, overrides: Mapping[str, str] | None = None) -> bool:
+    """Tell whether a file may be indexed by its name (a sniffed one still by its content)."""
+    return kind_of(path, overrides) is not None
+
+
+def unread_reason(path: Path, overrides: Mapping[str, str] | None = None) -> str | None:
+    """Why a file is not read, judged by its name and (for names that do not say) its first
+    SNIFF_BYTES; None when it is to be read. Costs one small read at most."""
+    path = Path(path)
+    kind = kind_of(path, overrides)
+    if kind is None:
+        return _name_reason(path, overrides)
+    if kind != SNIFFED or compression_of(path.name):
+        return None  # a compressed file's content is judged once decompressed
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(SNIFF_BYTES)
+    except OSError:
+        return None  # reading proper reports it with its reason
+    if head.startswith(b"%PDF-"):
+        return None
+    return _binary_head(head)
+
+
+def _name_reason(path: Path, overrides: Mapping[str, str] | None) -> str:
+    """The reason a file is never read, from its name."""
+    suffix = path.suffix.lower()
+    if overrides and overrides.get(suffix) == "skip":
+        return f"file type {suffix} is skipped ([ingest] extensions)"
+    reason = archive_reason(path.name) or binary_reason(suffix)
+    if reason:
+        return reason
+    inner = path.with_suffix("")
+    if compression_of(path.name):
+        return binary_reason(inner.suffix) or f"unsupported compression {suffix}"
+    return f"unsupported file type {suffix}" if suffix else "unsupported file type (no suffix)"
+
+
+def _binary_head(head: bytes) -> str | None:
+    """Why a file's first bytes are not text (None when they may be)."""
+    if not head or any(head.startswith(bom) for bom, _ in _BOMS):
+        return None
+    if b"\x00" in head:
+        return magic_reason(head) or "binary content (NUL bytes)"
+    magic = magic_reason(head)
+    if magic:
+        return magic
+    if len(head.translate(None, _TEXT_BYTES)) > _MAX_CONTROL_RATIO * len(head):
+        return "binary content (control characters)"
     return None
 
 
-def is_supported(path: Path) -> bool:
-    """Tell whether the file's type is one that is indexed."""
-    return kind_of(path) is not None
-
-
 def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True,
-                  limits: UnpackLimits | None = None) -> Document:
+                  limits: UnpackLimits | None = None,
+                  overrides: Mapping[str, str] | None = None) -> Document:
     """Read and extract a supported file, raising SkippedFile or FileReadError when it cannot be.
 
-    `limits` bound how far a zip-based document or a PDF's page streams may unpack
-    (UnpackLimits() by default).
+    `limits` bound how far a zip-based document, a PDF's page streams or a compressed file may
+    unpack (UnpackLimits() by default); a compressed file is undone first and read by its inner
+    name. `overrides` map lower-case suffixes to kinds ([ingest] extensions). A file whose name
+    does not say what it is is read as text when its content is text (else skipped as binary),
+    as a manual page when it starts like one, as a PDF when it starts with %PDF-.
     With `ocr`, PDF pages without a text layer are read by tesseract when it is installed. A
     file that looks cut short and was modified in the last RECENT_WRITE_S seconds raises
     FileReadError (retried) rather than SkippedFile: its writer may not have finished.
     """
     path = Path(path)
-    kind = kind_of(path)
+    kind = kind_of(path, overrides)
     if kind is None:
-        suffix = path.suffix.lower()
-        what = f"unsupported file type {suffix}" if suffix else "unsupported file type (no suffix)"
-        raise SkippedFile(what)
+        raise SkippedFile(_name_reason(path, overrides))
     try:
-        document = _extract(path, kind, ocr, limits, max_bytes)
+        document = _extract(path, kind, ocr, limits or UnpackLimits(), max_bytes)
     except SkippedFile as exc:
         if exc.incomplete:
             _retry_if_recent(path, exc)
@@ -174,10 +260,26 @@ def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True,
     return document
 
 
-def _extract(path: Path, kind: str, ocr: bool, limits: UnpackLimits | None,
+def _extract(path: Path, kind: str, ocr: bool, limits: UnpackLimits,
              max_bytes: int) -> Document:
-    """Read a file's bytes and turn them into a Document by its kind."""
+    """Read a file's bytes (undoing its compression) and turn them into a Document by kind."""
     data = _read_bytes(path, max_bytes)
+    method = compression_of(path.name)
+    if method:
+        data = decompress(data, method, limits, max_bytes)
+        if not data:
+            raise SkippedFile("empty file (once decompressed)")
+    if kind in (SNIFFED, "man"):
+        head = data[:SNIFF_BYTES]
+        if head.startswith(b"%PDF-"):
+            kind = "pdf"
+        elif looks_like_roff(head):
+            kind = "man"
+        else:
+            reason = _binary_head(head)
+            if reason:
+                raise SkippedFile(reason)
+            kind = "text"
     if kind in _STRUCTURED:
         extracted = read_structured(path, data, kind, limits)
         skipped = code_ranges(len(extracted.text),
@@ -192,11 +294,28 @@ def _extract(path: Path, kind: str, ocr: bool, limits: UnpackLimits | None,
         segments = [Segment(start, {"page": n}) for n, start in enumerate(pdf.pages, start=1)]
         return Document(path, pdf.text, kind, pages=pdf.pages, segments=segments,
                         note=ocr_note(pdf, ocr), title=pdf.title)
-    text = _decode(data)
+    text, encoding = decode_text(data)
     del data  # the bytes go once decoded: a text file is held twice at most (text, parser)
     text = _normalise_newlines(text)
+    if kind == "man":
+        body, title, headings = _man(text)
+        return Document(path, body, kind, title=title, headings=headings, encoding=encoding)
     title, headings = _outline(text, kind)
-    return Document(path, _visible_text(text, kind), kind, title=title, headings=headings)
+    return Document(path, _visible_text(text, kind), kind, title=title, headings=headings,
+                    encoding=encoding)
+
+
+def _man(source: str) -> tuple[str, str, tuple[Heading, ...]]:
+    """A manual page's text, title and headings; its source as text if the roff reader fails."""
+    try:
+        text, title, headings = man_text(source)
+    except Exception:  # a parser's bug must not lose the file: index its source instead
+        logger.warning("could not read roff markup; indexing the source text", exc_info=True)
+        return source, "", ()
+    if text.count("\n") != source.count("\n"):
+        logger.warning("reading roff markup moved lines; indexing the source text")
+        return source, "", ()
+    return text, title, headings
 
 
 def _outline(source: str, kind: str) -> tuple[str, tuple[Heading, ...]]:
@@ -319,8 +438,10 @@ def _normalise_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _decode(data: bytes) -> str:
-    """Decode file bytes as UTF-8/16/32 (BOM) or plausible Windows-1252, else raise SkippedFile."""
+def decode_text(data: bytes) -> tuple[str, str]:
+    """Decode file bytes and name their encoding: UTF-8/16/32 (BOM), UTF-8, a legacy encoding
+    charset-normalizer is confident of (Shift-JIS, EUC-KR, GB18030, cp1250...), or plausible
+    Windows-1252/Latin-1; raise SkippedFile for binary content or undecodable text."""
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             try:
@@ -329,19 +450,22 @@ def _decode(data: bytes) -> str:
                 raise SkippedFile(f"undecodable text (invalid {encoding}: {exc.reason})") from exc
             if _control_ratio(text[:_SNIFF_BYTES]) > _MAX_CONTROL_RATIO:
                 raise SkippedFile("binary content (control characters)")
-            return text
+            return text, encoding
     head = data[:_SNIFF_BYTES]
     if b"\x00" in head:
         raise SkippedFile("binary content (NUL bytes)")
     if len(head.translate(None, _TEXT_BYTES)) > _MAX_CONTROL_RATIO * len(head):
         raise SkippedFile("binary content (control characters)")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         pass
     mostly = _mostly_utf8(data)
     if mostly is not None:
-        return mostly
+        return mostly, "utf-8"
+    detected = _detected(data)
+    if detected is not None:
+        return detected
     for encoding in ("cp1252", "latin-1"):
         try:
             text = data.decode(encoding)
@@ -349,8 +473,44 @@ def _decode(data: bytes) -> str:
             continue
         if _plausible_single_byte_text(text):
             logger.debug("decoded as %s after UTF-8 failed", encoding)
-            return text
+            return text, encoding
     raise SkippedFile("undecodable text (neither UTF-8 nor plausible Latin-1/Windows-1252)")
+
+
+def _detected(data: bytes) -> tuple[str, str] | None:
+    """Decode text in the legacy encoding charset-normalizer finds in its first bytes, when it
+    is confident (little chaos) and the whole file decodes to printable text; else None."""
+    from charset_normalizer import from_bytes
+
+    sample = data[:_DETECT_BYTES]
+    if len(data) > _DETECT_BYTES:  # end the sample on a line: no character cut in two
+        sample = sample[: sample.rfind(b"\n") + 1] or sample
+    matches = from_bytes(sample, threshold=_MAX_CHAOS)
+    best = matches.best()
+    for match in matches:  # a tie (a short sample) goes to the commonest: Windows-1252
+        if (best is not None and match.encoding == "cp1252" and match.chaos <= best.chaos
+                and match.coherence >= best.coherence):
+            best = match
+    if best is None or best.encoding in ("utf_8", "ascii"):
+        return None
+    encoding = best.encoding
+    try:
+        text = data.decode(encoding)
+    except (UnicodeDecodeError, LookupError):
+        return None
+    if _control_ratio(text[:_SNIFF_BYTES]) > _MAX_CONTROL_RATIO or not _printable(text):
+        return None
+    name = codecs.lookup(encoding).name
+    logger.debug("decoded as %s (detected) after UTF-8 failed", name)
+    return text, name
+
+
+def _printable(text: str) -> bool:
+    """Whether a decoded sample is mostly printable: unassigned, private-use and control
+    characters (other than whitespace) stay under 1 in 200."""
+    sample = text[:_SNIFF_BYTES]
+    odd = sum(1 for ch in sample if ord(ch) > 127 and unicodedata.category(ch) in _ODD)
+    return odd * 200 <= len(sample)
 
 
 def _mostly_utf8(data: bytes) -> str | None:
