@@ -25,14 +25,6 @@ from psirag_kb.ingest.context import (
     file_title,
     hash_headings,
 )
-from psirag_kb.ingest.formats import (
-    STRUCTURED_KINDS,
-    Extracted,
-    Segment,
-    anchor_breaks,
-    read_structured,
-    span_locations,
-)
 from psirag_kb.ingest.filetypes import (
     SNIFF_BYTES,
     archive_reason,
@@ -41,6 +33,14 @@ from psirag_kb.ingest.filetypes import (
     is_man_suffix,
     looks_like_roff,
     magic_reason,
+)
+from psirag_kb.ingest.formats import (
+    STRUCTURED_KINDS,
+    Extracted,
+    Segment,
+    anchor_breaks,
+    read_structured,
+    span_locations,
 )
 from psirag_kb.ingest.formats.bounds import UnpackLimits
 from psirag_kb.ingest.formats.compressed import decompress
@@ -104,6 +104,7 @@ _MAX_CONTROL_RATIO = 0.05
 _MAX_NON_ASCII_RATIO = 0.3
 _DETECT_BYTES = 65536
 _MAX_CHAOS = 0.1  # charset-normalizer's "mess" of a guess: cp1250 Czech 0.001, Shift-JIS 0.01
+_MAN_SO = re.compile(r"^\.so\s+(\S+)", re.MULTILINE)
 _ODD = frozenset({"Cc", "Cn", "Co", "Cs"})
 RECENT_WRITE_S = 60.0
 """A damaged file modified less than this many seconds ago may still be being written."""
@@ -273,8 +274,8 @@ def _extract(path: Path, kind: str, ocr: bool, limits: UnpackLimits,
         head = data[:SNIFF_BYTES]
         if head.startswith(b"%PDF-"):
             kind = "pdf"
-        elif looks_like_roff(head):
-            kind = "man"
+        elif looks_like_roff(head) or (kind == "man" and head.lstrip()[:1] in (b".", b"'")):
+            kind = "man"  # a section suffix (.1, .3pm) with requests in it is a page too
         else:
             reason = _binary_head(head)
             if reason:
@@ -299,6 +300,10 @@ def _extract(path: Path, kind: str, ocr: bool, limits: UnpackLimits,
     text = _normalise_newlines(text)
     if kind == "man":
         body, title, headings = _man(text)
+        included = _MAN_SO.search(text)
+        if included and not body.strip():
+            raise SkippedFile(f"manual page that only includes another ({included[1]}): "
+                              "indexed as that page")
         return Document(path, body, kind, title=title, headings=headings, encoding=encoding)
     title, headings = _outline(text, kind)
     return Document(path, _visible_text(text, kind), kind, title=title, headings=headings,

@@ -43,7 +43,7 @@ BINARY_SUFFIXES: dict[str, str] = {
     ), "binary data"),
     **dict.fromkeys((
         ".doc", ".xls", ".ppt", ".dot", ".xlsb", ".odg", ".pages", ".key", ".numbers", ".vsd",
-        ".pub", ".one", ".djvu", ".xps", ".mobi", ".azw", ".azw3",
+        ".pub", ".one", ".djvu", ".xps", ".mobi", ".azw", ".azw3", ".ps", ".dvi",
     ), "a document format that is not read"),
 }
 """Suffixes of files that are never read as text, with what they are."""
@@ -57,8 +57,10 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"SQLite format 3\x00", "an SQLite database"), (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
     (b"Rar!\x1a\x07", "a RAR archive"), (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an OLE2 file"),
 )
-_ROFF_START = re.compile(rb"\A(?:\xef\xbb\xbf)?(?:[ \t]*\n|\.\\\".*\n|'\\\".*\n|\.\s*(?:ig|de|so)\b.*\n)*"
-                         rb"\.\s*(?:TH|Dd|Dt)\s")
+_ROFF_START = re.compile(
+    rb"\A(?:\xef\xbb\xbf)?"  # a BOM
+    rb"(?:[ \t]*\n|[.']\\\".*\n|\.\s*(?:ig|de|so|ds|nr|if|ie|el)\b.*\n)*"  # comments, setup
+    rb"\.\s*(?:TH|Dd|Dt)\s")
 
 
 def compression_of(name: str) -> str | None:
