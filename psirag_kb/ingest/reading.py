@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+SNIFFED_BINARY = "binary content"
+"""How the skip reason of a file found binary by its content starts."""
+
 EMBED_SLICE = 32
 """Chunks embedded per call, the model's batch size: a stop waits for one slice (4 s at load 12
 on two cores), and another ingest's embedding (a one-line edit) gets the model between two
@@ -66,6 +69,10 @@ class BatchReader:
         ingest = self.config.ingest
         try:
             before = path.stat()
+            if (record and record.state == "skipped" and record.reason.startswith(SNIFFED_BINARY)
+                    and (record.size, record.mtime) == (before.st_size, before.st_mtime)):
+                report.unchanged += 1  # found binary by its content, and untouched since
+                return None
             unread = unread_reason(path, ingest.extension_kinds)
             if unread:
                 raise SkippedFile(unread)
@@ -97,7 +104,10 @@ class BatchReader:
             report.skipped += 1
             report.problems.append((key, "skipped", exc.reason))
             size = before.st_size if "before" in locals() else 0
-            return FileChange(key, "file", "", size, 0.0, "skipped", exc.reason)
+            # a file found binary by its content keeps its mtime: the next scan need not look
+            mtime = (before.st_mtime if size and exc.reason.startswith(SNIFFED_BINARY)
+                     else 0.0)
+            return FileChange(key, "file", "", size, mtime, "skipped", exc.reason)
         except FileNotFoundError:
             if keep_vanished:
                 return None

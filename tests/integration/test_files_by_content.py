@@ -127,3 +127,19 @@ def test_a_schema_4_database_gains_the_encoding_column(tmp_path: Path, minilm) -
                                           .encode("cp1250"))
         kb.ingest([docs])
         assert kb.status()["encodings"] == {"cp1250": 1}
+
+
+def test_a_binary_file_is_not_sniffed_again_until_it_changes(indexed, monkeypatch) -> None:
+    kb, _, folder = indexed
+    from psirag_kb.ingest import reading
+
+    looked: list[str] = []
+    real = reading.unread_reason
+    monkeypatch.setattr(reading, "unread_reason",
+                        lambda path, *a: looked.append(Path(path).name) or real(path, *a))
+    report = kb.ingest([folder])
+    assert "blob" not in looked and "src.tar.gz" in looked  # a name costs nothing to judge
+    assert report.skipped == 1 and report.added == report.updated == 0
+    (folder / "blob").write_bytes(b"now it is text\n")
+    report = kb.ingest([folder])
+    assert report.added + report.updated == 1 and "blob" in looked
