@@ -148,10 +148,6 @@ class Document:
         return chunk_headers(self.title, self.headings, file_title(self.path), first_lines, cap)
 
 
-KINDS = frozenset({"text", "markdown", "rst", "html", "pdf", "json", "csv", "code", "man",
-                   *STRUCTURED_KINDS.values()})
-"""Kinds a file can be read as ([ingest] extensions maps suffixes to these, or to "skip")."""
-
 SNIFFED = "sniff"
 """The kind of a file whose name does not say what it is: its content decides (text or not)."""
 
@@ -204,16 +200,21 @@ def unread_reason(path: Path, overrides: Mapping[str, str] | None = None) -> str
 
 
 def _name_reason(path: Path, overrides: Mapping[str, str] | None) -> str:
-    """The reason a file is never read, from its name."""
+    """The reason a file is never read, from its name (a compressed file's: its inner name)."""
+    reason = archive_reason(path.name)
+    if reason:
+        return reason
+    outer = path.suffix.lower()
+    if compression_of(path.name):
+        path = path.with_suffix("")
+        if compression_of(path.name):
+            return f"compressed twice ({path.suffix.lower()} inside {outer}): not read"
     suffix = path.suffix.lower()
     if overrides and overrides.get(suffix) == "skip":
         return f"file type {suffix} is skipped ([ingest] extensions)"
-    reason = archive_reason(path.name) or binary_reason(suffix)
+    reason = binary_reason(suffix)
     if reason:
         return reason
-    inner = path.with_suffix("")
-    if compression_of(path.name):
-        return binary_reason(inner.suffix) or f"unsupported compression {suffix}"
     return f"unsupported file type {suffix}" if suffix else "unsupported file type (no suffix)"
 
 
@@ -490,7 +491,11 @@ def _detected(data: bytes) -> tuple[str, str] | None:
     sample = data[:_DETECT_BYTES]
     if len(data) > _DETECT_BYTES:  # end the sample on a line: no character cut in two
         sample = sample[: sample.rfind(b"\n") + 1] or sample
-    matches = from_bytes(sample, threshold=_MAX_CHAOS)
+    try:
+        matches = from_bytes(sample, threshold=_MAX_CHAOS)
+    except Exception:  # a detector's bug must not lose the file: the fallbacks decide
+        logger.warning("charset detection failed", exc_info=True)
+        return None
     best = matches.best()
     for match in matches:  # a tie (a short sample) goes to the commonest: Windows-1252
         if (best is not None and match.encoding == "cp1252" and match.chaos <= best.chaos

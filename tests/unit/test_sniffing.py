@@ -300,3 +300,13 @@ def test_a_compressed_file_past_the_size_limits_is_skipped(tmp_path: Path) -> No
     small = write(tmp_path / "small.log.gz", gzip.compress(TEXT.encode() * 100))
     assert skip_reason(small, max_bytes=1000).startswith(
         "compressed file unpacks past 1000 bytes ([ingest] max_file_bytes)")
+
+
+def test_a_compressed_file_is_judged_by_its_inner_name(tmp_path: Path) -> None:
+    overrides = {".dat": "skip"}
+    assert unread_reason(tmp_path / "values.dat.gz", overrides) == (
+        "file type .dat is skipped ([ingest] extensions)")
+    assert unread_reason(tmp_path / "photo.png.xz") == "unsupported file type .png (an image)"
+    assert unread_reason(tmp_path / "twice.txt.gz.gz") == (
+        "compressed twice (.gz inside .gz): not read")
+    assert kind_of(tmp_path / "ls.1.gz") == "man" and kind_of(tmp_path / "a.pdf.bz2") == "pdf"
