@@ -104,6 +104,13 @@ _MAX_CONTROL_RATIO = 0.05
 _MAX_NON_ASCII_RATIO = 0.3
 _DETECT_BYTES = 65536
 _MAX_CHAOS = 0.1  # charset-normalizer's "mess" of a guess: cp1250 Czech 0.001, Shift-JIS 0.01
+_LOOSE_CHAOS = 0.4  # more mess is taken with a language it is sure of (Vim's Russian tutor 0.34)
+_MIN_COHERENCE = 0.5  # ...such as Russian in cp1251 (0.67); noise has 0.0
+_CENTRAL = frozenset({"Polish", "Czech", "Slovak", "Hungarian", "Croatian", "Slovene", "Romanian",
+                      "Serbian", "Bosnian"})
+_LATIN_PAGES = frozenset({"cp1250", "cp1254", "cp1257", "cp1258", "iso8859_2", "iso8859_10",
+                          "iso8859_13", "iso8859_14", "iso8859_15", "iso8859_16", "latin_1",
+                          "mac_latin2", "mac_roman", "cp850", "cp852", "cp775"})
 _MAN_SO = re.compile(r"^\.so\s+(\S+)", re.MULTILINE)
 _ODD = frozenset({"Cc", "Cn", "Co", "Cs"})
 RECENT_WRITE_S = 60.0
@@ -492,21 +499,36 @@ def _detected(data: bytes) -> tuple[str, str] | None:
     if len(data) > _DETECT_BYTES:  # end the sample on a line: no character cut in two
         sample = sample[: sample.rfind(b"\n") + 1] or sample
     try:
-        matches = from_bytes(sample, threshold=_MAX_CHAOS)
+        matches = from_bytes(sample, threshold=_LOOSE_CHAOS)
     except Exception:  # a detector's bug must not lose the file: the fallbacks decide
         logger.warning("charset detection failed", exc_info=True)
         return None
-    best = matches.best()
-    for match in matches:  # a tie (a short sample) goes to the commonest: Windows-1252
-        if (best is not None and match.encoding == "cp1252" and match.chaos <= best.chaos
-                and match.coherence >= best.coherence):
-            best = match
+    # A guess is taken when it reads with little mess, or with some (a tutorial full of
+    # symbols) but in words of a language the detector knows well.
+    trusted = [m for m in matches if m.chaos <= _MAX_CHAOS or m.coherence >= _MIN_COHERENCE]
+    best = trusted[0] if trusted else None
     if best is None or best.encoding in ("utf_8", "ascii"):
         return None
-    encoding = best.encoding
-    try:
-        text = data.decode(encoding)
-    except (UnicodeDecodeError, LookupError):
+    # Latin code pages tie: the same bytes read as well in several (ñ in Windows-1252 is ń in
+    # Windows-1250). Central European text is in Windows-1250 or ISO-8859-2 (not in the Nordic
+    # or Celtic pages: ł in ISO-8859-2 is ŗ in ISO-8859-10); else a tie goes to Windows-1252,
+    # the commonest of them.
+    choices: tuple[str, ...] = (best.encoding,)
+    tie = "cp1252" in best.could_be_from_charset or any(
+        m.encoding == "cp1252" and m.chaos <= best.chaos and m.coherence >= best.coherence
+        for m in trusted)
+    if best.encoding in _LATIN_PAGES and best.language in _CENTRAL:
+        c1 = any(0x80 <= byte < 0xA0 for byte in sample)  # C1 controls in ISO-8859-2
+        choices = ("cp1250", "iso8859_2") if c1 else ("iso8859_2", "cp1250")
+    elif best.encoding in _LATIN_PAGES and tie:
+        choices = ("cp1252", best.encoding)
+    for encoding in choices:
+        try:
+            text = data.decode(encoding)
+            break
+        except (UnicodeDecodeError, LookupError):
+            continue
+    else:
         return None
     if _control_ratio(text[:_SNIFF_BYTES]) > _MAX_CONTROL_RATIO or not _printable(text):
         return None

@@ -32,14 +32,14 @@ BINARY_SUFFIXES: dict[str, str] = {
         ".mpeg", ".3gp",
     ), "audio or video"),
     **dict.fromkeys((
-        ".exe", ".dll", ".so", ".dylib", ".o", ".a", ".obj", ".lib", ".bin", ".class", ".pyc",
+        ".exe", ".dll", ".dylib", ".o", ".a", ".obj", ".lib", ".bin", ".class", ".pyc",
         ".pyo", ".pyd", ".wasm", ".elf", ".efi", ".msi",
     ), "a program or library"),
     **dict.fromkeys((".ttf", ".otf", ".ttc", ".woff", ".woff2", ".eot", ".pfb", ".pcf"), "a font"),
     **dict.fromkeys((
         ".sqlite", ".sqlite3", ".db", ".duckdb", ".mdb", ".accdb", ".parquet", ".arrow",
-        ".feather", ".npy", ".npz", ".pkl", ".pickle", ".h5", ".hdf5", ".pt", ".pth", ".onnx",
-        ".safetensors", ".gguf", ".mo", ".gpg", ".pgp", ".p12", ".pfx", ".der", ".kdbx",
+        ".feather", ".npy", ".npz", ".pkl", ".pickle", ".h5", ".hdf5", ".onnx",
+        ".safetensors", ".gguf", ".gpg", ".pgp", ".p12", ".pfx", ".der", ".kdbx",
     ), "binary data"),
     **dict.fromkeys((
         ".doc", ".xls", ".ppt", ".dot", ".xlsb", ".odg", ".pages", ".key", ".numbers", ".vsd",
