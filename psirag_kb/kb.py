@@ -327,6 +327,7 @@ class KnowledgeBase(OverStores):
             "stores": self.stores.sizes(),
             "problems": problems,
             "unavailable": self.store.unavailable(),
+            "encodings": self.store.encodings(),
         }
 
 

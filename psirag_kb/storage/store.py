@@ -22,7 +22,7 @@ from psirag_kb.tree.live import LeafLookup, LiveTree
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """2: chunks.location (JSON text: page, slide, sheet and rows, ...), NULL for older chunks.
 3: chunks.context (the header embedded and indexed with the text), '' for older chunks.
 4: one row per files.path (a unique index; duplicate rows are merged) and meta.identity."""
@@ -128,6 +128,8 @@ class FileChange:
     chunks: list[ChunkRow] = field(default_factory=list)
     keep_chunks: bool = False
     """Only record the state; leave the file's previous chunks as they are (a failed re-read)."""
+    encoding: str = ""
+    """The character encoding a text file was decoded from ("" for other documents)."""
 
 
 @dataclass
@@ -265,7 +267,8 @@ class Store:
         db.execute(
             """CREATE TABLE files (
                 id BIGINT, path VARCHAR, origin VARCHAR, hash VARCHAR, size BIGINT,
-                mtime DOUBLE, state VARCHAR, reason VARCHAR, chunks INTEGER, updated DOUBLE)"""
+                mtime DOUBLE, state VARCHAR, reason VARCHAR, chunks INTEGER, updated DOUBLE,
+                encoding VARCHAR DEFAULT '')"""
         )
         db.execute(
             f"""CREATE TABLE chunks (
@@ -316,6 +319,9 @@ class Store:
         Version 3 adds chunks.context, '' for every chunk there is: nothing is read or embedded
         again, and a file's chunks get their headers when it next changes (or is re-indexed).
 
+        Version 5 adds files.encoding ('' for every file there is; a text file's is recorded
+        when it is next read), see `_add_encoding_column`.
+
         Version 4 makes files.path unique. Older versions could store one file twice (folders
         named or watched inside each other); those rows are merged by `merge_duplicates`, which
         the stores call once the tree is loaded, so the removed chunks leave it as any removal
@@ -347,6 +353,7 @@ class Store:
             f"ALTER TABLE nodes ADD COLUMN IF NOT EXISTS abstract_vector FLOAT[{self.dim}]"
         )
         self._add_label_column()
+        self._add_encoding_column(version)
         self._index()
         self.db.execute(
             "CREATE TABLE IF NOT EXISTS leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)"
@@ -366,6 +373,27 @@ class Store:
         self.db.execute("DROP INDEX IF EXISTS nodes_id")  # DuckDB alters no indexed table
         self.db.execute("ALTER TABLE nodes ADD COLUMN label VARCHAR")
         self.db.execute("COMMIT")
+
+    def _add_encoding_column(self, version: int) -> None:
+        """Schema 5: give files its encoding column (additive and idempotent); a schema 4
+        database is then recorded as 5 (older ones are when their duplicates are merged)."""
+        found = self.db.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = 'files' "
+            "AND column_name = 'encoding'").fetchone()
+        if not found:
+            self.db.execute("BEGIN")
+            for name, table, _ in INDEXES:  # DuckDB alters no table an index depends on
+                if table == "files":
+                    self.db.execute(f"DROP INDEX IF EXISTS {name}")
+            for name in (PATH_INDEX, "files_path"):
+                self.db.execute(f"DROP INDEX IF EXISTS {name}")
+            self.db.execute("ALTER TABLE files ADD COLUMN encoding VARCHAR DEFAULT ''")
+            self.db.execute("COMMIT")
+        if version == 4:
+            self.db.execute("BEGIN")
+            self._set_meta("schema_version", "5")
+            self.db.execute("COMMIT")
+            log.info("%s: schema upgraded from version 4 to 5", self.path)
 
     @contextmanager
     def lean(self) -> Iterator[None]:
@@ -547,7 +575,7 @@ class Store:
                     file_id, next_file = next_file, next_file + 1
                     file_rows.append((file_id, change.path, change.origin, change.hash,
                                       change.size, change.mtime, change.state, change.reason,
-                                      len(change.chunks), now))
+                                      len(change.chunks), now, change.encoding))
                 elif change.keep_chunks:
                     db.execute(
                         "UPDATE files SET state = ?, reason = ?, updated = ? WHERE id = ?",
@@ -558,9 +586,9 @@ class Store:
                     file_id = record.id
                     db.execute(
                         "UPDATE files SET origin = ?, hash = ?, size = ?, mtime = ?, state = ?, "
-                        "reason = ?, chunks = ?, updated = ? WHERE id = ?",
+                        "reason = ?, chunks = ?, updated = ?, encoding = ? WHERE id = ?",
                         [change.origin, change.hash, change.size, change.mtime, change.state,
-                         change.reason, len(change.chunks), now, file_id],
+                         change.reason, len(change.chunks), now, change.encoding, file_id],
                     )
                 old_ids = {i for i, _ in self.chunk_hashes(file_id)} if record else set()
                 keep = {c.id for c in change.chunks if c.id is not None}
@@ -634,16 +662,16 @@ class Store:
     def _insert_files(self, rows: list[tuple]) -> None:
         """Bulk insert new file records."""
         names = ["id", "path", "origin", "hash", "size", "mtime", "state", "reason", "chunks",
-                 "updated"]
+                 "updated", "encoding"]
         kinds = [np.int64, object, object, object, np.int64, np.float64, object, object,
-                 np.int64, np.float64]
+                 np.int64, np.float64, object]
         columns = {name: np.array([row[i] for row in rows], dtype=kind)
                    for i, (name, kind) in enumerate(zip(names, kinds, strict=True))}
         self.db.register("new_files", columns)
         try:
             self.db.execute(
                 "INSERT INTO files SELECT id, path, origin, hash, size, mtime, state, reason, "
-                "CAST(chunks AS INTEGER), updated FROM new_files"
+                "CAST(chunks AS INTEGER), updated, encoding FROM new_files"
             )
         finally:
             self.db.unregister("new_files")
@@ -883,6 +911,16 @@ class Store:
         ).fetchall():
             counts[state] = int(count)
         return counts
+
+    def encodings(self, within: Sequence[str] | None = None) -> dict[str, int]:
+        """Indexed files per legacy encoding they were decoded from (UTF-8 and documents whose
+        readers decode them are left out), only below the absolute paths `within` when given."""
+        where, params = _below(within)
+        rows = self._read().execute(
+            "SELECT encoding, count(*) FROM files WHERE state = 'indexed' AND coalesce(encoding, "
+            f"'') NOT IN ('', 'utf-8') AND {where} GROUP BY encoding ORDER BY encoding", params,
+        ).fetchall()
+        return {encoding: int(count) for encoding, count in rows}
 
     def problems(self, limit: int = 1000,
                  within: Sequence[str] | None = None) -> list[FileRecord]:
