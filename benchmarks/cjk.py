@@ -6,8 +6,8 @@ CJK runs?
 
 The corpus is built in `--work/files` from this machine's own CJK text: the Vim tutors
 (`--tutors`, default /usr/share/vim/vim90/tutor: ja, ko, zh_cn, zh_tw in UTF-8), one file per
-lesson (cut at the tutor's `~~~~` separators), and the manual pages of /usr/share/man/{ja,ko,
-zh_CN,zh_TW} (`--man`; gunzipped, roff request lines dropped, escapes removed: a crude reading
+lesson (cut at the tutor's `~~~~` separators), and `--man-pages` (default 12, a seeded sample of those
+under 6 kB compressed) manual pages of each of /usr/share/man/{ja,ko,zh_CN,zh_TW} (`--man`; gunzipped, roff request lines dropped, escapes removed: a crude reading
 for a benchmark corpus). For each file, with a generator seeded by its name, up to `--per-file`
 phrases are picked: a run of 4 to 12 CJK, kana or hangul characters (possibly crossing a space
 in Korean) from a random line. A phrase that occurs in another file (whitespace ignored) is
@@ -73,7 +73,7 @@ VARIANTS = {
 _ROFF_ESCAPE = re.compile(r"\\(f[BIRP0-9]|\(..|s[-+]?\d|[-&e|^ ])")
 
 
-def build_corpus(files: Path, tutors: Path, man: Path) -> dict[str, str]:
+def build_corpus(files: Path, tutors: Path, man: Path, man_pages: int) -> dict[str, str]:
     """Write the lesson and manual-page files; returns file name -> language."""
     files.mkdir(parents=True, exist_ok=True)
     language: dict[str, str] = {}
@@ -87,7 +87,8 @@ def build_corpus(files: Path, tutors: Path, man: Path) -> dict[str, str]:
             (files / target).write_text(part.strip() + "\n", "utf-8")
             language[target] = lang
     for lang, folder in MAN.items():
-        for page in sorted((man / folder).rglob("*.gz")):
+        pages = sorted(p for p in (man / folder).rglob("*.gz") if p.stat().st_size < 6000)
+        for page in random.Random(lang).sample(pages, min(man_pages, len(pages))):
             try:
                 roff = gzip.decompress(page.read_bytes()).decode("utf-8")
             except (OSError, UnicodeDecodeError):
@@ -152,6 +153,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--tutors", type=Path, default=Path("/usr/share/vim/vim90/tutor"))
     parser.add_argument("--man", type=Path, default=Path("/usr/share/man"))
+    parser.add_argument("--man-pages", type=int, default=12,
+                        help="manual pages per language (a seeded sample; 0: none)")
     parser.add_argument("--per-file", type=int, default=2)
     parser.add_argument("--variants", default="before,unigram,bigram,trigram")
     parser.add_argument("--modes", default="sparse,auto")
@@ -159,7 +162,7 @@ def main() -> None:
     files = args.work / "files"
     if files.exists():
         shutil.rmtree(files)
-    language = build_corpus(files, args.tutors, args.man)
+    language = build_corpus(files, args.tutors, args.man, args.man_pages)
     queries = pick_queries(files, language, args.per_file)
     print(json.dumps({"files": len(language), "queries": len(queries),
                       "per_language": {lang: sum(q["lang"] == lang for q in queries)

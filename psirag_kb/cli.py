@@ -586,6 +586,12 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
         queued = f"{daemon['queue']} queued, " if "queue" in daemon else ""
         print(f"daemon: pid {daemon['pid']} at {daemon['url']}, {queued}"
               f"watching {', '.join(status.get('watch', [])) or 'nothing'}")
+        for root in daemon.get("watching", []):
+            if root.get("polled"):
+                print(f"  polled every {root['interval_s']:g} s: {root['folder']}: "
+                      f"{root['reason']}")
+    for encoding, count in status.get("encodings", {}).items():
+        print(f"  {count} file(s) decoded from {encoding}")
     return 0
 
 

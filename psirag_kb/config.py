@@ -58,6 +58,32 @@ class IngestConfig:
         "*.swp", "*.swo", "*~", "*.tmp", "*.part", "*.crdownload", ".#*", "#*#",
     )
     """Glob patterns (matched against each path component) that are never indexed."""
+    extensions: tuple[str, ...] = ()
+    """Suffixes read as a given kind whatever their content: ".log" (text), ".nfo=text",
+    ".inc=code", ".bak=skip" (never read). Kinds: EXTENSION_KINDS."""
+
+    @property
+    def extension_kinds(self) -> dict[str, str]:
+        """[ingest] extensions as lower-case suffix -> kind."""
+        return dict(_extension(entry) for entry in self.extensions)
+
+
+EXTENSION_KINDS = frozenset({"text", "markdown", "rst", "html", "code", "json", "csv", "pdf",
+                             "man", "skip"})
+"""What [ingest] extensions may map a suffix to."""
+
+
+def _extension(entry: str) -> tuple[str, str]:
+    """One [ingest] extensions entry (".log" or ".log=text") as (suffix, kind)."""
+    suffix, _, kind = entry.partition("=")
+    suffix, kind = suffix.strip().lower(), (kind.strip() or "text")
+    if not suffix.startswith(".") or len(suffix) < 2 or "/" in suffix:
+        raise ConfigError(f"[ingest] extensions: {entry!r} must be a suffix such as \".log\" or "
+                          "\".log=text\"")
+    if kind not in EXTENSION_KINDS:
+        raise ConfigError(f"[ingest] extensions: {entry!r}: the kind must be one of "
+                          f"{', '.join(sorted(EXTENSION_KINDS))}")
+    return suffix, kind
 
 
 @dataclass(frozen=True)
@@ -187,6 +213,12 @@ class WatchConfig:
     keywords first, then the LLM's when one is configured)."""
     store_interval_s: float = 1800.0
     """Seconds between store maintenance runs (DuckDB checkpoint)."""
+    poll: str = "auto"
+    """How changes are noticed: "auto" polls watched folders on network and FUSE file systems
+    (NFS, SMB/CIFS, sshfs...; inotify never hears other machines' changes there) and uses
+    inotify elsewhere; "always" polls every folder; "never" polls none."""
+    poll_interval_s: float = 10.0
+    """Seconds between two polls of a polled folder (a stat of each file)."""
 
 
 @dataclass(frozen=True)
@@ -315,6 +347,7 @@ _CHOICES = {
     ("retrieval", "default_mode"): {"auto", "hybrid", "tree", "sparse", "dense"},
     ("retrieval", "fusion"): {"rrf", "rerank"},
     ("retrieval", "tree_search"): {"collapsed", "beam"},
+    ("watch", "poll"): {"auto", "always", "never"},
 }
 _LIST_CHOICES = {("retrieval", "certain_first"): {"phrase", "margin"}}
 
@@ -420,6 +453,7 @@ def parse_config(data: dict[str, Any], base: Path) -> Config:
         )
     if config.retrieval.certain_margin < 1:
         raise ConfigError("[retrieval] certain_margin must be at least 1")
+    config.ingest.extension_kinds  # noqa: B018 - validates [ingest] extensions
     if config.tree.max_children < 3:
         raise ConfigError("[tree] max_children must be at least 3")
     if config.backup.dir and not Path(config.backup.dir).expanduser().is_absolute():

@@ -583,6 +583,7 @@ class KnowledgeBase(OverStores):
             "unavailable": self.store.unavailable(),
             "backup": last_backup(self.data_dir),
             **({"reembed": reembed} if (reembed := self.reembed_status()) else {}),
+            "encodings": self.store.encodings(),
         }
 
 

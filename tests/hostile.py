@@ -4,7 +4,10 @@ invalid UTF-8, JSON nested deep (issue 35, point 6). The same seed gives the sam
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
+import lzma
 import random
 import warnings
 import zipfile
@@ -18,6 +21,7 @@ SEED = 35
 ROOT = Path(__file__).resolve().parents[1]
 ZIPPED = frozenset({".docx", ".pptx", ".xlsx", ".odt", ".odp", ".ods", ".epub"})
 TEXT = frozenset({".md", ".txt", ".rst", ".html", ".csv", ".json", ".py", ".eml", ".ipynb"})
+BINARY = frozenset({".pdf", ".msg", *ZIPPED})
 
 
 def sources() -> list[Path]:
@@ -32,7 +36,36 @@ def sources() -> list[Path]:
         if path.is_file() and path.suffix in TEXT and path.stat().st_size < 200_000:
             by_suffix.setdefault(path.suffix, path)
     cjk = sorted((ROOT / "tests" / "fixtures" / "cjk").glob("*.txt"))[:2]
-    return [p for p in docs if p.is_file()] + pdfs + sorted(by_suffix.values()) + cjk
+    textfiles = ROOT / "tests" / "fixtures" / "textfiles"
+    by_content = [textfiles / name for name in (  # text known by content, manual pages
+        "git/README.Debian", "git/git-contacts", "tutor/tutor.ja.sjis", "tutor/tutor.ko.euc",
+        "man/ls.1.gz", "man/xargs.1.gz")]
+    return ([p for p in docs if p.is_file()] + pdfs + sorted(by_suffix.values()) + cjk
+            + [p for p in by_content if p.exists()] + sorted(DERIVED))
+
+
+DERIVED: dict[Path, tuple[str, str]] = {
+    ROOT / "tests" / "fixtures" / "derived" / name: (source, codec) for name, source, codec in (
+        ("sample.pdf.gz", "tests/fixtures/sample.pdf", "gz"),
+        ("Apache-2.0.txt.bz2", "examples/docs/licenses/Apache-2.0.txt", "bz2"),
+        ("testEPUB.epub.xz", "tests/fixtures/docs/testEPUB.epub", "xz"),
+        ("ls.1", "tests/fixtures/textfiles/man/ls.1.gz", "gunzip"),
+    )}
+"""Fixtures made while the corpus is generated: compressed documents and a plain manual page."""
+
+CODECS = {".gz": (gzip.compress, gzip.decompress), ".bz2": (bz2.compress, bz2.decompress),
+          ".xz": (lzma.compress, lzma.decompress)}
+
+
+def _read(path: Path) -> bytes:
+    """A fixture's bytes (a derived one made from its source)."""
+    if path not in DERIVED:
+        return path.read_bytes()
+    source, codec = DERIVED[path]
+    data = (ROOT / source).read_bytes()
+    if codec == "gunzip":
+        return gzip.decompress(data)
+    return CODECS["." + codec][0](data)
 
 
 @dataclass(frozen=True)
@@ -164,7 +197,9 @@ def mutations_for(path: Path) -> list[str]:
     names = list(BYTES)
     if _is_zip(path):
         return names + ["zip_swap", "zip_cut", "zip_rename", "zip_drop", *TEXTUAL]
-    if path.suffix in TEXT:
+    if path.suffix in CODECS:
+        return names + ["inner"]
+    if path.suffix in TEXT or path.suffix not in BINARY:
         names += list(TEXTUAL)
     if path.suffix in (".json", ".ipynb"):
         names.append("json_deep")
@@ -177,6 +212,12 @@ def mutate(rng: random.Random, path: Path, data: bytes, mutation: str) -> bytes:
         return BYTES[mutation](rng, data)
     if mutation == "json_deep":
         return _json_deep(rng, data)
+    if mutation == "inner":  # the compressed file's content mutated, then compressed again
+        compress, decompress = CODECS[path.suffix]
+        inner = Path(path.stem)
+        data = decompress(data)
+        name = rng.choice(mutations_for(inner) if not _is_zip(inner) else list(BYTES))
+        return compress(mutate(rng, inner, data, name))
     if _is_zip(path):
         return _zip_case(rng, data, mutation)
     return TEXTUAL[mutation](rng, data)
@@ -186,13 +227,13 @@ def cases(count: int, seed: int = SEED, start: int = 0) -> Iterator[Case]:
     """Cases number `start` to `start + count - 1` of the corpus of `seed` (each case is made
     from its own generator, so a case is the same whichever range is asked for)."""
     fixtures = sources()
-    contents = {path: path.read_bytes() for path in fixtures}
+    contents = {path: _read(path) for path in fixtures}
     for number in range(start, start + count):
         rng = random.Random(f"{seed}:{number}")
         path = rng.choice(fixtures)
         mutation = rng.choice(mutations_for(path))
         data = mutate(rng, path, contents[path], mutation)
-        yield Case(f"case{number:05d}-{mutation}-{path.stem}{path.suffix}",
+        yield Case(f"case{number:05d}-{mutation}-{path.name}",
                    str(path.relative_to(ROOT)), mutation, data)
 
 

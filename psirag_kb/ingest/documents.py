@@ -11,7 +11,7 @@ import re
 import stat
 import time
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,15 @@ from psirag_kb.ingest.context import (
     file_title,
     hash_headings,
 )
+from psirag_kb.ingest.filetypes import (
+    SNIFF_BYTES,
+    archive_reason,
+    binary_reason,
+    compression_of,
+    is_man_suffix,
+    looks_like_roff,
+    magic_reason,
+)
 from psirag_kb.ingest.formats import (
     STRUCTURED_KINDS,
     Extracted,
@@ -34,9 +43,11 @@ from psirag_kb.ingest.formats import (
     span_locations,
 )
 from psirag_kb.ingest.formats.bounds import UnpackLimits
+from psirag_kb.ingest.formats.compressed import decompress
 from psirag_kb.ingest.htmltext import html_outline, html_visible_text
 from psirag_kb.ingest.markdowntext import markdown_outline, markdown_text
 from psirag_kb.ingest.rest import rest_headings, rest_text
+from psirag_kb.ingest.roff import man_text
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +102,17 @@ _TEXT_CONTROLS = frozenset("\t\n\x0b\x0c\r\x1b")
 _TEXT_BYTES = bytes(range(32, 256)) + b"\t\n\x0b\x0c\r\x1b"
 _MAX_CONTROL_RATIO = 0.05
 _MAX_NON_ASCII_RATIO = 0.3
+_DETECT_BYTES = 65536
+_MAX_CHAOS = 0.1  # charset-normalizer's "mess" of a guess: cp1250 Czech 0.001, Shift-JIS 0.01
+_LOOSE_CHAOS = 0.4  # more mess is taken with a language it is sure of (Vim's Russian tutor 0.34)
+_MIN_COHERENCE = 0.5  # ...such as Russian in cp1251 (0.67); noise has 0.0
+_CENTRAL = frozenset({"Polish", "Czech", "Slovak", "Hungarian", "Croatian", "Slovene", "Romanian",
+                      "Serbian", "Bosnian"})
+_LATIN_PAGES = frozenset({"cp1250", "cp1254", "cp1257", "cp1258", "iso8859_2", "iso8859_10",
+                          "iso8859_13", "iso8859_14", "iso8859_15", "iso8859_16", "latin_1",
+                          "mac_latin2", "mac_roman", "cp850", "cp852", "cp775"})
+_MAN_SO = re.compile(r"^\.so\s+(\S+)", re.MULTILINE)
+_ODD = frozenset({"Cc", "Cn", "Co", "Cs"})
 RECENT_WRITE_S = 60.0
 """A damaged file modified less than this many seconds ago may still be being written."""
 
@@ -114,6 +136,9 @@ class Document:
     note: str = ""
     title: str = ""
     headings: tuple[Heading, ...] = ()
+    encoding: str = ""
+    """The character encoding a text file was decoded from ("utf-8", "cp1250", "shift_jis";
+    "" for documents whose reader decodes them: PDF, office, e-mail...)."""
 
     def breaks(self) -> list[int]:
         """Offsets where a chunk must not run on: a new sheet, EPUB section or mail part."""
@@ -130,40 +155,110 @@ class Document:
         return chunk_headers(self.title, self.headings, file_title(self.path), first_lines, cap)
 
 
-def kind_of(path: Path) -> str | None:
-    """Return the document kind for a path, or None when the file type is not supported."""
+SNIFFED = "sniff"
+"""The kind of a file whose name does not say what it is: its content decides (text or not)."""
+
+
+def kind_of(path: Path, overrides: Mapping[str, str] | None = None) -> str | None:
+    """Return the document kind a path's name says: a kind, SNIFFED (the content decides), or
+    None when the file is never read (a known binary type, an archive, `skip` in overrides).
+
+    A compressed file's kind is its inner name's (`manual.pdf.gz` is a PDF).
+    """
+    path = Path(path)
+    if compression_of(path.name) and not archive_reason(path.name):
+        path = path.with_suffix("")
     suffix = path.suffix.lower()
+    if overrides and suffix in overrides:
+        kind = overrides[suffix]
+        return None if kind == "skip" else kind
     if suffix in _KIND_BY_SUFFIX:
         return _KIND_BY_SUFFIX[suffix]
     name = path.name.lower()
     if not suffix and name in SUPPORTED_NAMES:
         return _NAME_KINDS.get(name, "text")
+    if archive_reason(path.name) or binary_reason(suffix) or compression_of(path.name):
+        return None
+    return "man" if is_man_suffix(suffix) else SNIFFED
+
+
+def is_supported(path: Path, overrides: Mapping[str, str] | None = None) -> bool:
+    """Tell whether a file may be indexed by its name (a sniffed one still by its content)."""
+    return kind_of(path, overrides) is not None
+
+
+def unread_reason(path: Path, overrides: Mapping[str, str] | None = None) -> str | None:
+    """Why a file is not read, judged by its name and (for names that do not say) its first
+    SNIFF_BYTES; None when it is to be read. Costs one small read at most."""
+    path = Path(path)
+    kind = kind_of(path, overrides)
+    if kind is None:
+        return _name_reason(path, overrides)
+    if kind != SNIFFED or compression_of(path.name):
+        return None  # a compressed file's content is judged once decompressed
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(SNIFF_BYTES)
+    except OSError:
+        return None  # reading proper reports it with its reason
+    if head.startswith(b"%PDF-"):
+        return None
+    return _binary_head(head)
+
+
+def _name_reason(path: Path, overrides: Mapping[str, str] | None) -> str:
+    """The reason a file is never read, from its name (a compressed file's: its inner name)."""
+    reason = archive_reason(path.name)
+    if reason:
+        return reason
+    outer = path.suffix.lower()
+    if compression_of(path.name):
+        path = path.with_suffix("")
+        if compression_of(path.name):
+            return f"compressed twice ({path.suffix.lower()} inside {outer}): not read"
+    suffix = path.suffix.lower()
+    if overrides and overrides.get(suffix) == "skip":
+        return f"file type {suffix} is skipped ([ingest] extensions)"
+    reason = binary_reason(suffix)
+    if reason:
+        return reason
+    return f"unsupported file type {suffix}" if suffix else "unsupported file type (no suffix)"
+
+
+def _binary_head(head: bytes) -> str | None:
+    """Why a file's first bytes are not text (None when they may be)."""
+    if not head or any(head.startswith(bom) for bom, _ in _BOMS):
+        return None
+    if b"\x00" in head:
+        return magic_reason(head) or "binary content (NUL bytes)"
+    magic = magic_reason(head)
+    if magic:
+        return magic
+    if len(head.translate(None, _TEXT_BYTES)) > _MAX_CONTROL_RATIO * len(head):
+        return "binary content (control characters)"
     return None
 
 
-def is_supported(path: Path) -> bool:
-    """Tell whether the file's type is one that is indexed."""
-    return kind_of(path) is not None
-
-
 def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True,
-                  limits: UnpackLimits | None = None) -> Document:
+                  limits: UnpackLimits | None = None,
+                  overrides: Mapping[str, str] | None = None) -> Document:
     """Read and extract a supported file, raising SkippedFile or FileReadError when it cannot be.
 
-    `limits` bound how far a zip-based document or a PDF's page streams may unpack
-    (UnpackLimits() by default).
+    `limits` bound how far a zip-based document, a PDF's page streams or a compressed file may
+    unpack (UnpackLimits() by default); a compressed file is undone first and read by its inner
+    name. `overrides` map lower-case suffixes to kinds ([ingest] extensions). A file whose name
+    does not say what it is is read as text when its content is text (else skipped as binary),
+    as a manual page when it starts like one, as a PDF when it starts with %PDF-.
     With `ocr`, PDF pages without a text layer are read by tesseract when it is installed. A
     file that looks cut short and was modified in the last RECENT_WRITE_S seconds raises
     FileReadError (retried) rather than SkippedFile: its writer may not have finished.
     """
     path = Path(path)
-    kind = kind_of(path)
+    kind = kind_of(path, overrides)
     if kind is None:
-        suffix = path.suffix.lower()
-        what = f"unsupported file type {suffix}" if suffix else "unsupported file type (no suffix)"
-        raise SkippedFile(what)
+        raise SkippedFile(_name_reason(path, overrides))
     try:
-        document = _extract(path, kind, ocr, limits, max_bytes)
+        document = _extract(path, kind, ocr, limits or UnpackLimits(), max_bytes)
     except SkippedFile as exc:
         if exc.incomplete:
             _retry_if_recent(path, exc)
@@ -174,10 +269,26 @@ def read_document(path: Path, *, max_bytes: int = 20_000_000, ocr: bool = True,
     return document
 
 
-def _extract(path: Path, kind: str, ocr: bool, limits: UnpackLimits | None,
+def _extract(path: Path, kind: str, ocr: bool, limits: UnpackLimits,
              max_bytes: int) -> Document:
-    """Read a file's bytes and turn them into a Document by its kind."""
+    """Read a file's bytes (undoing its compression) and turn them into a Document by kind."""
     data = _read_bytes(path, max_bytes)
+    method = compression_of(path.name)
+    if method:
+        data = decompress(data, method, limits, max_bytes)
+        if not data:
+            raise SkippedFile("empty file (once decompressed)")
+    if kind in (SNIFFED, "man"):
+        head = data[:SNIFF_BYTES]
+        if head.startswith(b"%PDF-"):
+            kind = "pdf"
+        elif looks_like_roff(head) or (kind == "man" and head.lstrip()[:1] in (b".", b"'")):
+            kind = "man"  # a section suffix (.1, .3pm) with requests in it is a page too
+        else:
+            reason = _binary_head(head)
+            if reason:
+                raise SkippedFile(reason)
+            kind = "text"
     if kind in _STRUCTURED:
         extracted = read_structured(path, data, kind, limits)
         skipped = code_ranges(len(extracted.text),
@@ -192,11 +303,32 @@ def _extract(path: Path, kind: str, ocr: bool, limits: UnpackLimits | None,
         segments = [Segment(start, {"page": n}) for n, start in enumerate(pdf.pages, start=1)]
         return Document(path, pdf.text, kind, pages=pdf.pages, segments=segments,
                         note=ocr_note(pdf, ocr), title=pdf.title)
-    text = _decode(data)
+    text, encoding = decode_text(data)
     del data  # the bytes go once decoded: a text file is held twice at most (text, parser)
     text = _normalise_newlines(text)
+    if kind == "man":
+        body, title, headings = _man(text)
+        included = _MAN_SO.search(text)
+        if included and not body.strip():
+            raise SkippedFile(f"manual page that only includes another ({included[1]}): "
+                              "indexed as that page")
+        return Document(path, body, kind, title=title, headings=headings, encoding=encoding)
     title, headings = _outline(text, kind)
-    return Document(path, _visible_text(text, kind), kind, title=title, headings=headings)
+    return Document(path, _visible_text(text, kind), kind, title=title, headings=headings,
+                    encoding=encoding)
+
+
+def _man(source: str) -> tuple[str, str, tuple[Heading, ...]]:
+    """A manual page's text, title and headings; its source as text if the roff reader fails."""
+    try:
+        text, title, headings = man_text(source)
+    except Exception:  # a parser's bug must not lose the file: index its source instead
+        logger.warning("could not read roff markup; indexing the source text", exc_info=True)
+        return source, "", ()
+    if text.count("\n") != source.count("\n"):
+        logger.warning("reading roff markup moved lines; indexing the source text")
+        return source, "", ()
+    return text, title, headings
 
 
 def _outline(source: str, kind: str) -> tuple[str, tuple[Heading, ...]]:
@@ -319,8 +451,10 @@ def _normalise_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _decode(data: bytes) -> str:
-    """Decode file bytes as UTF-8/16/32 (BOM) or plausible Windows-1252, else raise SkippedFile."""
+def decode_text(data: bytes) -> tuple[str, str]:
+    """Decode file bytes and name their encoding: UTF-8/16/32 (BOM), UTF-8, a legacy encoding
+    charset-normalizer is confident of (Shift-JIS, EUC-KR, GB18030, cp1250...), or plausible
+    Windows-1252/Latin-1; raise SkippedFile for binary content or undecodable text."""
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             try:
@@ -329,19 +463,22 @@ def _decode(data: bytes) -> str:
                 raise SkippedFile(f"undecodable text (invalid {encoding}: {exc.reason})") from exc
             if _control_ratio(text[:_SNIFF_BYTES]) > _MAX_CONTROL_RATIO:
                 raise SkippedFile("binary content (control characters)")
-            return text
+            return text, encoding
     head = data[:_SNIFF_BYTES]
     if b"\x00" in head:
         raise SkippedFile("binary content (NUL bytes)")
     if len(head.translate(None, _TEXT_BYTES)) > _MAX_CONTROL_RATIO * len(head):
         raise SkippedFile("binary content (control characters)")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         pass
     mostly = _mostly_utf8(data)
     if mostly is not None:
-        return mostly
+        return mostly, "utf-8"
+    detected = _detected(data)
+    if detected is not None:
+        return detected
     for encoding in ("cp1252", "latin-1"):
         try:
             text = data.decode(encoding)
@@ -349,8 +486,63 @@ def _decode(data: bytes) -> str:
             continue
         if _plausible_single_byte_text(text):
             logger.debug("decoded as %s after UTF-8 failed", encoding)
-            return text
+            return text, encoding
     raise SkippedFile("undecodable text (neither UTF-8 nor plausible Latin-1/Windows-1252)")
+
+
+def _detected(data: bytes) -> tuple[str, str] | None:
+    """Decode text in the legacy encoding charset-normalizer finds in its first bytes, when it
+    is confident (little chaos) and the whole file decodes to printable text; else None."""
+    from charset_normalizer import from_bytes
+
+    sample = data[:_DETECT_BYTES]
+    if len(data) > _DETECT_BYTES:  # end the sample on a line: no character cut in two
+        sample = sample[: sample.rfind(b"\n") + 1] or sample
+    try:
+        matches = from_bytes(sample, threshold=_LOOSE_CHAOS)
+    except Exception:  # a detector's bug must not lose the file: the fallbacks decide
+        logger.warning("charset detection failed", exc_info=True)
+        return None
+    # A guess is taken when it reads with little mess, or with some (a tutorial full of
+    # symbols) but in words of a language the detector knows well.
+    trusted = [m for m in matches if m.chaos <= _MAX_CHAOS or m.coherence >= _MIN_COHERENCE]
+    best = trusted[0] if trusted else None
+    if best is None or best.encoding in ("utf_8", "ascii"):
+        return None
+    # Latin code pages tie: the same bytes read as well in several (ñ in Windows-1252 is ń in
+    # Windows-1250). Central European text is in Windows-1250 or ISO-8859-2 (not in the Nordic
+    # or Celtic pages: ł in ISO-8859-2 is ŗ in ISO-8859-10); else a tie goes to Windows-1252,
+    # the commonest of them.
+    choices: tuple[str, ...] = (best.encoding,)
+    tie = "cp1252" in best.could_be_from_charset or any(
+        m.encoding == "cp1252" and m.chaos <= best.chaos and m.coherence >= best.coherence
+        for m in trusted)
+    if best.encoding in _LATIN_PAGES and best.language in _CENTRAL:
+        c1 = any(0x80 <= byte < 0xA0 for byte in sample)  # C1 controls in ISO-8859-2
+        choices = ("cp1250", "iso8859_2") if c1 else ("iso8859_2", "cp1250")
+    elif best.encoding in _LATIN_PAGES and tie:
+        choices = ("cp1252", best.encoding)
+    for encoding in choices:
+        try:
+            text = data.decode(encoding)
+            break
+        except (UnicodeDecodeError, LookupError):
+            continue
+    else:
+        return None
+    if _control_ratio(text[:_SNIFF_BYTES]) > _MAX_CONTROL_RATIO or not _printable(text):
+        return None
+    name = codecs.lookup(encoding).name
+    logger.debug("decoded as %s (detected) after UTF-8 failed", name)
+    return text, name
+
+
+def _printable(text: str) -> bool:
+    """Whether a decoded sample is mostly printable: unassigned, private-use and control
+    characters (other than whitespace) stay under 1 in 200."""
+    sample = text[:_SNIFF_BYTES]
+    odd = sum(1 for ch in sample if ord(ch) > 127 and unicodedata.category(ch) in _ODD)
+    return odd * 200 <= len(sample)
 
 
 def _mostly_utf8(data: bytes) -> str | None:

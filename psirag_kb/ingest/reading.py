@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from psirag_kb.errors import FileReadError, SkippedFile
 from psirag_kb.ingest.chunking import chunk_text, content_hash
-from psirag_kb.ingest.documents import is_supported, read_document
+from psirag_kb.ingest.documents import read_document, unread_reason
 from psirag_kb.ingest.formats.bounds import UnpackLimits
 from psirag_kb.ingest.pdf import awaits_ocr, tesseract_ready
 from psirag_kb.storage.store import (
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from psirag_kb.ingest.embedding import Embedder
 
 log = logging.getLogger(__name__)
+
+SNIFFED_BINARY = "binary content"
+"""How the skip reason of a file found binary by its content starts."""
 
 EMBED_SLICE = 32
 """Chunks embedded per call, the model's batch size: a stop waits for one slice (4 s at load 12
@@ -66,8 +69,13 @@ class BatchReader:
         ingest = self.config.ingest
         try:
             before = path.stat()
-            if not is_supported(path):
-                raise SkippedFile(f"unsupported file type {path.suffix or '(no extension)'}")
+            if (record and record.state == "skipped" and record.reason.startswith(SNIFFED_BINARY)
+                    and (record.size, record.mtime) == (before.st_size, before.st_mtime)):
+                report.unchanged += 1  # found binary by its content, and untouched since
+                return None
+            unread = unread_reason(path, ingest.extension_kinds)
+            if unread:
+                raise SkippedFile(unread)
             if before.st_size > ingest.max_file_bytes:
                 raise SkippedFile(
                     f"file too large ({before.st_size} bytes > limit {ingest.max_file_bytes})")
@@ -82,7 +90,8 @@ class BatchReader:
                 return None
             document = read_document(path, max_bytes=ingest.max_file_bytes, ocr=ingest.ocr,
                                      limits=UnpackLimits(ingest.max_extracted_bytes,
-                                                         ingest.max_compression_ratio))
+                                                         ingest.max_compression_ratio),
+                                     overrides=ingest.extension_kinds)
             after = path.stat()
             if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
                 raise FileReadError(f"{path} changed while being read; will retry")
@@ -95,7 +104,10 @@ class BatchReader:
             report.skipped += 1
             report.problems.append((key, "skipped", exc.reason))
             size = before.st_size if "before" in locals() else 0
-            return FileChange(key, "file", "", size, 0.0, "skipped", exc.reason)
+            # a file found binary by its content keeps its mtime: the next scan need not look
+            mtime = (before.st_mtime if size and exc.reason.startswith(SNIFFED_BINARY)
+                     else 0.0)
+            return FileChange(key, "file", "", size, mtime, "skipped", exc.reason)
         except FileNotFoundError:
             if keep_vanished:
                 return None
@@ -133,7 +145,7 @@ class BatchReader:
         else:
             report.updated += 1
         change = FileChange(key, "file", digest, after.st_size, after.st_mtime, "indexed",
-                            document.note, rows)
+                            document.note, rows, encoding=document.encoding)
         if not rows:
             change.state, change.reason = "skipped", "no text to index"
             report.skipped += 1

@@ -115,7 +115,8 @@ class Daemon:
                                  audit=self.audit, proxy=self.proxy)
             self.web = self._web_server(token)
             self.watcher = FolderWatcher(self.kb, self.folders, self.config.watch.quiet_period_s,
-                                         self.data_dir)
+                                         self.data_dir, poll=self.config.watch.poll,
+                                         poll_interval_s=self.config.watch.poll_interval_s)
             self.jobs = self._jobs()
             self.refresher = AbstractRefresher(
                 self.kb, self._busy, self.config.watch.abstracts_quiet_s,
@@ -336,6 +337,7 @@ class Daemon:
             "errors": list(self.watcher.errors)[-10:], "jobs": self.jobs.status(),
             "abstracts": None if self.refresher is None else self.refresher.status(),
             **({"serving_for": "maintain"} if self.serve_only else {}),
+            "watching": self.watcher.poll_status(),
         }
 
     def status(self, *, access: Access = OWNER) -> dict[str, Any]:

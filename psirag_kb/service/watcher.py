@@ -14,10 +14,12 @@ from typing import Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
+from watchdog.observers.polling import PollingObserver
 
 from psirag_kb.ingest.documents import is_supported, link_inside
 from psirag_kb.ingest.ingestion import SMALL_INGEST
 from psirag_kb.paths import inside
+from psirag_kb.service.mounts import MOUNTINFO, poll_reason
 from psirag_kb.storage.writer import Cancelled
 
 log = logging.getLogger(__name__)
@@ -83,7 +85,8 @@ class FolderWatcher:
     """Watches folders recursively and keeps the knowledge base in step with them."""
 
     def __init__(self, kb: Any, folders: Sequence[Path], quiet_period_s: float,
-                 data_dir: Path) -> None:
+                 data_dir: Path, poll: str = "auto", poll_interval_s: float = 10.0,
+                 mountinfo: Path = MOUNTINFO) -> None:
         self.kb = kb
         self.folders = [Path(os.path.abspath(f)) for f in folders]
         self.quiet = float(quiet_period_s)
@@ -97,6 +100,13 @@ class FolderWatcher:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._observer = Observer()
+        self.poll, self.poll_interval = poll, float(poll_interval_s)
+        self._mountinfo = mountinfo
+        self._poller = PollingObserver(timeout=self.poll_interval)
+        """Watches the folders inotify cannot be trusted with: every poll_interval_s it stats
+        each file and reports what changed as the same events, handled by the same rules."""
+        self._polled: dict[Path, str] = {}
+        """Watched folders that are polled, with the reason (see `poll_status`)."""
         self._watches: dict[Path, Any] = {}
         self._fresh: dict[Path, bool] = {}
         """Which of a folder's two spellings (without or with a trailing separator) its current
@@ -126,6 +136,7 @@ class FolderWatcher:
         for folder in self.folders:
             self._schedule(folder)
         self._observer.start()
+        self._poller.start()
         self._thread.start()
         self._bulk_thread.start()
 
@@ -135,7 +146,9 @@ class FolderWatcher:
         self._wake.set()
         self._bulk_wake.set()
         self._observer.stop()
+        self._poller.stop()
         self._observer.join(timeout)
+        self._poller.join(timeout)
         for thread in (self._thread, self._bulk_thread):
             if thread.is_alive():
                 thread.join(timeout)
@@ -149,8 +162,18 @@ class FolderWatcher:
             self._identity[folder] = _identity(folder)
             self._retire(folder)
             raw = str(folder) + (os.sep if self._fresh.get(folder, False) else "")
-            self._watches[folder] = self._observer.schedule(_Handler(self), raw, recursive=True)
-            log.info("watching %s", folder)
+            reason = poll_reason(folder, self.poll, self._mountinfo)  # again: it may be remounted
+            observer = self._poller if reason else self._observer
+            if reason:
+                self._polled[folder] = reason
+            else:
+                self._polled.pop(folder, None)
+            self._watches[folder] = observer.schedule(_Handler(self), raw, recursive=True)
+            if reason:
+                log.info("watching %s by polling every %.0f s: %s", folder, self.poll_interval,
+                         reason)
+            else:
+                log.info("watching %s", folder)
         except OSError as exc:
             log.warning("cannot watch %s: %s", folder, exc)
 
@@ -158,11 +181,21 @@ class FolderWatcher:
         self._drop(self._watches.pop(folder, None))
 
     def _drop(self, watch: Any) -> None:
-        if watch is not None:
+        if watch is None:
+            return
+        for observer in (self._observer, self._poller):
             try:
-                self._observer.unschedule(watch)
-            except (KeyError, OSError):  # the emitter already stopped with its folder
-                pass
+                observer.unschedule(watch)
+                return
+            except (KeyError, OSError):  # the other observer's, or stopped with its folder
+                continue
+
+    def poll_status(self) -> list[dict[str, Any]]:
+        """How each watched folder is watched: {"folder", "polled", "reason", "interval_s"}."""
+        return [{"folder": str(folder), "polled": folder in self._polled,
+                 "reason": self._polled.get(folder, "inotify"),
+                 **({"interval_s": self.poll_interval} if folder in self._polled else {})}
+                for folder in self.folders]
 
     def _refresh(self, folder: Path) -> None:
         """Watch a folder afresh, every folder below it included.
@@ -175,7 +208,7 @@ class FolderWatcher:
         so that no event in flight is lost, and events seen twice meanwhile coalesce.
         """
         old = self._watches.get(folder)
-        if old is None:
+        if old is None or folder in self._polled:  # a poll sees every folder there is
             return
         self._retire(folder)  # an older watch spelled as the new one would be the same watch
         fresh = not self._fresh.get(folder, False)

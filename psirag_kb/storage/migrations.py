@@ -254,10 +254,20 @@ def _reembed_vectors(step: Step) -> None:
     step.db.execute(REEMBED_TABLE)
 
 
+@migration(8, "file encodings")
+def _encodings(step: Step) -> None:
+    """files.encoding: the character encoding a text file was decoded from ('' for every file
+    there is; a text file's is recorded when it is next read; issue 35)."""
+    if not step.has_column("files", "encoding"):
+        step.drop_indexes("files")
+        step.db.execute("ALTER TABLE files ADD COLUMN encoding VARCHAR DEFAULT ''")
+
+
 REEMBED_TABLE = "CREATE TABLE IF NOT EXISTS reembed_vectors (id BIGINT, vector FLOAT[])"
 """The new model's vectors by chunk id, while a reembed runs (a list: its dimension may
 differ)."""
 
 SCHEMA_VERSION = schema_version()
 """2: chunks.location. 3: chunks.context. 4: one row per files.path, meta.identity.
-5: conversations and turns. 6: meta.release. 7: reembed_vectors (see each step's docstring)."""
+5: conversations and turns. 6: meta.release. 7: reembed_vectors. 8: files.encoding (see each
+step's docstring)."""

@@ -41,7 +41,3 @@ def segment(text: str) -> str:
         return text
     return _RUN.sub(lambda m: f" {bigrams(m.group(0))} ", text)
 
-
-def has_runs(text: str) -> bool:
-    """Whether the text holds a character of a script written without spaces."""
-    return not text.isascii() and _RUN.search(text) is not None

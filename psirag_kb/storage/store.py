@@ -146,6 +146,8 @@ class FileChange:
     chunks: list[ChunkRow] = field(default_factory=list)
     keep_chunks: bool = False
     """Only record the state; leave the file's previous chunks as they are (a failed re-read)."""
+    encoding: str = ""
+    """The character encoding a text file was decoded from ("" for other documents)."""
 
 
 @dataclass
@@ -287,7 +289,8 @@ class Store:
         db.execute(
             """CREATE TABLE files (
                 id BIGINT, path VARCHAR, origin VARCHAR, hash VARCHAR, size BIGINT,
-                mtime DOUBLE, state VARCHAR, reason VARCHAR, chunks INTEGER, updated DOUBLE)"""
+                mtime DOUBLE, state VARCHAR, reason VARCHAR, chunks INTEGER, updated DOUBLE,
+                encoding VARCHAR DEFAULT '')"""
         )
         db.execute(
             f"""CREATE TABLE chunks (
@@ -521,7 +524,7 @@ class Store:
                     file_id, next_file = next_file, next_file + 1
                     file_rows.append((file_id, change.path, change.origin, change.hash,
                                       change.size, change.mtime, change.state, change.reason,
-                                      len(change.chunks), now))
+                                      len(change.chunks), now, change.encoding))
                 elif change.keep_chunks:
                     db.execute(
                         "UPDATE files SET state = ?, reason = ?, updated = ? WHERE id = ?",
@@ -532,9 +535,9 @@ class Store:
                     file_id = record.id
                     db.execute(
                         "UPDATE files SET origin = ?, hash = ?, size = ?, mtime = ?, state = ?, "
-                        "reason = ?, chunks = ?, updated = ? WHERE id = ?",
+                        "reason = ?, chunks = ?, updated = ?, encoding = ? WHERE id = ?",
                         [change.origin, change.hash, change.size, change.mtime, change.state,
-                         change.reason, len(change.chunks), now, file_id],
+                         change.reason, len(change.chunks), now, change.encoding, file_id],
                     )
                 old_ids = {i for i, _ in self.chunk_hashes(file_id)} if record else set()
                 keep = {c.id for c in change.chunks if c.id is not None}
@@ -608,16 +611,16 @@ class Store:
     def _insert_files(self, rows: list[tuple]) -> None:
         """Bulk insert new file records."""
         names = ["id", "path", "origin", "hash", "size", "mtime", "state", "reason", "chunks",
-                 "updated"]
+                 "updated", "encoding"]
         kinds = [np.int64, object, object, object, np.int64, np.float64, object, object,
-                 np.int64, np.float64]
+                 np.int64, np.float64, object]
         columns = {name: np.array([row[i] for row in rows], dtype=kind)
                    for i, (name, kind) in enumerate(zip(names, kinds, strict=True))}
         self.db.register("new_files", columns)
         try:
             self.db.execute(
                 "INSERT INTO files SELECT id, path, origin, hash, size, mtime, state, reason, "
-                "CAST(chunks AS INTEGER), updated FROM new_files"
+                "CAST(chunks AS INTEGER), updated, encoding FROM new_files"
             )
         finally:
             self.db.unregister("new_files")
@@ -853,6 +856,16 @@ class Store:
         ).fetchall():
             counts[state] = int(count)
         return counts
+
+    def encodings(self, within: Sequence[str] | None = None) -> dict[str, int]:
+        """Indexed files per legacy encoding they were decoded from (UTF-8 and documents whose
+        readers decode them are left out), only below the absolute paths `within` when given."""
+        where, params = _below(within)
+        rows = self._read().execute(
+            "SELECT encoding, count(*) FROM files WHERE state = 'indexed' AND coalesce(encoding, "
+            f"'') NOT IN ('', 'utf-8') AND {where} GROUP BY encoding ORDER BY encoding", params,
+        ).fetchall()
+        return {encoding: int(count) for encoding, count in rows}
 
     def problems(self, limit: int = 1000,
                  within: Sequence[str] | None = None) -> list[FileRecord]:

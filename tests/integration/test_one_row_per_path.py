@@ -225,5 +225,5 @@ def test_a_path_cannot_be_stored_twice(config: Config, minilm, tmp_path: Path) -
         with pytest.raises(duckdb.ConstraintException):
             kb.store.db.cursor().execute(
                 "INSERT INTO files SELECT id + 1, path, origin, hash, size, mtime, state, "
-                "reason, chunks, updated FROM files")
+                "reason, chunks, updated, encoding FROM files")
         assert rows(kb) == [str(tmp_path / "a.md")]

@@ -118,7 +118,8 @@ CONTENT_CASES = [
     ("blank.md", b"  \n\n\t\n", "skipped", "empty file"),
     ("garbage.pdf", random.Random(0).randbytes(4000), "skipped", "PDF could not be parsed: …"),
     ("truncated.pdf", _truncated_pdf(), "skipped", "PDF could not be parsed: …"),
-    ("image.png", b"\x89PNG\r\n\x1a\n" + bytes(100), "skipped", "unsupported file type .png"),
+    ("image.png", b"\x89PNG\r\n\x1a\n" + bytes(100), "skipped",
+     "unsupported file type .png (an image)"),
 ]
 
 
