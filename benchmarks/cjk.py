@@ -6,9 +6,10 @@ CJK runs?
 
 The corpus is built in `--work/files` from this machine's own CJK text: the Vim tutors
 (`--tutors`, default /usr/share/vim/vim90/tutor: ja, ko, zh_cn, zh_tw in UTF-8), one file per
-lesson (cut at the tutor's `~~~~` separators), and `--man-pages` (default 12, a seeded sample of those
-under 6 kB compressed) manual pages of each of /usr/share/man/{ja,ko,zh_CN,zh_TW} (`--man`; gunzipped, roff request lines dropped, escapes removed: a crude reading
-for a benchmark corpus). For each file, with a generator seeded by its name, up to `--per-file`
+lesson (cut at the tutor's `~~~~` separators), and `--man-pages` (default 12, a seeded sample
+of those under 6 kB compressed) manual pages of each of /usr/share/man/{ja,ko,zh_CN,zh_TW}
+(`--man`; gunzipped, roff request lines dropped, escapes removed: a crude reading for a
+benchmark corpus). For each file, with a generator seeded by its name, up to `--per-file`
 phrases are picked: a run of 4 to 12 CJK, kana or hangul characters (possibly crossing a space
 in Korean) from a random line. A phrase that occurs in another file (whitespace ignored) is
 dropped: each one names one document.
