@@ -59,6 +59,8 @@ _DISCOURSE = frozenset(
 )
 """Words that open a clause; never the first word of a name found in a passage."""
 _STOP = _COMMON | _DISCOURSE
+_WORD = re.compile(r"\b[a-z][\w'’\-]*")
+"""A word written in lower case."""
 _OPENERS = re.compile(r"[\s\"'“‘(\[*>#\-–—•]+$")
 _BULLET = re.compile(r"(?:^|\n)[ \t]*(?:\d+[.)]|[a-z][.)])$")
 
@@ -114,8 +116,9 @@ def capitalised_spans(text: str) -> list[str]:
     """Runs of capitalised words (names, places, works) without leading or trailing filler.
 
     A capital that only starts a sentence ("Consequently", "Even") is not a name: a single word
-    at a sentence start counts only when the text also writes it capitalised in the middle of a
-    sentence, and clause openers ("However", "Another") never open a name.
+    at a sentence start is dropped when it is a clause opener or the text also writes it in
+    lower case, unless the text writes it capitalised in the middle of a sentence too; clause
+    openers ("However", "Another") never open a name.
     """
     found: list[tuple[list[str], bool]] = []
     inside: set[str] = set()
@@ -130,9 +133,11 @@ def capitalised_spans(text: str) -> list[str]:
                 words = words[:cut]
         inside.update(words[1:] if starts else words)
         found.extend([(words, starts), *reversed(pieces)])
+    lower = set(_WORD.findall(text))
     spans = []
     for words, starts in found:
-        if starts and len(words) == 1 and words[0] not in inside:
+        if starts and len(words) == 1 and words[0] not in inside and (
+                words[0].lower() in _STOP or words[0].lower() in lower):
             words = []
         while words and words[0].lower() in _STOP:
             words.pop(0)

@@ -423,12 +423,14 @@ def test_salient_phrases_skip_sentence_starts_and_discourse_words():
     assert "Python" in capitalised_spans(MEMORY)  # capitalised mid-sentence too: a name
 
 
-def test_sentence_initial_names_count_when_written_so_mid_sentence():
-    text = "Gallu is a demon. It met Lilu near Uruk. Lilu is a spirit. Kings ruled Uruk."
-    assert capitalised_spans(text) == ["Lilu", "Uruk", "Lilu", "Uruk"]
+def test_sentence_initial_words_are_names_unless_also_written_in_lower_case():
+    text = ("Gallu is a demon. It met Lilu near Uruk. Lilu is a spirit. Kings ruled Uruk, "
+            "and the kings feared demons. Demons fled.")
+    # "Kings" and "Demons" are also written in lower case: sentence starts, not names
+    assert capitalised_spans(text) == ["Gallu", "Lilu", "Uruk", "Lilu", "Uruk"]
     assert sentence_start(text, 0) and sentence_start(text, text.index("Lilu is"))
     assert not sentence_start(text, text.index("Lilu near"))
-    assert capitalised_spans("- Bullet starts here\n1. Numbered item") == []
+    assert capitalised_spans("- Notes on notes\n1. Items and more items") == []
 
 
 def test_salient_phrases_leave_out_the_header_titles():
