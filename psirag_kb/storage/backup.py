@@ -128,7 +128,7 @@ def copy_tantivy(folder: Path, target: Path, attempts: int = 5,
             del later.pending[mark:]
             continue
         (target / "meta.json").write_bytes(meta)
-        for name in (".managed.json", "GENERATION"):
+        for name in (".managed.json", "GENERATION", "ANALYZER"):  # what SparseIndex reads
             if (folder / name).exists():
                 _copy(folder / name, target / name)
         return

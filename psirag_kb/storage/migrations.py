@@ -186,6 +186,14 @@ def migrate(db: duckdb.DuckDBPyConnection, path: Path, dim: int, version: int) -
 # -- the steps ------------------------------------------------------------------------------
 
 
+DUPLICATE_FILES = """SELECT id FROM (
+    SELECT id, row_number() OVER (
+        PARTITION BY path ORDER BY (state = 'indexed') DESC, updated DESC NULLS LAST, id DESC
+    ) AS rank FROM files) WHERE rank > 1"""
+"""Ids of the file rows that repeat a path, all but the best one per path (indexed first, then
+the most recently written)."""
+
+
 @migration(2, "chunk locations")
 def _locations(step: Step) -> None:
     """chunks.location (JSON text: page, slide, sheet and rows); indexed PDFs get an empty file
@@ -210,8 +218,6 @@ def _one_row_per_path(step: Step) -> None:
     watched inside each other); those rows are merged by `Store.merge_duplicates` once the tree
     is loaded (the removed chunks leave it as any removal does), recorded by meta.merge_pending
     until then; the unique index follows the merge. It also gives the database its identity."""
-    from psirag_kb.storage.store import DUPLICATE_FILES
-
     if step.db.execute(DUPLICATE_FILES + " LIMIT 1").fetchone():
         step.db.execute("DELETE FROM meta WHERE key = 'merge_pending'")
         step.db.execute("INSERT INTO meta VALUES ('merge_pending', '1')")

@@ -21,7 +21,7 @@ from psirag_kb import __version__
 from psirag_kb.errors import ModelMismatchError, StoreError
 from psirag_kb.storage import migrations
 from psirag_kb.storage.conversations import create_conversation_tables
-from psirag_kb.storage.migrations import SCHEMA_VERSION
+from psirag_kb.storage.migrations import DUPLICATE_FILES, SCHEMA_VERSION
 from psirag_kb.tree.live import LeafLookup, LiveTree
 
 log = logging.getLogger(__name__)
@@ -39,13 +39,6 @@ INDEXES = (("chunks_id", "chunks", "id"), ("chunks_file", "chunks", "file_id"),
 """(name, table, column) of each index: id lookups went from 10 to 1.5 ms at 1M chunks."""
 PATH_INDEX = "files_path_unique"
 """The unique index on files.path (schema 4; version 3 had a plain one named files_path)."""
-DUPLICATE_FILES = """SELECT id FROM (
-    SELECT id, row_number() OVER (
-        PARTITION BY path ORDER BY (state = 'indexed') DESC, updated DESC NULLS LAST, id DESC
-    ) AS rank FROM files) WHERE rank > 1"""
-"""Ids of the file rows that repeat a path, all but the best one per path (indexed first, then
-the most recently written)."""
-
 UNAVAILABLE = "unavailable"
 """The state of an indexed file whose folder vanished: its chunks stay searchable."""
 NOTE_SEP = "\nnote: "

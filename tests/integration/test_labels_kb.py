@@ -114,6 +114,7 @@ def test_a_database_without_the_label_column_gains_it(config, minilm, topics_fol
     db = duckdb.connect(str(path))  # as a database written before labels existed
     db.execute("DROP INDEX IF EXISTS nodes_id")
     db.execute("ALTER TABLE nodes DROP COLUMN label")
+    db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")  # a schema 4 database
     db.close()
     for _ in range(2):  # the migration is additive and idempotent
         with KnowledgeBase(config, embedder=minilm) as kb:
