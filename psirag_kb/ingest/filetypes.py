@@ -37,12 +37,12 @@ BINARY_SUFFIXES: dict[str, str] = {
     ), "a program or library"),
     **dict.fromkeys((".ttf", ".otf", ".ttc", ".woff", ".woff2", ".eot", ".pfb", ".pcf"), "a font"),
     **dict.fromkeys((
-        ".sqlite", ".sqlite3", ".db", ".duckdb", ".mdb", ".accdb", ".parquet", ".arrow",
+        ".sqlite", ".sqlite3", ".duckdb", ".mdb", ".accdb", ".parquet", ".arrow",
         ".feather", ".npy", ".npz", ".pkl", ".pickle", ".h5", ".hdf5", ".onnx",
         ".safetensors", ".gguf", ".gpg", ".pgp", ".p12", ".pfx", ".der", ".kdbx",
     ), "binary data"),
     **dict.fromkeys((
-        ".doc", ".xls", ".ppt", ".dot", ".xlsb", ".odg", ".pages", ".key", ".numbers", ".vsd",
+        ".doc", ".xls", ".ppt", ".xlsb", ".odg", ".pages", ".key", ".numbers", ".vsd",
         ".pub", ".one", ".djvu", ".xps", ".mobi", ".azw", ".azw3", ".ps", ".dvi",
     ), "a document format that is not read"),
 }
