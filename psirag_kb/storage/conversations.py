@@ -38,8 +38,9 @@ def create_conversation_tables(db: duckdb.DuckDBPyConnection) -> None:
 
 
 def new_id() -> str:
-    """An unguessable conversation id: 128 random bits, URL-safe."""
-    return secrets.token_urlsafe(16)
+    """An unguessable conversation id: 128 random bits in hex (never starting with "-", which
+    a command line would take for an option: `--conversation -x...`)."""
+    return secrets.token_hex(16)
 
 
 def title_of(text: str) -> str:

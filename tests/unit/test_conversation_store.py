@@ -3,6 +3,7 @@ reads and writes, and writes only on the writer thread."""
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
@@ -65,3 +66,11 @@ def test_owner_checked_reads_and_writes(tmp_path: Path) -> None:
             talks.create("ana")
     finally:
         store.close()
+
+
+def test_ids_are_safe_on_a_command_line() -> None:
+    from psirag_kb.storage.conversations import new_id
+
+    ids = [new_id() for _ in range(2000)]  # a URL-safe id opened with "-" one time in 64
+    assert len(set(ids)) == len(ids)
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
