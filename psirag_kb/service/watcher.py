@@ -450,10 +450,14 @@ class FolderWatcher:
                 missing.append(path)
         files = [f for f in dict.fromkeys(files)
                  if not _linked_folder(f) and not link_inside(f, self.folders)]
-        for folder in self.folders:  # a file gone with its watched folder: the folder moved
-            if not folder.is_dir() and any(folder in path.parents for path in missing):
+        gone = [folder for folder in self.folders if not folder.is_dir()]
+        for folder in gone:  # a file gone with its watched folder: the folder moved
+            if any(folder in path.parents for path in missing):
                 self._lost.add(folder)  # so it is rescanned when it comes back
-        missing = [p for p in missing if p not in self.folders]  # see _check_roots
+        # a vanished folder's files are kept as unavailable by _check_roots, never removed here
+        # (their delete events may be taken before the folder's absence is noticed)
+        missing = [p for p in missing
+                   if p not in self.folders and not any(f in p.parents for f in gone)]
         present = [s for s in dict.fromkeys(scans) if s.is_dir() and not _linked_folder(s)]
         # a folder and one inside it are one scan: a walk that lists a file twice indexes it twice
         present = [s for s in present if not any(p in s.parents for p in present)]
