@@ -208,16 +208,21 @@ class HTTPClient:
         """The daemon's pid and data directory."""
         return self._call("GET", "/api/health", timeout=HEALTH_TIMEOUT_S)
 
-    def query(self, text: str, mode: str | None = None, k: int | None = None,
-              summarize: bool = False, within: list[str] | None = None) -> dict[str, Any]:
-        """Ranked results (under the paths in `within`, when given)."""
-        body: dict[str, Any] = {"text": text, "summarize": summarize}
+    def _options(self, body: dict[str, Any], mode: str | None, k: int | None,
+                 within: list[str] | None) -> dict[str, Any]:
+        """A search body with its optional mode, k and folders (absolute on this machine)."""
         if mode is not None:
             body["mode"] = mode
         if k is not None:
             body["k"] = k
         if within:
             body["in"] = [p if self.remote else os.path.abspath(p) for p in within]
+        return body
+
+    def query(self, text: str, mode: str | None = None, k: int | None = None,
+              summarize: bool = False, within: list[str] | None = None) -> dict[str, Any]:
+        """Ranked results (under the paths in `within`, when given)."""
+        body = self._options({"text": text, "summarize": summarize}, mode, k, within)
         slow = mode == "agent" or summarize  # may wait for the daemon's LLM
         return self._call("POST", "/api/query", body, timeout=LLM_TIMEOUT_S if slow else None)
 
@@ -290,13 +295,7 @@ class HTTPClient:
             within: list[str] | None = None) -> dict[str, Any]:
         """A follow-up: a turn of a stored conversation (POST /api/conversations/<id>/turns),
         else resolved against `history` and not stored (POST /api/ask)."""
-        body: dict[str, Any] = {"q": question}
-        if mode is not None:
-            body["mode"] = mode
-        if k is not None:
-            body["k"] = k
-        if within:
-            body["in"] = [p if self.remote else os.path.abspath(p) for p in within]
+        body = self._options({"q": question}, mode, k, within)
         if conversation is not None:
             path = f"/api/conversations/{quote(conversation, safe='')}/turns"
         else:
