@@ -110,3 +110,38 @@ def serving_notes(base: Path, notes: dict[str, str], words: str,
         running.stop()
         if saved is not None:
             os.environ["PSIRAG_KB_TOKEN"] = saved
+
+
+@contextmanager
+def serving_team(base: Path, notes: dict[str, str], grants: dict[str, tuple[str, list[str]]],
+                 words: str, embedder: Any, written: bool = False
+                 ) -> Iterator[tuple[Any, Path, dict[str, str]]]:
+    """A daemon on `embedder` watching `base/docs` with these notes and a person per grant
+    (role, folders under docs), once every note is found by a sparse query for `words` and is a
+    leaf of the tree (and, when `written`, every abstract is written); yields the daemon, the
+    docs folder and each person's token."""
+    from psirag_kb.config import Config
+    from psirag_kb.people import People
+    from psirag_kb.service.daemon import Daemon
+
+    docs = base / "docs"
+    for name, text in notes.items():
+        (docs / name).parent.mkdir(parents=True, exist_ok=True)
+        (docs / name).write_text(text)
+    config = watching(Config().with_data_dir(base / "data"), docs, 0.2)
+    config = config.replace("api", person_requests_per_minute=100_000)
+    people = People(config.data_dir)
+    tokens = {name: people.add(name, role, [str(docs / f) for f in folders])
+              for name, (role, folders) in grants.items()}
+    running = Daemon(config, embedder=embedder)
+    running.start()
+    try:
+        wait_for(lambda: len(api(running, "POST", "/api/query", {
+            "text": words, "mode": "sparse", "k": 100})[1]["results"]) == len(notes), 120)
+        wait_for(lambda: api(running, "GET", "/api/tree")[1].get("leaves") == len(notes), 120)
+        if written:  # offline keywords in every abstract
+            wait_for(lambda: api(running, "GET", "/api/status")[1]["tree"].get("dirty") == 0,
+                     120)
+        yield running, docs, tokens
+    finally:
+        running.stop()

@@ -13,10 +13,8 @@ from typing import Any
 
 import openai
 import pytest
-from daemon_helpers import api, wait_for
+from daemon_helpers import serving_team
 
-from psirag_kb.config import Config
-from psirag_kb.people import People
 from psirag_kb.service.daemon import Daemon
 
 MARKERS = {"shared": "heliotrope", "hr": "quillwort", "fin": "saxifrage"}
@@ -51,30 +49,12 @@ class Team:
 
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory, minilm: Any) -> Iterator[Team]:
-    base = tmp_path_factory.mktemp("openai-endpoint")
-    docs = base / "docs"
-    for folder in MARKERS:
-        for number in range(len(TOPICS)):
-            path = docs / folder / f"memo-{number}.md"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(note(folder, number))
-    config = Config().with_data_dir(base / "data")
-    config = config.replace("watch", folders=[str(docs)], quiet_period_s=0.2)
-    config = config.replace("api", port=0, person_requests_per_minute=100_000)
-    people = People(config.data_dir)
-    tokens = {name: people.add(name, "reader", [str(docs / f) for f in READS[name]])
-              for name in READS}
-    daemon = Daemon(config, embedder=minilm)
-    daemon.start()
-    try:
-        total = len(MARKERS) * len(TOPICS)
-        wait_for(lambda: len(api(daemon, "POST", "/api/query", {
-            "text": " ".join(MARKERS.values()), "mode": "sparse", "k": 100})[1]["results"])
-            == total, 120)
-        wait_for(lambda: api(daemon, "GET", "/api/tree")[1].get("leaves") == total, 120)
+    notes = {f"{folder}/memo-{number}.md": note(folder, number)
+             for folder in MARKERS for number in range(len(TOPICS))}
+    grants = {name: ("reader", list(folders)) for name, folders in READS.items()}
+    with serving_team(tmp_path_factory.mktemp("openai-endpoint"), notes, grants,
+                      " ".join(MARKERS.values()), minilm) as (daemon, docs, tokens):
         yield Team(daemon, docs, tokens)
-    finally:
-        daemon.stop()
 
 
 def test_the_model_is_listed(team: Team) -> None:

@@ -15,14 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_helpers import AuditTail, api, wait_for
+from daemon_helpers import AuditTail, api, serving_team, wait_for
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from psirag_kb.cli import main
-from psirag_kb.config import Config
-from psirag_kb.people import People
 from psirag_kb.service.daemon import Daemon
 
 MARKERS = {"shared": "heliotrope", "hr": "quillwort", "fin": "saxifrage"}
@@ -64,32 +62,13 @@ class Team:
 
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory, minilm: Any) -> Iterator[Team]:
-    base = tmp_path_factory.mktemp("team-server")
-    docs = base / "docs"
-    for folder in MARKERS:
-        for number in range(len(TOPICS)):
-            path = docs / folder / f"memo-{number}.md"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(note(folder, number))
-    config = Config().with_data_dir(base / "data")
-    config = config.replace("watch", folders=[str(docs)], quiet_period_s=0.2)
-    config = config.replace("api", port=0, person_requests_per_minute=100_000)
-    people = People(config.data_dir)
-    tokens = {name: people.add(name, ROLES[name], [str(docs / f) for f in READS[name]])
-              for name in READS}
-    daemon = Daemon(config, embedder=minilm)
-    daemon.start()
-    try:
-        total = len(MARKERS) * len(TOPICS)
-        wait_for(lambda: len(api(daemon, "POST", "/api/query", {
-            "text": " ".join(MARKERS.values()), "mode": "sparse", "k": 100})[1]["results"])
-            == total, 120)
-        wait_for(lambda: api(daemon, "GET", "/api/tree")[1].get("leaves") == total, 120)
-        # every abstract written (offline keywords): only then can a marker show a mixed tree
-        wait_for(lambda: api(daemon, "GET", "/api/status")[1]["tree"].get("dirty") == 0, 120)
+    notes = {f"{folder}/memo-{number}.md": note(folder, number)
+             for folder in MARKERS for number in range(len(TOPICS))}
+    grants = {name: (ROLES[name], list(folders)) for name, folders in READS.items()}
+    # every abstract written: only then can a marker show a mixed tree
+    with serving_team(tmp_path_factory.mktemp("team-server"), notes, grants,
+                      " ".join(MARKERS.values()), minilm, written=True) as (daemon, docs, tokens):
         yield Team(daemon, docs, tokens)
-    finally:
-        daemon.stop()
 
 
 def as_(team: Team, person: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
