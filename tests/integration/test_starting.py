@@ -23,8 +23,15 @@ from psirag_kb.cli import cmd_restore
 from psirag_kb.config import Config
 from psirag_kb.errors import KBError
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.service import client as client_module
 from psirag_kb.service import daemon as daemon_module
-from psirag_kb.service.client import STARTING_FILE, HTTPClient, NotServing, running_daemon
+from psirag_kb.service.client import (
+    STARTING_FILE,
+    HTTPClient,
+    NotServing,
+    remote_daemon,
+    running_daemon,
+)
 from psirag_kb.service.daemon import Daemon, DaemonError
 from psirag_kb.storage import backup as backup_module
 from psirag_kb.storage import migrations
@@ -123,6 +130,9 @@ def test_a_migrating_daemon_answers_503_naming_both_schemas_then_serves(
             running_daemon(config, wait_s=0.0, quiet=True)
         with pytest.raises(NotServing, match=words):
             HTTPClient(url, token).status()
+        monkeypatch.setattr(client_module, "DAEMON_START_WAIT_S", 0.0)
+        with pytest.raises(NotServing, match=f"not serving yet \\(migrating: .*{words}"):
+            remote_daemon(config.replace("api", server=url))  # --server: not "token refused"
         release.set()
         starter.join()
         assert daemon.api is not None and daemon.api.url == url  # the same port throughout
@@ -159,8 +169,9 @@ def test_a_daemon_started_beside_a_restore_waits_for_it_answering_503_then_serve
     copy = backup_module._copy
 
     def held(source: Path, to: Path) -> None:
-        copying.set()
-        release.wait(120)
+        if not copying.is_set():  # the first file waits: the restore is in progress meanwhile
+            copying.set()
+            release.wait(120)
         copy(source, to)
 
     monkeypatch.setattr(backup_module, "_copy", held)
@@ -216,8 +227,9 @@ def test_a_restore_that_outlasts_the_wait_ends_the_start(
     copy = backup_module._copy
 
     def held(source: Path, to: Path) -> None:
-        copying.set()
-        release.wait(120)
+        if not copying.is_set():  # the first file waits: the restore is in progress meanwhile
+            copying.set()
+            release.wait(120)
         copy(source, to)
 
     monkeypatch.setattr(backup_module, "_copy", held)
@@ -228,8 +240,12 @@ def test_a_restore_that_outlasts_the_wait_ends_the_start(
     try:
         wait_for(copying.is_set, 60, "the restore's copy")
         daemon = Daemon(target.replace("api", port=0), embedder=fake_embedder)
-        with pytest.raises(DaemonError, match=r"a restore \(pid \d+\) has been writing") as caught:
-            daemon.start()
+        try:
+            with pytest.raises(DaemonError, match=r"a restore \(pid \d+\) has been writing") \
+                    as caught:
+                daemon.start()
+        finally:
+            daemon.stop()  # a no-op after a start that gave up
         assert "start the daemon again once `psirag-kb restore` has finished" in str(caught.value)
         assert not (target.data_dir / STARTING_FILE).exists()
     finally:
