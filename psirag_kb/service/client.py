@@ -29,8 +29,8 @@ from psirag_kb.storage.datadir import (
     takeover_requested,
 )
 
-__all__ = ["DAEMON_FILE", "LOCK_FILE", "HTTPClient", "LocalClient", "connect", "open_local",
-           "running_daemon"]
+__all__ = ["DAEMON_FILE", "LOCK_FILE", "STARTING_FILE", "HTTPClient", "LocalClient", "NotServing",
+           "connect", "open_local", "running_daemon"]
 
 log = logging.getLogger(__name__)
 
