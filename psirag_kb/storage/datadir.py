@@ -175,6 +175,10 @@ class DataDirLock:
             while (found := self.try_acquire(role)) is not None:
                 ended = (deadline is not None and time.monotonic() >= deadline) or (
                     stop is not None and stop.is_set())
+                if found.role != DAEMON and found.name == "restore" and ended:
+                    raise DaemonError(f"stopped while waiting for {found.describe()} to finish "
+                                      f"writing {self.path.parent}; start the daemon again once "
+                                      "the restore has finished")
                 if found.role == DAEMON or ended:
                     what = "another daemon" if found.role == DAEMON else found.describe()
                     raise DaemonError(

@@ -36,6 +36,7 @@ from psirag_kb.service.daemon import Daemon, DaemonError
 from psirag_kb.storage import backup as backup_module
 from psirag_kb.storage import migrations
 from psirag_kb.storage.backup import RESTORING, BackupError
+from psirag_kb.storage.datadir import COMMAND, DataDirLock
 from psirag_kb.storage.migrations import SCHEMA_VERSION, Migration, Step
 
 NOTES = {"heron.md": "Herons stand still in shallow water waiting for fish.\n",
@@ -253,3 +254,22 @@ def test_a_restore_that_outlasts_the_wait_ends_the_start(
         restoring.join(120)
     with KnowledgeBase(target, fake_embedder) as kb:  # the restore itself went on to the end
         assert kb.store.chunk_count() == len(NOTES)
+
+
+def test_a_daemon_stopped_while_it_waits_for_a_restore_says_so(
+        tmp_path: Path, fake_embedder: Any) -> None:
+    data = tmp_path / "data"
+    restore = DataDirLock(data)
+    assert restore.try_acquire(COMMAND, "restore") is None  # as `psirag-kb restore` holds it
+    (data / RESTORING).write_text(str(tmp_path / "backup"))
+    daemon = Daemon(Config().with_data_dir(data).replace("api", port=0), embedder=fake_embedder)
+    starter = Starter(daemon)
+    try:
+        wait_for(lambda: daemon.starting.get()[0] == "restoring" or starter.failed, 60,
+                 "the wait for the restore")
+        daemon.request_stop()  # SIGTERM: the wait ends, never advising to kill the restore
+        with pytest.raises(DaemonError, match="stopped while waiting for psirag-kb restore"):
+            starter.join()
+        assert not (data / STARTING_FILE).exists()
+    finally:
+        restore.release()
