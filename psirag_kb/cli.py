@@ -521,7 +521,7 @@ def cmd_restore(args: argparse.Namespace, config: Config) -> int:
     from psirag_kb.storage.datadir import COMMAND, DaemonError, DataDirLock
 
     lock = DataDirLock(config.data_dir)
-    found = lock.try_acquire(COMMAND)
+    found = lock.try_acquire(COMMAND, "restore")  # named: a daemon starting waits for it
     if found is not None:
         raise DaemonError(f"{found.describe()} holds {config.data_dir}; stop it before "
                           "restoring into it")

@@ -46,8 +46,9 @@ from psirag_kb.service.http import MAX_HEAD_BYTES, JSONProtocol, header
 from psirag_kb.service.metrics import CONTENT_TYPE, Measured, Metrics
 from psirag_kb.service.openapi import openapi
 from psirag_kb.service.routes import NotFound, Route, match, route, routes_of
+from psirag_kb.service.starting import SERVING, Starting, Switch
 
-__all__ = ["APIServer", "HTTPError", "is_loopback", "validate"]
+__all__ = ["APIServer", "HTTPError", "Listener", "is_loopback", "validate"]
 
 log = logging.getLogger(__name__)
 
@@ -431,8 +432,10 @@ class Endpoints:
 
     # -- the core routes ---------------------------------------------------------------------
 
-    @route("GET", "/api/health", "Is the daemon up (open: without a token, only `ok`).",
-           open=True, response="{ok, pid, data_dir}; only {ok} without a token")
+    @route("GET", "/api/health", "Is the daemon up (open: without a token, only `ok`); 200 "
+           "while it starts too, with its state and reason.", open=True,
+           response="{ok, pid, data_dir, state: serving}; only {ok} without a token; "
+                    "{ok, state, reason} while the daemon starts")
     async def health(self, request: Request, access: Access | None) -> Response:
         """GET /api/health."""
         health = self.app.health()
@@ -734,8 +737,11 @@ class Endpoints:
     # -- issue 34: operations (branch i34) ---------------------------------------------------
 
     @route("GET", "/api/ready", "Readiness: 200 when the stores are open and no derived index "
-           "is stale, 503 with the reasons otherwise (liveness is /api/health).", open=True,
-           response="{ready: true}, or {ready: false, reasons: [...]} with 503")
+           "is stale, 503 with the reasons otherwise: an index rebuilt, or while the daemon "
+           "starts (waiting for a restore, migrating the schema, opening the stores) with its "
+           "state (liveness is /api/health).", open=True,
+           response="{ready: true}, or {ready: false, reasons: [...]} (and `state` while "
+                    "starting) with 503")
     async def ready(self, request: Request, access: Access | None) -> Response:
         """GET /api/ready."""
         reasons = await self.call(self.app.ready)
@@ -975,19 +981,48 @@ class ServedInThread:
         self.socket.close()
 
 
-class APIServer(ServedInThread):
-    """The HTTP server of the daemon, serving in a background thread until `stop`."""
+class Listener(ServedInThread):
+    """The API's port from the daemon's first instant: `Switch` answers from `starting` (503
+    with the reason) until `APIServer.start` installs the real application on it."""
+
+    def __init__(self, host: str, port: int, starting: Starting | None = None,
+                 allowed_hosts: Iterable[str] = (),
+                 max_connections: int = MAX_CONNECTIONS) -> None:
+        super().__init__(host, port, "API", "psirag-api")
+        self.starting = starting or Starting()
+        self.switch = Switch(self.starting, HostPolicy(host, allowed_hosts,
+                                                       port=self.server_address[1]))
+        self.serve(self.switch, max_connections, lifespan="on", graceful_s=5)
+        self.running = False
+
+    def start(self, wait_s: float = 30.0) -> None:
+        """Serve the starting answers in a background thread (once)."""
+        if not self.running:
+            super().start(wait_s)
+            self.running = True
+
+    @property
+    def url(self) -> str:
+        """The base URL clients use."""
+        return served_url(self.server_address)
+
+
+class APIServer:
+    """The HTTP server of the daemon, serving in a background thread until `stop` (on a
+    `Listener` that already answers while the daemon starts, or on a new one)."""
 
     def __init__(self, app: App, host: str, port: int, token: str,
                  max_body_bytes: int = 1_000_000, *, allowed_hosts: Iterable[str] = (),
                  mcp_server: Any = None, max_connections: int = MAX_CONNECTIONS,
                  failures_per_minute: int = 10, people: People | None = None,
                  person_requests_per_minute: int = 600, audit: AuditLog | None = None,
-                 proxy: Any = None) -> None:
+                 proxy: Any = None, listener: Listener | None = None) -> None:
         if not token:
             raise KBError("the API needs a token (the daemon generates one in its data "
                           "directory)")
-        super().__init__(host, port, "API", "psirag-api")
+        self.listener = listener or Listener(host, port, None, allowed_hosts, max_connections)
+        self.socket = self.listener.socket
+        self.server_address = self.listener.server_address
         self.app = app
         self.token = token
         self.max_body_bytes = max_body_bytes
@@ -997,10 +1032,24 @@ class APIServer(ServedInThread):
         read = getattr(app, "metrics_state", None)
         self.metrics = Metrics(read if callable(read) else None)
         """This server's own registry (several servers in one process never share one)."""
-        asgi = build_app(app, token, policy, self.limiter, max_body_bytes, mcp_server,
-                         people=people, persons=self.persons, audit=audit, proxy=proxy,
-                         metrics=self.metrics)
-        self.serve(asgi, max_connections, lifespan="on", graceful_s=5)
+        self.asgi = build_app(app, token, policy, self.limiter, max_body_bytes, mcp_server,
+                              people=people, persons=self.persons, audit=audit, proxy=proxy,
+                              metrics=self.metrics)
+
+    @property
+    def server(self) -> uvicorn.Server | None:
+        """The uvicorn server."""
+        return self.listener.server
+
+    def start(self, wait_s: float = 30.0) -> None:
+        """Serve the real application (the listener's port stays open throughout)."""
+        self.listener.start(wait_s)
+        self.listener.switch.install(self.asgi)
+        self.listener.starting.set(SERVING, "serving")
+
+    def stop(self) -> None:
+        """Stop accepting requests, let the ones in flight end, close the socket."""
+        self.listener.stop()
 
     @property
     def url(self) -> str:

@@ -29,13 +29,16 @@ from psirag_kb.storage.datadir import (
     takeover_requested,
 )
 
-__all__ = ["DAEMON_FILE", "LOCK_FILE", "HTTPClient", "LocalClient", "connect", "open_local",
-           "running_daemon"]
+__all__ = ["DAEMON_FILE", "LOCK_FILE", "STARTING_FILE", "HTTPClient", "LocalClient", "NotServing",
+           "connect", "open_local", "running_daemon"]
 
 log = logging.getLogger(__name__)
 
 DAEMON_FILE = "daemon.json"
 """In the data directory while a daemon runs: {"pid", "url", "data_dir", "started"}."""
+STARTING_FILE = "daemon.starting.json"
+"""In the data directory while a daemon starts (its API answers 503 with the reason): {"pid",
+"url"}; removed once daemon.json is written."""
 DAEMON_START_WAIT_S = 300.0
 """How long a command waits for a starting daemon's API (it may be opening a large KB)."""
 TIMEOUT_S = 30.0
@@ -71,10 +74,11 @@ class KBClient(Protocol):
     def close(self) -> None: ...
 
 
-def daemon_info(data_dir: Path) -> dict[str, Any] | None:
-    """The daemon.json of a data directory whose process is alive, if any."""
+def daemon_info(data_dir: Path, name: str = DAEMON_FILE) -> dict[str, Any] | None:
+    """The daemon.json (or `name`: daemon.starting.json) of a data directory whose process is
+    alive, if any."""
     try:
-        info = json.loads((Path(data_dir) / DAEMON_FILE).read_text(encoding="utf-8"))
+        info = json.loads((Path(data_dir) / name).read_text(encoding="utf-8"))
         pid = int(info["pid"])
         str(info["url"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -121,6 +125,10 @@ def check_transport(url: str, insecure_http: bool = False) -> None:
                     "network", url)
 
 
+class NotServing(KBError):
+    """The daemon answers, but is still starting (waiting for a restore, migrating, opening)."""
+
+
 class HTTPClient:
     """The knowledge base of a running daemon, over its HTTP API.
 
@@ -154,9 +162,13 @@ class HTTPClient:
                 return json.loads(response.read().decode("utf-8"))
         except urllib.error.HTTPError as exc:
             try:
-                message = json.loads(exc.read().decode("utf-8"))["error"]
+                answer = json.loads(exc.read().decode("utf-8"))
+                message = answer["error"]
             except (ValueError, KeyError, TypeError, OSError):
-                message = exc.reason
+                answer, message = {}, exc.reason
+            if exc.code == 503 and isinstance(answer, dict) and "state" in answer:
+                raise NotServing(f"the daemon at {self.url} is not serving yet: "
+                                 f"{message}") from None
             if 300 <= exc.code < 400:
                 raise KBError(self._redirected(path, exc.headers.get("Location"))) from None
             if exc.code == 404 and path.startswith(("/api/tree/", "/api/path/", "/api/chunk/")):
@@ -440,18 +452,22 @@ def running_daemon(config: Config, wait_s: float = DAEMON_START_WAIT_S,
                    quiet: bool = False) -> HTTPClient | None:
     """A client for the daemon that owns the data directory, if one runs.
 
-    A daemon that holds the data directory but does not answer yet (it is starting) is waited
-    for, up to `wait_s` (saying so on stderr unless `quiet`).
+    A daemon that holds the data directory but does not serve yet (it is starting: waiting for
+    a restore, migrating the schema, opening its stores) is waited for, up to `wait_s` (saying
+    on stderr what it does, unless `quiet`).
     """
     deadline = time.monotonic() + wait_s
-    told = False
+    told = ""
     while True:
         info = daemon_info(config.data_dir)
+        early = daemon_info(config.data_dir, STARTING_FILE)
         owner = holder(config.data_dir)
-        starting = owner is not None and owner.role == DAEMON and pid_alive(owner.pid)
+        starting = early is not None or (
+            owner is not None and owner.role == DAEMON and pid_alive(owner.pid))
         if info is None and not starting:
             return None
         error: KBError | None = None
+        doing = ""
         if info is not None:
             client = HTTPClient(info["url"], api_token(config))
             try:
@@ -463,18 +479,34 @@ def running_daemon(config: Config, wait_s: float = DAEMON_START_WAIT_S,
                     return client
                 if not starting:
                     return None
+        elif early is not None:
+            doing = starting_state(HTTPClient(early["url"]))
         if time.monotonic() >= deadline:
-            pid = info["pid"] if info is not None else owner.pid if owner else "?"
+            pid = (info or early or {}).get("pid") or (owner.pid if owner else "?")
+            why = f" ({doing})" if doing else f" ({error})" if error else ""
             raise KBError(
-                f"a daemon (pid {pid}) owns {config.data_dir} but its API does not answer"
-                f"{f' ({error})' if error else ''}; wait for it to start, or stop it with "
+                f"a daemon (pid {pid}) owns {config.data_dir} but does not serve yet{why}; "
+                f"retry once it serves (its GET /api/ready answers 200), or stop it with "
                 f"`kill {pid}`"
             ) from None
-        if not told and not quiet:
-            print(f"waiting for the daemon that is starting on {config.data_dir}",
-                  file=sys.stderr)
-            told = True
+        said = doing or "starting"
+        if said != told and not quiet:
+            print(f"waiting for the daemon on {config.data_dir}: {said}", file=sys.stderr)
+            told = said
         time.sleep(0.2)
+
+
+def starting_state(client: HTTPClient) -> str:
+    """"state: reason" of a daemon that is starting, from its /api/health ("" once it serves,
+    or when it does not answer)."""
+    try:
+        health = client.health()
+    except KBError:
+        return ""
+    state = health.get("state")
+    if not state or state == "serving":
+        return ""
+    return f"{state}: {health.get('reason') or 'starting'}"
 
 
 def open_local(config: Config, embedder: Any = None,
@@ -526,6 +558,17 @@ def remote_daemon(config: Config) -> HTTPClient | None:
                       "[api] token_file to the daemon's token")
     client = HTTPClient(url, token, remote=True, insecure_http=config.api.insecure_http)
     health = client._call("GET", "/api/health", timeout=TIMEOUT_S)
+    deadline, told = time.monotonic() + DAEMON_START_WAIT_S, ""
+    while health.get("state") not in (None, "serving"):  # starting: its token is checked later
+        doing = f"{health['state']}: {health.get('reason') or 'starting'}"
+        if time.monotonic() >= deadline:
+            raise NotServing(f"the daemon at {url} is not serving yet ({doing}); retry once "
+                             "its GET /api/ready answers 200")
+        if doing != told:
+            print(f"waiting for the daemon at {url}: {doing}", file=sys.stderr)
+            told = doing
+        time.sleep(1.0)
+        health = client._call("GET", "/api/health", timeout=TIMEOUT_S)
     if "pid" not in health:  # a token check happened only if it was sent and accepted
         raise KBError(f"token refused by {url}")
     return client

@@ -19,15 +19,24 @@ from psirag_kb.config import Config, WebConfig
 from psirag_kb.errors import AccessDenied, KBError
 from psirag_kb.paths import inside, spelled_under
 from psirag_kb.people import People
-from psirag_kb.service.api import APIServer
+from psirag_kb.service.api import APIServer, Listener
 from psirag_kb.service.audit import AuditLog
 from psirag_kb.service.auth import configured_token, ensure_token_file
-from psirag_kb.service.client import DAEMON_FILE
+from psirag_kb.service.client import DAEMON_FILE, STARTING_FILE
 from psirag_kb.service.refresher import AbstractRefresher
 from psirag_kb.service.scheduler import Jobs
+from psirag_kb.service.starting import SERVING, Starting
 from psirag_kb.service.watcher import FolderWatcher, Stopping
-from psirag_kb.storage.backup import last_backup, prune, scheduled_name, summary
-from psirag_kb.storage.datadir import DAEMON, DaemonError, DataDirLock
+from psirag_kb.storage import migrations
+from psirag_kb.storage.backup import (
+    RESTORING,
+    check_not_restoring,
+    last_backup,
+    prune,
+    scheduled_name,
+    summary,
+)
+from psirag_kb.storage.datadir import DAEMON, DaemonError, DataDirLock, Holder
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +49,9 @@ BOUNDARIES_EVERY_S = 2.0
 CONVERSATIONS_EVERY_S = 60.0
 """How often the daemon deletes expired conversations and those of removed people."""
 """How often the daemon looks for grants that moved the tree's partition boundaries."""
+RESTORE_WAIT_S = 3600.0
+"""How long a starting daemon waits for a restore writing its data directory (answering 503
+"restoring" meanwhile) before it gives up with an error."""
 
 
 def configure_logging(data_dir: Path, verbose: bool = False) -> None:
@@ -78,6 +90,11 @@ class Daemon:
         self._grants: list[str] = []
         """The grants the tree is partitioned at (as people.json held them)."""
         self.audit: AuditLog | None = None
+        self.starting = Starting()
+        """What the daemon does until it serves (the listener's 503 answers say it)."""
+        self.listener: Listener | None = None
+        self._restore_seen: float | None = None
+        """When the daemon first found a restore writing its data directory (monotonic)."""
         self.started = 0.0
         self._lock = DataDirLock(self.data_dir)
         self._stop = threading.Event()
@@ -86,44 +103,30 @@ class Daemon:
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Own the data directory, open the KB, serve, watch, reconcile and schedule."""
-        from psirag_kb.kb import KnowledgeBase
-
-        # first of all; waits for a running command (a stop request ends the wait)
-        self._lock.acquire(DAEMON, wait_s=None, stop=self._stop)
+        """Listen at once (503 with the reason until the stores are open), own the data
+        directory, open the KB, serve, watch, reconcile and schedule."""
+        found = self._lock.try_acquire(DAEMON)
+        if found is not None and found.role == DAEMON:  # raises naming it (before the port)
+            self._lock.acquire(DAEMON, wait_s=None, stop=self._stop)
+            found = None
+        api = self.config.api
         try:
-            api = self.config.api
-            token = (configured_token(api.token, api.token_file, "the config")
-                     or ensure_token_file(self.data_dir))
-            self.kb = KnowledgeBase(self.config, self.embedder)
-            self.people = People(self.data_dir)
-            self._grants = self.people.grant_paths()  # what the stores partitioned at on open
-            self._prune_conversations()  # people revoked while no daemon ran: before serving
-            self.audit = AuditLog(self.data_dir, api.audit_max_bytes, api.audit_backups,
-                                  api.audit_queries)
-            self.proxy = self._proxy()
-            if watch_only := set(self.folders) - set(self.config.watch.folders):
-                log.info("partitioning the tree at --watch folders too: %s",
-                         ", ".join(map(str, sorted(watch_only))))
-                self.kb.set_boundaries(roots=self.folders)  # each its own subtree
-            self.api = APIServer(self, api.host, api.port, token, api.max_body_bytes,
-                                 allowed_hosts=api.allowed_hosts, mcp_server=_mcp_server(self),
-                                 max_connections=api.max_connections,
-                                 failures_per_minute=api.auth_failures_per_minute,
-                                 people=self.people,
-                                 person_requests_per_minute=api.person_requests_per_minute,
-                                 audit=self.audit, proxy=self.proxy)
-            self.web = self._web_server(token)
-            self.watcher = FolderWatcher(self.kb, self.folders, self.config.watch.quiet_period_s,
-                                         self.data_dir, poll=self.config.watch.poll,
-                                         poll_interval_s=self.config.watch.poll_interval_s)
-            self.jobs = self._jobs()
-            self.refresher = AbstractRefresher(
-                self.kb, self._busy, self.config.watch.abstracts_quiet_s,
-                arriving=lambda: self.watcher is not None and self.watcher.queue_size > 0)
+            self.listener = Listener(api.host, api.port, self.starting, api.allowed_hosts,
+                                     api.max_connections)
         except BaseException:
-            if self.api is not None:
-                self.api.socket.close()
+            self._lock.release()
+            raise
+        try:
+            self.listener.start()
+            self._write_starting()
+            if found is not None:  # waits for a running command (a stop request ends the wait)
+                self._lock.acquire(DAEMON, wait_s=None, stop=self._stop,
+                                   waiting=self._waiting_for)
+            check_not_restoring(self.data_dir)  # a restore cut short: the operator runs it again
+            self._open()
+        except BaseException:
+            self.listener.stop()
+            (self.data_dir / STARTING_FILE).unlink(missing_ok=True)
             self._close_kb()
             self._lock.release()
             raise
@@ -149,6 +152,70 @@ class Daemon:
         log.info("daemon %d serving %s (page %s) for %s, watching %s", os.getpid(),
                  self.api.url, self.web.url if self.web is not None else "off", self.data_dir,
                  ", ".join(map(str, self.folders)) or "nothing")
+
+    def _open(self) -> None:
+        """Open the KB (migrating its schema if it is older) and make the API, the page, the
+        watcher and the jobs around it; the listener says what runs meanwhile."""
+        from psirag_kb.kb import KnowledgeBase
+
+        api = self.config.api
+        self.starting.set("starting", "opening the stores")
+        token = (configured_token(api.token, api.token_file, "the config")
+                 or ensure_token_file(self.data_dir))
+        with migrations.observed(lambda what: self.starting.set("migrating", what)):
+            self.kb = KnowledgeBase(self.config, self.embedder)
+        self.starting.set("starting", "the stores are open; starting the API")
+        self.people = People(self.data_dir)
+        self._grants = self.people.grant_paths()  # what the stores partitioned at on open
+        self._prune_conversations()  # people revoked while no daemon ran: before serving
+        self.audit = AuditLog(self.data_dir, api.audit_max_bytes, api.audit_backups,
+                              api.audit_queries)
+        self.proxy = self._proxy()
+        if watch_only := set(self.folders) - set(self.config.watch.folders):
+            log.info("partitioning the tree at --watch folders too: %s",
+                     ", ".join(map(str, sorted(watch_only))))
+            self.kb.set_boundaries(roots=self.folders)  # each its own subtree
+        self.api = APIServer(self, api.host, api.port, token, api.max_body_bytes,
+                             allowed_hosts=api.allowed_hosts, mcp_server=_mcp_server(self),
+                             max_connections=api.max_connections,
+                             failures_per_minute=api.auth_failures_per_minute,
+                             people=self.people,
+                             person_requests_per_minute=api.person_requests_per_minute,
+                             audit=self.audit, proxy=self.proxy, listener=self.listener)
+        self.web = self._web_server(token)
+        self.watcher = FolderWatcher(self.kb, self.folders, self.config.watch.quiet_period_s,
+                                     self.data_dir, poll=self.config.watch.poll,
+                                     poll_interval_s=self.config.watch.poll_interval_s)
+        self.jobs = self._jobs()
+        self.refresher = AbstractRefresher(
+            self.kb, self._busy, self.config.watch.abstracts_quiet_s,
+            arriving=lambda: self.watcher is not None and self.watcher.queue_size > 0)
+
+    def _waiting_for(self, found: Holder) -> None:
+        """Say on the API whom the daemon waits for; a restore still writing the data
+        directory after RESTORE_WAIT_S ends the wait."""
+        if found.name != "restore" and not (self.data_dir / RESTORING).exists():
+            self.starting.set("waiting", f"waiting for {found.describe()} to finish with the "
+                                         "data directory")
+            return
+        now = time.monotonic()
+        since = self._restore_seen = self._restore_seen or now
+        if now - since > RESTORE_WAIT_S:
+            raise DaemonError(
+                f"a restore (pid {found.pid}) has been writing {self.data_dir} for more than "
+                f"{RESTORE_WAIT_S:.0f} s; the daemon stopped waiting for it: start the daemon "
+                "again once `psirag-kb restore` has finished, or if that restore hangs, stop it "
+                f"(`kill {found.pid}`) and run it again with --force")
+        self.starting.set("restoring", f"a restore (pid {found.pid}) is writing the data "
+                                       "directory; the daemon opens it once the restore has "
+                                       "finished")
+
+    def _write_starting(self) -> None:
+        """daemon.starting.json: where a starting daemon answers (written atomically)."""
+        info = {"pid": os.getpid(), "url": self.listener.url}
+        temporary = self.data_dir / (STARTING_FILE + ".tmp")
+        temporary.write_text(json.dumps(info), encoding="utf-8")
+        os.replace(temporary, self.data_dir / STARTING_FILE)
 
     def _proxy(self) -> Any:
         """The trusted sign-in proxy of [auth.proxy] (None when not configured)."""
@@ -265,6 +332,7 @@ class Daemon:
         if self.audit is not None:
             self.audit.close()
         (self.data_dir / DAEMON_FILE).unlink(missing_ok=True)
+        (self.data_dir / STARTING_FILE).unlink(missing_ok=True)
         self._lock.release()
         log.info("daemon stopped")
 
@@ -281,6 +349,7 @@ class Daemon:
         temporary = self.data_dir / (DAEMON_FILE + ".tmp")
         temporary.write_text(json.dumps(info), encoding="utf-8")
         os.replace(temporary, self.data_dir / DAEMON_FILE)
+        (self.data_dir / STARTING_FILE).unlink(missing_ok=True)
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -322,7 +391,8 @@ class Daemon:
 
     def health(self) -> dict[str, Any]:
         """Liveness: pid and data directory, without touching the stores."""
-        return {"ok": True, "pid": os.getpid(), "data_dir": str(self.data_dir)}
+        return {"ok": True, "pid": os.getpid(), "data_dir": str(self.data_dir),
+                "state": SERVING}
 
     def daemon_status(self, access: Access = OWNER) -> dict[str, Any]:
         """The "daemon" object of status (for a person with grants: no counts, no errors, since

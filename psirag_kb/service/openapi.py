@@ -23,6 +23,16 @@ _ERRORS = {
                        "code": {"type": ["string", "null"]},
                        "param": {"type": ["string", "null"]}}}}},
 }
+_UNAVAILABLE = {
+    "type": "object", "description": "While the daemon starts: what runs (state `waiting`, "
+    "`restoring`, `starting` or `migrating`) and why, on /api/ready as `reasons`, on every other "
+    "route as `error`.",
+    "properties": {"error": {"type": "string"}, "state": {"type": "string"},
+                   "ready": {"type": "boolean"},
+                   "reasons": {"type": "array", "items": {"type": "string"}}},
+}
+_STARTING = ("the daemon is not serving yet (waiting for a restore or a command, migrating the "
+             "schema, opening its stores) or an index is rebuilt: the reason, and Retry-After")
 
 
 def openapi(table: Iterable[Route], version: str, url: str | None = None) -> dict[str, Any]:
@@ -41,7 +51,8 @@ def openapi(table: Iterable[Route], version: str, url: str | None = None) -> dic
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
                                            "description": "api.token or a person's token"}},
-            "schemas": {"Error": _ERRORS["json"], "OpenAIError": _ERRORS["openai"]},
+            "schemas": {"Error": _ERRORS["json"], "OpenAIError": _ERRORS["openai"],
+                        "Unavailable": _UNAVAILABLE},
         },
         "security": [{"bearer": []}],
     }
@@ -65,6 +76,12 @@ def _operation(entry: Route, method: str) -> dict[str, Any]:
             "200": {"description": entry.response,
                     "content": {entry.media: {"schema": {} if entry.media != "application/json"
                                               else {"type": "object"}}}},
+            "503": {"description": _STARTING, "headers": {"Retry-After": {
+                        "schema": {"type": "integer"}, "description": "seconds"}},
+                    "content": {"application/json": {"schema": {
+                        "$ref": "#/components/schemas/"
+                                + ("OpenAIError" if entry.errors == "openai"
+                                   else "Unavailable")}}}},
             "default": {"description": "an error",
                         "content": {"application/json": {"schema": {
                             "$ref": "#/components/schemas/"

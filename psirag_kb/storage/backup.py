@@ -35,7 +35,8 @@ RESTORING = "restore.incomplete"
 """In a data directory while a restore writes it; the stores refuse to open beside it."""
 PREFIX = "psirag-backup-"
 """Name prefix of the backups the daemon takes on a schedule (and prunes)."""
-RUNTIME = frozenset({"daemon.lock", "daemon.json", "takeover.request", "people.lock",
+RUNTIME = frozenset({"daemon.lock", "daemon.json", "daemon.starting.json", "takeover.request",
+                     "people.lock",
                      LAST_BACKUP, RESTORING, "kb.duckdb", "kb.duckdb.wal", "bm25", "dense"})
 """Entries of a data directory that are copied on the writer (the stores) or never (the
 running process's own files)."""
@@ -343,7 +344,9 @@ def restore(source: Path, data_dir: Path, force: bool = False) -> dict[str, Any]
     data_dir.mkdir(parents=True, exist_ok=True)
     if source.resolve().is_relative_to(data_dir.resolve()):
         raise BackupError(f"the backup {source} lies inside the data directory {data_dir}")
-    present = [p for p in data_dir.iterdir() if p.name not in ("daemon.lock", RESTORING)]
+    # a daemon started meanwhile waits for the restore: its lock and starting file are its own
+    present = [p for p in data_dir.iterdir()
+               if p.name not in ("daemon.lock", RESTORING, "daemon.starting.json")]
     if present and not force:
         raise BackupError(f"{data_dir} is not empty ({len(present)} entries such as "
                           f"{present[0].name}); restore into an empty data directory, or add "
@@ -371,5 +374,7 @@ def check_not_restoring(data_dir: Path) -> None:
     marker = Path(data_dir) / RESTORING
     if marker.exists():
         source = marker.read_text(encoding="utf-8", errors="replace").strip()
-        raise BackupError(f"a restore into {data_dir} from {source} did not finish; run "
+        raise BackupError(f"a restore into {data_dir} from {source} did not finish (the process "
+                          "that ran it ended before it copied every file, so the data "
+                          "directory is half-written and does not open); run "
                           f"`psirag-kb --data-dir {data_dir} restore {source} --force` again")

@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ class Holder:
             return f"the daemon (pid {self.pid})"
         if self.role == SESSION:
             return f"psirag-kb {self.name or 'session'} (pid {self.pid})"
+        if self.name:
+            return f"psirag-kb {self.name} (pid {self.pid})"
         return f"a psirag-kb command (pid {self.pid})"
 
 
@@ -156,9 +159,11 @@ class DataDirLock:
         return None
 
     def acquire(self, role: str = DAEMON, wait_s: float | None = 0.0,
-                stop: threading.Event | None = None) -> None:
+                stop: threading.Event | None = None,
+                waiting: Callable[[Holder], None] | None = None) -> None:
         """Take the lock, waiting up to `wait_s` (None: for ever) while a command holds it; a
-        daemon asks a session (`mcp`, `tui`) holding it to hand it over.
+        daemon asks a session (`mcp`, `tui`) holding it to hand it over. `waiting(holder)` is
+        told whom each round of the wait is for (it may raise to end the wait).
 
         Raises DaemonError naming the holder when a daemon holds it, or when the wait ends
         (its deadline, or `stop` set).
@@ -170,6 +175,10 @@ class DataDirLock:
             while (found := self.try_acquire(role)) is not None:
                 ended = (deadline is not None and time.monotonic() >= deadline) or (
                     stop is not None and stop.is_set())
+                if found.role != DAEMON and found.name == "restore" and ended:
+                    raise DaemonError(f"stopped while waiting for {found.describe()} to finish "
+                                      f"writing {self.path.parent}; start the daemon again once "
+                                      "the restore has finished")
                 if found.role == DAEMON or ended:
                     what = "another daemon" if found.role == DAEMON else found.describe()
                     raise DaemonError(
@@ -179,6 +188,8 @@ class DataDirLock:
                         f"{what} still holds {self.path.parent}; stop it with "
                         f"`kill {found.pid}` or use another --data-dir"
                     )
+                if waiting is not None:
+                    waiting(found)
                 if (found.role == SESSION and role == DAEMON
                         and takeover_requested(self.path.parent) != os.getpid()):
                     request_takeover(self.path.parent)

@@ -31,7 +31,9 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,6 +120,29 @@ def refuse_newer(path: Path, meta: dict[str, str]) -> None:
     )
 
 
+_observers = threading.local()
+"""This thread's `observed` callback, if any."""
+
+
+@contextmanager
+def observed(report: Callable[[str], None]) -> Iterator[None]:
+    """Tell `report(what)` what a migration of the stores opened in this thread meanwhile
+    does (the daemon answers it on /api/ready while it opens)."""
+    before = getattr(_observers, "report", None)
+    _observers.report = report
+    try:
+        yield
+    finally:
+        _observers.report = before
+
+
+def report(what: str) -> None:
+    """Tell this thread's observer what the migration does now (see `observed`)."""
+    told = getattr(_observers, "report", None)
+    if told is not None:
+        told(what)
+
+
 REBUILD_KEY = "rebuild_pending"
 """meta key: the derived indexes ("bm25,dense") a committed migration asks to rebuild, cleared
 once they are (so a crash before the rebuild repeats it at the next opening)."""
@@ -151,9 +176,12 @@ def migrate(db: duckdb.DuckDBPyConnection, path: Path, dim: int, version: int) -
     partial = copy.with_name(copy.name + ".part")
     shutil.copyfile(path, partial)
     os.replace(partial, copy)  # a crash mid-copy never leaves a torn copy under its name
+    target = schema_version()
     db.execute("BEGIN")
     try:
         for each in steps:
+            report(f"upgrading the database schema from version {version} to {target} "
+                   f"(psirag-kb {__version__}): step {each.version}, {each.name}")
             each.run(step)
             step.rebuild.update(each.rebuild)
             log.info("%s: schema %d -> %d (%s)", path, each.version - 1, each.version,

@@ -210,9 +210,13 @@ class Stores:
         generation, identity = self.store.generation, self.store.identity
         if "bm25" in self.store.rebuild:
             log.info("rebuilding the BM25 index: the schema migration asks for it")
+            migrations.report("rebuilding the BM25 index from the database after the schema "
+                              "upgrade")
             self.sparse.rebuild(generation, self.store.all_texts(), identity)
         if "dense" in self.store.rebuild:
             log.info("rebuilding the dense index: the schema migration asks for it")
+            migrations.report("rebuilding the dense index from the database after the schema "
+                              "upgrade")
             self.dense.identity = identity
             self.dense.rebuild(generation, *self.store.all_vectors())
         if self.store.rebuild - {"tree"}:
