@@ -15,8 +15,11 @@ tree's rows; after it commits the new dense index and the query embedder are swa
 and the tree is rebuilt from the new vectors in the background (queries use the flat retrievers
 meanwhile). The tree is rebuilt rather than given new node vectors because its clustering is a
 function of the embedding space: the old model's groups would stay and the new model's
-neighbourhoods would be ignored. Abstracts are therefore written again (offline keywords at once,
-the LLM's by the refresher).
+neighbourhoods would be ignored. What was written for a group of chunks still describes them,
+though: the switch keeps every clean abstract by the leaves its node covers
+(`storage/kept.py`), and each node of the new tree that covers exactly the same chunks takes it
+back, clean; the other nodes are written again (offline keywords at once, the LLM's by the
+refresher).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import numpy as np
 
 from psirag_kb.errors import KBError
 from psirag_kb.ingest.embedding import Embedder
+from psirag_kb.storage import kept
 from psirag_kb.storage.dense import DenseIndex
 from psirag_kb.storage.store import INDEXED_TEXT, INDEXES
 from psirag_kb.storage.stores import Stores
@@ -64,6 +68,8 @@ class Reembed:
         self._thread: threading.Thread | None = None
         self.state = "running"
         self.error = ""
+        self.kept = 0
+        """Abstracts the switch kept for the new tree's nodes over the same chunks."""
         self._rate: tuple[float, int] | None = None
         """(time, done) when this process started, for the rate."""
 
@@ -256,6 +262,7 @@ class Reembed:
             db.execute(f"ALTER TABLE chunks ADD COLUMN vector FLOAT[{dim}]")
             db.execute(f"UPDATE chunks SET vector = CAST(r.vector AS FLOAT[{dim}]) "
                        "FROM reembed_vectors r WHERE chunks.id = r.id")
+            self.kept = kept.save(db, stores.tree_index.live)
             db.execute("DELETE FROM leaves")
             db.execute("DELETE FROM nodes")
             db.execute("ALTER TABLE nodes DROP COLUMN vector")

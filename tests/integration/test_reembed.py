@@ -290,3 +290,61 @@ def test_a_daemon_stopped_mid_reembed_resumes_it_at_start(config, minilm, static
         right_vectors(again.kb, static_model)
     finally:
         again.stop()
+
+
+def clean_abstracts(kb: KnowledgeBase) -> dict[frozenset[int], str]:
+    """The written abstract of every clean node, by the chunks it covers."""
+    live = kb.tree_index.live
+    return {frozenset(-k for k in live.leaves_under(node)): live.abstracts[node]
+            for node in live.children if node not in live.dirty and live.abstracts.get(node)}
+
+
+@pytest.mark.parametrize("guide", ["centroid", "abstract"])
+def test_llm_abstracts_survive_a_reembed_where_a_node_covers_the_same_chunks(
+        config, minilm, static_model, tmp_path, fake_ollama, guide) -> None:
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "hotpotqa_small"
+    written = iter(range(1, 10_000))
+    fake_ollama.script(fn=lambda body: f"Summary: llm abstract number {next(written)}.")
+    config = config.replace("llm", enabled=True, host=fake_ollama.url, timeout_s=2.0,
+                            grounding=False, abstract_model="llama3.1:8b")  # placeholder texts
+    config = config.replace("tree", max_children=4, abstract_kind="summative",
+                            node_vectors=guide)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join((fixtures / "corpus.jsonl").read_text().splitlines()[:80]))
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest_jsonl(corpus)
+        assert kb.regenerate_abstracts()["failed"] == 0
+        before = clean_abstracts(kb)
+        assert len(before) == len(kb.tree_index.live.children) > 10
+        assert all(text.startswith("llm abstract number") for text in before.values())
+        kb.reembed(static_model.name, embedder=static_model)
+        wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
+                 what="the switch")
+        assert kb.reembedding.state == "done", kb.reembedding.error
+        assert kb.reembedding.kept == len(before)
+        wait_for(lambda: kb.stores.tree_state["state"] == "ok", timeout=120,
+                 what="the tree rebuilt from the new vectors")
+        live = kb.tree_index.live
+        same = {node: before[leaves] for node in live.children
+                if (leaves := frozenset(-k for k in live.leaves_under(node))) in before}
+        assert len(same) >= 2 and kb.stores.kept_given == len(same)  # the root at least
+        assert len(same) < len(live.children)  # the new grouping differs elsewhere
+        for node, text in same.items():
+            assert live.abstracts[node] == text and node not in live.dirty
+            if guide == "abstract":  # embedded again with the new model
+                assert np.allclose(live.abstract_vectors[node], static_model.embed([text])[0],
+                                   atol=1e-4)
+            else:
+                assert node not in live.abstract_vectors
+        assert live.dirty == set(live.children) - set(same)
+        assert not [n for n in live.dirty if live.abstracts.get(n)]  # nothing else carried
+        assert "kept_abstracts" not in {r[0] for r in kb.store.db.cursor().execute(
+            "SELECT table_name FROM duckdb_tables()").fetchall()}
+        asked = len(fake_ollama.chats)
+        kb.regenerate_abstracts()
+        assert len(fake_ollama.chats) - asked == len(live.children) - len(same)
+        assert all(live.abstracts[node] == text for node, text in same.items())
+    with KnowledgeBase(config) as kb:  # stored so
+        live = kb.tree_index.live
+        assert all(live.abstracts[node] == text for node, text in same.items())
+        assert not live.dirty
