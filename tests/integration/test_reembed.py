@@ -84,6 +84,13 @@ def right_vectors(kb: KnowledgeBase, embedder) -> None:
     assert kb.dense.count == len(ids)
 
 
+def has_new_column(kb: KnowledgeBase) -> bool:
+    """Whether chunks has the column of a running reembed's vectors."""
+    return bool(kb.store.db.cursor().execute(
+        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'chunks' AND column_name = ?",
+        [reembed_module.COLUMN]).fetchone()[0])
+
+
 def top_path(kb: KnowledgeBase, text: str, mode: str = "dense") -> str:
     return kb.query(text, mode=mode, k=1)["results"][0]["path"]
 
@@ -120,8 +127,8 @@ def test_minilm_to_static_and_back_while_answering_and_indexing(
             assert "reembed" not in after or after["reembed"]["state"] == "done"
             right_vectors(kb, target)  # the edited file's chunks included
             assert top_path(kb, "coral reef off Queensland") == str(edited)
-            assert kb.store.db.cursor().execute(
-                "SELECT count(*) FROM reembed_vectors").fetchone() == (0,)
+            assert not has_new_column(kb)  # renamed into place
+            assert not (config.data_dir / reembed_module.NEXT_DENSE).exists()
             wait_for(lambda kb=kb: kb.stores.tree_state["state"] == "ok", timeout=120,
                      what="the tree rebuilt from the new vectors")
             assert top_path(kb, "coral reef off Queensland", mode="tree") == str(edited)
@@ -147,8 +154,12 @@ def test_a_stopped_reembed_resumes_where_it_was(config, minilm, static_model, tm
     with KnowledgeBase(config, embedder=minilm) as kb:
         stopped = kb.status()["reembed"]
         assert stopped == {"model": static_model.name, "state": "stopped"}
-        done = kb.store.db.cursor().execute("SELECT count(*) FROM reembed_vectors").fetchone()[0]
+        done = kb.store.db.cursor().execute(
+            f"SELECT count({reembed_module.COLUMN}) FROM chunks").fetchone()[0]
         assert 0 < done < kb.store.chunk_count()
+        cursor = int(kb.store.meta()["reembed_cursor"])
+        saved = config.data_dir / reembed_module.NEXT_DENSE  # the new index as far as it went
+        assert (saved / "dense.generation").read_text().split()[:2] == [str(cursor), str(done)]
         counting = Gated(static_model)
         counting.gate.set()
         kb.resume_reembed(counting)
@@ -156,6 +167,7 @@ def test_a_stopped_reembed_resumes_where_it_was(config, minilm, static_model, tm
                  what="the switch")
         assert kb.reembedding.state == "done", kb.reembedding.error
         assert counting.batches == -(-(kb.store.chunk_count() - done) // 8)  # only the rest
+        assert kb.reembedding.added == kb.store.chunk_count() - done  # the index's too
         right_vectors(kb, static_model)
     with KnowledgeBase(config) as kb:  # the database names its model now
         assert kb.status()["model"] == static_model.name
@@ -174,8 +186,7 @@ def test_cancel_keeps_the_old_model(config, minilm, static_model, tmp_path, monk
         threading.Timer(0.5, gated.gate.set).start()
         assert kb.cancel_reembed()["model"] == minilm.name
         assert kb.status()["model"] == minilm.name
-        assert kb.store.db.cursor().execute(
-            "SELECT count(*) FROM reembed_vectors").fetchone() == (0,)
+        assert not has_new_column(kb)
         assert "reembed_model" not in kb.store.meta()
         assert not (config.data_dir / reembed_module.NEXT_DENSE).exists()
         right_vectors(kb, minilm)
@@ -348,3 +359,34 @@ def test_llm_abstracts_survive_a_reembed_where_a_node_covers_the_same_chunks(
         live = kb.tree_index.live
         assert all(live.abstracts[node] == text for node, text in same.items())
         assert not live.dirty
+
+
+def test_questions_are_answered_while_the_switch_transaction_runs(
+        config, minilm, static_model, tmp_path, monkeypatch) -> None:
+    """Questions wait only for the switch's commit and swap, never for its transaction: one
+    asked while the transaction is open is answered with the old model."""
+    folder = tmp_path / "notes"
+    write_notes(folder)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest([folder])
+        index, answered, inside = kb.store._index, [], []
+
+        def asked_inside(*args, **kwargs):
+            if kb.reembedding is not None and kb.reembedding.state == "switching":
+                asking = threading.Thread(target=lambda: answered.append(
+                    (kb.embedder.name, top_path(kb, "volcano in Sicily"))), daemon=True)
+                asking.start()
+                asking.join(60)  # a question held out until the commit would never end
+                inside.append(len(answered))
+            return index(*args, **kwargs)
+
+        monkeypatch.setattr(kb.store, "_index", asked_inside)
+        kb.reembed(static_model.name, embedder=static_model)
+        wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
+                 what="the switch")
+        assert kb.reembedding.state == "done", kb.reembedding.error
+        assert inside == [1]
+        [(model, path)] = answered
+        assert model == minilm.name and int(path[-5:-3]) % len(TOPICS) == 1  # an Etna note
+        assert kb.embedder.name == static_model.name
+        right_vectors(kb, static_model)
