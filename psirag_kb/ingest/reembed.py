@@ -75,8 +75,9 @@ class Reembed:
         self.state = "running"
         self.error = ""
         self.timings: dict[str, Any] = {}
-        """Seconds of the phases after the chunks: the new index's build, the switch (the
-        writer task), the wait for questions in flight and the time questions waited for it."""
+        """Seconds of the phases: embedding, storing and indexing the batches (sums), the switch
+        (the writer task), its transaction, the wait for questions in flight and the time
+        questions waited for it (`exclusive_s`)."""
         self.added = 0
         """Vectors this process added to the new index (a resume adds only what the saved part
         lacks)."""
@@ -243,9 +244,15 @@ class Reembed:
         ids, texts = self._texts_after(self._cursor(), BATCH)
         if not len(ids):
             return False
+        started = time.perf_counter()
         vectors = self.embedder.embed(texts)
+        stored = time.perf_counter()
         self.stores.writer.call(lambda: self._store(ids, vectors))
+        added = time.perf_counter()
         self._add(dense, ids, vectors)
+        for key, seconds in (("embed_s", stored - started), ("store_s", added - stored),
+                             ("add_s", time.perf_counter() - added)):
+            self.timings[key] = round(self.timings.get(key, 0.0) + seconds, 2)
         return True
 
     def _store(self, ids: np.ndarray, vectors: np.ndarray) -> None:
@@ -263,7 +270,8 @@ class Reembed:
         try:
             db.execute(f"UPDATE chunks SET {COLUMN} = CAST(n.vector AS "
                        f"FLOAT[{int(self.embedder.dim)}]) FROM new_vectors n "
-                       "WHERE chunks.id = n.id")
+                       "WHERE chunks.id = n.id AND chunks.id BETWEEN ? AND ?",  # row groups
+                       [int(ids.min()), int(ids.max())])  # of other ids are skipped unread
         finally:
             db.unregister("new_vectors")
 
