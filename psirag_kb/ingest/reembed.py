@@ -3,20 +3,24 @@ switch.
 
 A background thread reads the chunks in id order (a reader cursor: writes never wait), embeds
 each batch's indexed text (header and text, as ingest embeds it) with the new model, and hands the
-vectors to the one writer, which stores them in `reembed_vectors` and advances the persisted
-cursor in one transaction. Chunk ids only grow, so the chunks a file change adds meanwhile lie
-beyond the cursor and get their new vector too (both models until the switch); removed ones are
-left behind and dropped at the switch. A stopped process resumes at the cursor.
+vectors to the one writer, which stores them in the column `chunks.reembed_vector` (added when
+the reembed begins) and advances the persisted cursor in one transaction; the thread then adds
+them to the new model's hnswlib index beside the serving one (`dense-next/`), saved every
+SAVE_EVERY_S seconds and at a stop with the last chunk id it holds. Chunk ids only grow, so the
+chunks a file change adds meanwhile lie beyond the cursor and get their new vector too (both
+models until the switch); removed ones leave with their row. A stopped process resumes at the
+cursor, with the saved part of the new index (only what it lacks is added from the column).
 
-When the cursor reaches the last chunk, a new hnswlib index is built from the new vectors beside
-the serving one; then one writer task embeds the few chunks added since, and one DuckDB
-transaction replaces every chunk's vector, names the new model and dimension and clears the
-tree's rows; after it commits the new dense index and the query embedder are swapped in together
-and the tree is rebuilt from the new vectors in the background (queries use the flat retrievers
-meanwhile). The tree is rebuilt rather than given new node vectors because its clustering is a
-function of the embedding space: the old model's groups would stay and the new model's
-neighbourhoods would be ignored. What was written for a group of chunks still describes them,
-though: the switch keeps every clean abstract by the leaves its node covers
+When the cursor reaches the last chunk, one writer task embeds the few chunks added since, and
+one DuckDB transaction drops the old vector column and renames the new one into place (nothing
+is copied), names the new model and dimension, clears the tree's rows and brings the new index
+to the chunks; questions are held out only for its commit and the swap of the dense index, the
+tree and the query embedder that follows (a question is embedded and searched with one model),
+not for the transaction itself, during which they read the state committed before it. The tree
+is rebuilt from the new vectors in the background (queries use the flat retrievers meanwhile):
+its clustering is a function of the embedding space, so the old model's groups would stay and
+the new model's neighbourhoods would be ignored. What was written for a group of chunks still
+describes them, though: the switch keeps every clean abstract by the leaves its node covers
 (`storage/kept.py`), and each node of the new tree that covers exactly the same chunks takes it
 back, clean; the other nodes are written again (offline keywords at once, the LLM's by the
 refresher).
