@@ -390,3 +390,33 @@ def test_questions_are_answered_while_the_switch_transaction_runs(
         assert model == minilm.name and int(path[-5:-3]) % len(TOPICS) == 1  # an Etna note
         assert kb.embedder.name == static_model.name
         right_vectors(kb, static_model)
+
+
+def test_abstracts_kept_by_a_switch_survive_a_stop_before_the_new_tree(
+        config, minilm, static_model, tmp_path, monkeypatch) -> None:
+    from psirag_kb.storage import kept
+    from psirag_kb.storage.stores import Stores
+
+    config = config.replace("tree", max_children=4)
+    folder = tmp_path / "notes"
+    write_notes(folder, 40)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest([folder])
+        kb.regenerate_abstracts(offline=True)
+        before = clean_abstracts(kb)
+        with monkeypatch.context() as patch:  # stopped before the new tree is built
+            patch.setattr(Stores, "start_tree_rebuild", lambda self: None)
+            kb.reembed(static_model.name, embedder=static_model)
+            wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
+                     what="the switch")
+        assert kb.reembedding.state == "done", kb.reembedding.error
+        assert kb.stores.tree_missing
+    with KnowledgeBase(config, embedder=static_model) as kb:
+        assert len(kept.load(kb.store.db.cursor())) == len(before)
+        kb.stores.start_tree_rebuild()
+        wait_for(lambda: kb.stores.tree_state["state"] == "ok", timeout=120,
+                 what="the tree rebuilt after the restart")
+        after = clean_abstracts(kb)
+        assert after and kb.stores.kept_given == len(after)
+        assert all(before[leaves] == text for leaves, text in after.items())
+        assert kept.load(kb.store.db.cursor()) == {}
