@@ -4,7 +4,8 @@ given back to the nodes of the new tree that cover exactly the same leaves.
 A reembed's switch drops the tree (its grouping is a function of the old embedding space) and a
 new one is built from the new vectors in the background. Where the new grouping put exactly the
 same chunks under one node, what was written for them (an LLM's abstract, which costs minutes
-per node; it was grounded against those chunks) still describes them: the switch stores every
+per node; its grounding check was against those chunks' texts, or above layer 1 the abstracts
+written for them) still describes them: the switch stores every
 clean abstract with its node's leaf signature (`tree/coverage.py`) in `kept_abstracts`, and the
 adoption of the new tree gives each matching node its text and label (embedded again with the new
 model when abstracts guide the search), clean, then drops the table in the transaction that
