@@ -113,6 +113,7 @@ class Reembed:
             def record() -> None:
                 with self.stores.store.transaction() as db:
                     self._new_column(db)
+                    db.execute("DELETE FROM reembed_vectors")
                     db.execute("DELETE FROM meta WHERE key IN (SELECT unnest(?))", [list(KEYS)])
                     db.executemany("INSERT INTO meta VALUES (?, ?)", [
                         ("reembed_model", self.embedder.name),
@@ -137,7 +138,6 @@ class Reembed:
         _drop_chunk_indexes(db)
         db.execute(f"ALTER TABLE chunks DROP COLUMN IF EXISTS {COLUMN}")
         db.execute(f"ALTER TABLE chunks ADD COLUMN {COLUMN} FLOAT[{int(self.embedder.dim)}]")
-        db.execute("DELETE FROM reembed_vectors")
         self.stores.store._index()
 
     def _from_side_table(self) -> None:

@@ -420,3 +420,38 @@ def test_abstracts_kept_by_a_switch_survive_a_stop_before_the_new_tree(
         assert after and kb.stores.kept_given == len(after)
         assert all(before[leaves] == text for leaves, text in after.items())
         assert kept.load(kb.store.db.cursor()) == {}
+
+
+def test_a_reembed_begun_with_the_side_table_resumes_from_its_rows(
+        config, minilm, static_model, tmp_path, monkeypatch) -> None:
+    """The first build of `reembed` kept new vectors in `reembed_vectors`: a resume moves
+    them to the column and embeds only the rest."""
+    monkeypatch.setattr(reembed_module, "BATCH", 8)
+    folder = tmp_path / "notes"
+    write_notes(folder)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest([folder])
+        rows = kb.store.db.cursor().execute(
+            "SELECT id, context, text FROM chunks ORDER BY id LIMIT 10").fetchall()
+        vectors = static_model.embed([indexed_text(r[1], r[2]) for r in rows])
+
+        def as_before() -> None:
+            with kb.store.transaction() as db:
+                db.executemany("INSERT INTO reembed_vectors VALUES (?, ?)",
+                               [(r[0], v.tolist()) for r, v in zip(rows, vectors, strict=True)])
+                db.executemany("INSERT INTO meta VALUES (?, ?)", [
+                    ("reembed_model", static_model.name), ("reembed_dim", str(static_model.dim)),
+                    ("reembed_cursor", str(rows[-1][0])), ("reembed_started", "0")])
+        kb.writer.call(as_before)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        counting = Gated(static_model)
+        counting.gate.set()
+        kb.resume_reembed(counting)
+        wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
+                 what="the switch")
+        assert kb.reembedding.state == "done", kb.reembedding.error
+        assert counting.batches == -(-(kb.store.chunk_count() - 10) // 8)
+        assert kb.reembedding.added == kb.store.chunk_count()  # no index was saved then
+        right_vectors(kb, static_model)
+        assert kb.store.db.cursor().execute(
+            "SELECT count(*) FROM reembed_vectors").fetchone() == (0,)
