@@ -53,7 +53,7 @@ from psirag_kb.tree.drift import repair
 
 log = logging.getLogger(__name__)
 
-RUNNING = ("running", "indexing", "switching")
+RUNNING = ("running", "switching")
 """States of a reembed that has not ended."""
 
 
