@@ -53,7 +53,7 @@ from psirag_kb.tree.drift import repair
 
 log = logging.getLogger(__name__)
 
-RUNNING = ("running", "indexing", "switching")
+RUNNING = ("running", "switching")
 """States of a reembed that has not ended."""
 
 
@@ -103,6 +103,7 @@ class KnowledgeBase(OverStores):
         self.dim = self.stores.dim
         self.ingestion = Ingestion(config, self.embedder, self.stores)
         self.abstract_job = AbstractJob(config, self.embedder, self.stores)
+        self.stores.embed_texts = self.abstract_job.embedder.embed
         reranker = config.retrieval.reranker
         self.reranker = Reranker(reranker, config.embedding.device) if reranker else None
         self.engine = QueryEngine(config, self.stores, self.query_embedder, self.reranker)
@@ -521,6 +522,7 @@ class KnowledgeBase(OverStores):
         self.ingestion.reader = BatchReader(self.config, embedder)
         self.abstract_job.embedder = getattr(embedder, "inner", embedder)
         self.abstract_job.keywords = type(self.abstract_job.keywords)(self.abstract_job.embedder)
+        self.stores.embed_texts = self.abstract_job.embedder.embed
         self.query_embedder = QueryEmbedder(for_queries(embedder))
         self.engine.query_embedder = self.query_embedder
 

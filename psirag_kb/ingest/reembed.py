@@ -3,24 +3,32 @@ switch.
 
 A background thread reads the chunks in id order (a reader cursor: writes never wait), embeds
 each batch's indexed text (header and text, as ingest embeds it) with the new model, and hands the
-vectors to the one writer, which stores them in `reembed_vectors` and advances the persisted
-cursor in one transaction. Chunk ids only grow, so the chunks a file change adds meanwhile lie
-beyond the cursor and get their new vector too (both models until the switch); removed ones are
-left behind and dropped at the switch. A stopped process resumes at the cursor.
+vectors to the one writer, which stores them in the column `chunks.reembed_vector` (added when
+the reembed begins) and advances the persisted cursor in one transaction; the thread then adds
+them to the new model's hnswlib index beside the serving one (`dense-next/`), saved every
+SAVE_EVERY_S seconds and at a stop with the last chunk id it holds. Chunk ids only grow, so the
+chunks a file change adds meanwhile lie beyond the cursor and get their new vector too (both
+models until the switch); removed ones leave with their row. A stopped process resumes at the
+cursor, with the saved part of the new index (only what it lacks is added from the column).
 
-When the cursor reaches the last chunk, a new hnswlib index is built from the new vectors beside
-the serving one; then one writer task embeds the few chunks added since, and one DuckDB
-transaction replaces every chunk's vector, names the new model and dimension and clears the
-tree's rows; after it commits the new dense index and the query embedder are swapped in together
-and the tree is rebuilt from the new vectors in the background (queries use the flat retrievers
-meanwhile). The tree is rebuilt rather than given new node vectors because its clustering is a
-function of the embedding space: the old model's groups would stay and the new model's
-neighbourhoods would be ignored. Abstracts are therefore written again (offline keywords at once,
-the LLM's by the refresher).
+When the cursor reaches the last chunk, one writer task embeds the few chunks added since, and
+one DuckDB transaction drops the old vector column and renames the new one into place (nothing
+is copied), names the new model and dimension, clears the tree's rows and brings the new index
+to the chunks; questions are held out only for its commit and the swap of the dense index, the
+tree and the query embedder that follows (a question is embedded and searched with one model),
+not for the transaction itself, during which they read the state committed before it. The tree
+is rebuilt from the new vectors in the background (queries use the flat retrievers meanwhile):
+its clustering is a function of the embedding space, so the old model's groups would stay and
+the new model's neighbourhoods would be ignored. What was written for a group of chunks still
+describes them, though: the switch keeps every clean abstract by the leaves its node covers
+(`storage/kept.py`), and each node of the new tree that covers exactly the same chunks takes it
+back, clean; the other nodes are written again (offline keywords at once, the LLM's by the
+refresher).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import threading
@@ -33,6 +41,7 @@ import numpy as np
 
 from psirag_kb.errors import KBError
 from psirag_kb.ingest.embedding import Embedder
+from psirag_kb.storage import kept
 from psirag_kb.storage.dense import DenseIndex
 from psirag_kb.storage.store import INDEXED_TEXT, INDEXES
 from psirag_kb.storage.stores import Stores
@@ -43,6 +52,11 @@ BATCH = 256
 """Chunks embedded and committed per writer task."""
 NEXT_DENSE = "dense-next"
 """The folder of the new model's hnswlib index while it is built."""
+COLUMN = "reembed_vector"
+"""chunks' column of the new model's vectors while a reembed runs (renamed to `vector` by the
+switch: nothing is copied then)."""
+SAVE_EVERY_S = 60.0
+"""Longest work on the new index between two saves of it (a stopped reembed resumes there)."""
 KEYS = ("reembed_model", "reembed_dim", "reembed_cursor", "reembed_started")
 """meta keys of a running reembed (absent when none runs)."""
 
@@ -64,6 +78,15 @@ class Reembed:
         self._thread: threading.Thread | None = None
         self.state = "running"
         self.error = ""
+        self.timings: dict[str, Any] = {}
+        """Seconds of the phases: embedding, storing and indexing the batches (sums), the switch
+        (the writer task), its transaction, the wait for questions in flight and the time
+        questions waited for it (`exclusive_s`)."""
+        self.added = 0
+        """Vectors this process added to the new index (a resume adds only what the saved part
+        lacks)."""
+        self.kept = 0
+        """Abstracts the switch kept for the new tree's nodes over the same chunks."""
         self._rate: tuple[float, int] | None = None
         """(time, done) when this process started, for the rate."""
 
@@ -75,7 +98,8 @@ class Reembed:
         return stores.store.meta().get("reembed_model") or None
 
     def begin(self) -> None:
-        """Record the reembed in the database (a resumed one keeps its cursor) and start."""
+        """Record the reembed in the database (a resumed one keeps its cursor and the part of
+        the new index it saved) and start."""
         meta = self.stores.store.meta()
         running = meta.get("reembed_model")
         if running and running != self.embedder.name:
@@ -88,21 +112,50 @@ class Reembed:
 
             def record() -> None:
                 with self.stores.store.transaction() as db:
+                    self._new_column(db)
                     db.execute("DELETE FROM reembed_vectors")
                     db.execute("DELETE FROM meta WHERE key IN (SELECT unnest(?))", [list(KEYS)])
                     db.executemany("INSERT INTO meta VALUES (?, ?)", [
                         ("reembed_model", self.embedder.name),
                         ("reembed_dim", str(self.embedder.dim)), ("reembed_cursor", "0"),
                         ("reembed_started", str(time.time()))])
+                shutil.rmtree(self.stores.config.data_dir / NEXT_DENSE, ignore_errors=True)
             self.stores.writer.call(record)
+        elif not self._has_column():
+            self.stores.writer.call(self._from_side_table)
         self._rate = (time.time(), self.done())
         self._thread = threading.Thread(target=self._run, name="psirag-reembed", daemon=True)
         self._thread.start()
 
+    def _has_column(self) -> bool:
+        return bool(self.stores.store._read().execute(
+            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'chunks' AND "
+            "column_name = ?", [COLUMN]).fetchone()[0])
+
+    def _new_column(self, db: Any) -> None:
+        """chunks.reembed_vector for the new model's vectors, empty (inside a transaction;
+        DuckDB alters no table an index depends on: they are dropped and made again)."""
+        _drop_chunk_indexes(db)
+        db.execute(f"ALTER TABLE chunks DROP COLUMN IF EXISTS {COLUMN}")
+        db.execute(f"ALTER TABLE chunks ADD COLUMN {COLUMN} FLOAT[{int(self.embedder.dim)}]")
+        self.stores.store._index()
+
+    def _from_side_table(self) -> None:
+        """A reembed begun by the release that kept new vectors in `reembed_vectors`: they
+        move to the column (writer)."""
+        with self.stores.store.transaction() as db:
+            self._new_column(db)
+            db.execute(f"UPDATE chunks SET {COLUMN} = CAST(r.vector AS "
+                       f"FLOAT[{int(self.embedder.dim)}]) FROM reembed_vectors r "
+                       "WHERE chunks.id = r.id")
+            db.execute("DELETE FROM reembed_vectors")
+
     def done(self) -> int:
         """Chunks that have their new vector."""
+        if not self._has_column():
+            return 0
         db = self.stores.store.db.cursor()
-        return int(db.execute("SELECT count(*) FROM reembed_vectors").fetchone()[0])
+        return int(db.execute(f"SELECT count({COLUMN}) FROM chunks").fetchone()[0])
 
     def status(self) -> dict[str, Any]:
         """{"model", "state", "done", "total", "rate", "eta_s"} for `status` ({"model",
@@ -129,7 +182,8 @@ class Reembed:
         return not self._thread.is_alive()
 
     def stop(self) -> None:
-        """Stop after the running batch (the cursor keeps what was committed)."""
+        """Stop after the running batch (the cursor keeps what was committed, the saved new
+        index what it holds)."""
         self._stop.set()
         self.wait(60)
 
@@ -139,6 +193,10 @@ class Reembed:
 
         def drop() -> None:
             with self.stores.store.transaction() as db:
+                if self._has_column():
+                    _drop_chunk_indexes(db)
+                    db.execute(f"ALTER TABLE chunks DROP COLUMN {COLUMN}")
+                    self.stores.store._index()
                 db.execute("DELETE FROM reembed_vectors")
                 db.execute("DELETE FROM meta WHERE key IN (SELECT unnest(?))", [list(KEYS)])
         self.stores.writer.call(drop)
@@ -151,18 +209,25 @@ class Reembed:
 
     def _run(self) -> None:
         try:
+            started = time.perf_counter()
+            dense = self._open_next()
+            self.timings["resume_index_s"] = round(time.perf_counter() - started, 2)
+            saved = time.monotonic()
             while not self._stop.is_set():
-                if not self._batch():
+                if not self._batch(dense):
                     break
+                if time.monotonic() - saved >= SAVE_EVERY_S:
+                    self._save_next(dense)
+                    saved = time.monotonic()
             if self._stop.is_set():
-                return
-            self.state = "indexing"
-            dense = self._build_dense()
-            if self._stop.is_set():
+                self._save_next(dense)  # a resume goes on from here
                 return
             self.state = "switching"
+            started = time.perf_counter()
             self.stores.writer.call(lambda: self._switch(dense))
+            self.timings["switch_s"] = round(time.perf_counter() - started, 2)
             self.state = "done"
+            log.info("reembed to %s: %s", self.embedder.name, self.timings)
         except Exception as exc:  # noqa: BLE001 - recorded for status; the old model serves
             log.exception("reembed to %s failed", self.embedder.name)
             self.state, self.error = "failed", f"{type(exc).__name__}: {exc}"
@@ -177,13 +242,21 @@ class Reembed:
         rows = db.execute(sql + (f" LIMIT {int(limit)}" if limit else ""), [cursor]).fetchall()
         return np.asarray([r[0] for r in rows], np.int64), [r[1] for r in rows]
 
-    def _batch(self) -> bool:
-        """Embed and store the next batch; False when the cursor is past the last chunk."""
+    def _batch(self, dense: DenseIndex) -> bool:
+        """Embed and store the next batch and add it to the new index; False when the cursor
+        is past the last chunk."""
         ids, texts = self._texts_after(self._cursor(), BATCH)
         if not len(ids):
             return False
+        started = time.perf_counter()
         vectors = self.embedder.embed(texts)
+        stored = time.perf_counter()
         self.stores.writer.call(lambda: self._store(ids, vectors))
+        added = time.perf_counter()
+        self._add(dense, ids, vectors)
+        for key, seconds in (("embed_s", stored - started), ("store_s", added - stored),
+                             ("add_s", time.perf_counter() - added)):
+            self.timings[key] = round(self.timings.get(key, 0.0) + seconds, 2)
         return True
 
     def _store(self, ids: np.ndarray, vectors: np.ndarray) -> None:
@@ -199,94 +272,112 @@ class Reembed:
             column[row] = vector
         db.register("new_vectors", {"id": ids, "vector": column})
         try:
-            db.execute("DELETE FROM reembed_vectors WHERE id IN (SELECT id FROM new_vectors)")
-            db.execute("INSERT INTO reembed_vectors SELECT id, CAST(vector AS FLOAT[]) "
-                       "FROM new_vectors")
+            db.execute(f"UPDATE chunks SET {COLUMN} = CAST(n.vector AS "
+                       f"FLOAT[{int(self.embedder.dim)}]) FROM new_vectors n "
+                       "WHERE chunks.id = n.id AND chunks.id BETWEEN ? AND ?",  # row groups
+                       [int(ids.min()), int(ids.max())])  # of other ids are skipped unread
         finally:
             db.unregister("new_vectors")
 
-    def _new_vectors(self, ids: np.ndarray) -> np.ndarray:
-        """The new vectors of these chunks, in that order."""
-        data = self.stores.store._read().execute(
-            "SELECT id, vector FROM reembed_vectors WHERE id IN (SELECT unnest(?::BIGINT[]))",
-            [ids.tolist()]).fetchnumpy()
-        found = dict(zip(np.asarray(data["id"]).tolist(), data["vector"], strict=True))
-        return np.stack([np.asarray(found[i], np.float32) for i in ids.tolist()])
+    # -- the new index, built as the vectors come and saved as it grows ----------------------
 
-    def _build_dense(self) -> DenseIndex:
-        """The new model's hnswlib index, built beside the serving one from the new vectors."""
+    def _open_next(self) -> DenseIndex:
+        """The new model's hnswlib index beside the serving one: the part a stopped process
+        saved (the chunks up to the cursor it records), brought up to the vectors stored since;
+        a new one when none was saved for this database."""
+        store = self.stores.store
         folder = self.stores.config.data_dir / NEXT_DENSE
-        shutil.rmtree(folder, ignore_errors=True)
         dense = DenseIndex(folder, self.embedder.dim)
-        db = self.stores.store._read()
-        ids = np.asarray(db.execute("SELECT r.id FROM reembed_vectors r SEMI JOIN chunks c "
-                                    "ON r.id = c.id ORDER BY r.id").fetchnumpy()["id"], np.int64)
-        vectors = np.zeros((len(ids), self.embedder.dim), np.float32)
-        for start in range(0, len(ids), 10_000):
-            part = ids[start:start + 10_000]
-            vectors[start:start + len(part)] = self._new_vectors(part)
-        dense.rebuild(-1, ids, vectors, save=False)
+        if dense.generation < 0 or dense.identity != store.identity:
+            shutil.rmtree(folder, ignore_errors=True)
+            dense = DenseIndex(folder, self.embedder.dim)
+        dense.identity = store.identity
+        covered = max(dense.generation, 0)
+        db = store._read()
+        while True:
+            data = db.execute(f"SELECT id, {COLUMN} AS vector FROM chunks WHERE id > ? AND "
+                              f"{COLUMN} IS NOT NULL ORDER BY id LIMIT 10000",
+                              [covered]).fetchnumpy()
+            ids = np.asarray(data["id"], np.int64)
+            if not len(ids):
+                break
+            self._add(dense, ids, np.stack(list(data["vector"])).astype(np.float32))
+            covered = int(ids[-1])
         return dense
 
+    def _add(self, dense: DenseIndex, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Add vectors to the new index (not serving yet: nothing searches it)."""
+        dense._reserve(len(ids))
+        dense.index.add_items(np.asarray(vectors, np.float32), ids)
+        dense._live += len(ids)
+        dense.memory_generation = int(ids[-1])
+        self.added += len(ids)
+
+    def _save_next(self, dense: DenseIndex) -> None:
+        """Save the new index with the last chunk id it holds as its generation."""
+        if dense.memory_generation >= 0:
+            dense.save(dense.memory_generation)
+
+    # -- the switch --------------------------------------------------------------------------
+
     def _switch(self, dense: DenseIndex) -> None:
-        """On the writer: embed what came after the cursor, then replace every chunk's vector,
-        name the new model and clear the tree in one transaction; then swap the indexes."""
-        stores = self.stores
+        """On the writer: embed what came after the cursor, then in one transaction rename the
+        new vector column into place, keep the abstracts, clear the tree and name the new
+        model; the new index follows the chunks inside it. Questions wait only for the commit
+        and the swap of the index and the embedders."""
+        stores, store = self.stores, self.stores.store
         ids, texts = self._texts_after(self._cursor(), None)
         late = self.embedder.embed(texts) if texts else None
-        with stores.model_lock.exclusive():  # questions in flight end with the old model
-            self._commit_switch(ids, late, dense)
-
-    def _commit_switch(self, ids: np.ndarray, late: np.ndarray | None,
-                       dense: DenseIndex) -> None:
-        """The switch's transaction and the swap, with no question in flight."""
-        stores, store = self.stores, self.stores.store
         dim = self.embedder.dim
-        with store.transaction() as db:
-            if late is not None:
-                self._insert(db, ids, late)
-            missing = db.execute("SELECT count(*) FROM chunks c ANTI JOIN reembed_vectors r "
-                                 "ON r.id = c.id").fetchone()[0]
-            if missing:
-                raise ReembedError(f"{missing} chunks have no new vector; the reembed goes on")
-            for name, table, _ in INDEXES:
-                if table in ("chunks", "nodes"):
-                    db.execute(f"DROP INDEX IF EXISTS {name}")
-            db.execute("ALTER TABLE chunks DROP COLUMN vector")
-            db.execute(f"ALTER TABLE chunks ADD COLUMN vector FLOAT[{dim}]")
-            db.execute(f"UPDATE chunks SET vector = CAST(r.vector AS FLOAT[{dim}]) "
-                       "FROM reembed_vectors r WHERE chunks.id = r.id")
-            db.execute("DELETE FROM leaves")
-            db.execute("DELETE FROM nodes")
-            db.execute("ALTER TABLE nodes DROP COLUMN vector")
-            db.execute("ALTER TABLE nodes DROP COLUMN abstract_vector")
-            db.execute(f"ALTER TABLE nodes ADD COLUMN vector FLOAT[{dim}]")
-            db.execute(f"ALTER TABLE nodes ADD COLUMN abstract_vector FLOAT[{dim}]")
-            db.execute("DELETE FROM reembed_vectors")
-            db.execute("DELETE FROM meta WHERE key IN (SELECT unnest(?))",
-                       [[*KEYS, "model", "dim", "model_by"]])
-            db.executemany("INSERT INTO meta VALUES (?, ?)",
-                           [("model", self.embedder.name), ("dim", str(dim)),
-                            ("model_by", "reembed")])
-            generation = store.generation + 1
-            db.execute("UPDATE meta SET value = ? WHERE key = 'generation'", [str(generation)])
-        store._index()
-        store.dim = stores.dim = dim
-        # committed: the new model is the knowledge base's; swap everything in, then tidy up
-        old = stores.dense
-        dense.identity = store.identity
-        dense.folder = old.folder
-        dense._file = old.folder / "dense.hnsw"
-        dense._generation_file = old.folder / "dense.generation"
-        stores.dense = dense
-        self.on_switch(self.embedder, dense)
-        try:  # the chunks changed since the index was built: add and delete them
-            held = np.asarray(dense.index.get_ids_list(), np.int64)
-            now = store.chunk_ids()
-            more = np.setdiff1d(now, held)
-            dense.memory_generation = generation - 1
-            dense.apply(generation, more, store.vectors(more), np.setdiff1d(held, now),
-                        save=False)
+        generation = store.generation + 1
+        started = time.perf_counter()
+        with contextlib.ExitStack() as questions_out:
+            with store.transaction() as db:
+                if late is not None:
+                    self._insert(db, ids, late)
+                missing = db.execute(f"SELECT count(*) FROM chunks WHERE {COLUMN} IS NULL"
+                                     ).fetchone()[0]
+                if missing:
+                    raise ReembedError(f"{missing} chunks have no new vector; the reembed "
+                                       "goes on")
+                self.kept = kept.save(db, stores.tree_index.live)
+                for name, table, _ in INDEXES:
+                    if table in ("chunks", "nodes"):
+                        db.execute(f"DROP INDEX IF EXISTS {name}")
+                db.execute("ALTER TABLE chunks DROP COLUMN vector")
+                db.execute(f"ALTER TABLE chunks RENAME COLUMN {COLUMN} TO vector")
+                db.execute("DELETE FROM leaves")
+                db.execute("DELETE FROM nodes")
+                db.execute("ALTER TABLE nodes DROP COLUMN vector")
+                db.execute("ALTER TABLE nodes DROP COLUMN abstract_vector")
+                db.execute(f"ALTER TABLE nodes ADD COLUMN vector FLOAT[{dim}]")
+                db.execute(f"ALTER TABLE nodes ADD COLUMN abstract_vector FLOAT[{dim}]")
+                db.execute("DELETE FROM meta WHERE key IN (SELECT unnest(?))",
+                           [[*KEYS, "model", "dim", "model_by"]])
+                db.executemany("INSERT INTO meta VALUES (?, ?)",
+                               [("model", self.embedder.name), ("dim", str(dim)),
+                                ("model_by", "reembed")])
+                db.execute("UPDATE meta SET value = ? WHERE key = 'generation'",
+                           [str(generation)])
+                store._index()
+                self._follow(dense, generation)
+                self.timings["transaction_s"] = round(time.perf_counter() - started, 3)
+                waited = time.perf_counter()
+                questions_out.enter_context(stores.model_lock.exclusive())  # then the commit
+                held = time.perf_counter()
+            # committed: the new model is the knowledge base's; swap the index and embedders
+            store.dim = stores.dim = dim
+            old = stores.dense
+            dense.folder = old.folder
+            dense._file = old.folder / "dense.hnsw"
+            dense._generation_file = old.folder / "dense.generation"
+            stores.dense = dense
+            stores.load_tree()  # none is stored: an empty one, "missing" until rebuilt
+            self.on_switch(self.embedder, dense)
+        self.timings |= {"late": len(ids), "lock_wait_s": round(held - waited, 3),
+                         "exclusive_s": round(time.perf_counter() - held, 3)}
+        started = time.perf_counter()
+        try:
             dense.save(generation)
         except Exception as exc:  # noqa: BLE001 - DuckDB has the new vectors: rebuilt from it
             stores.mark_stale("dense", exc)
@@ -295,9 +386,28 @@ class Reembed:
             stores.sparse.apply(generation, [], [])
         except Exception as exc:  # noqa: BLE001 - DuckDB has the texts: rebuilt from it
             stores.mark_stale("bm25", exc)
-        stores.load_tree()  # none is stored: an empty one, "missing" until rebuilt
         stores.start_tree_rebuild()
+        self.timings["after_s"] = round(time.perf_counter() - started, 3)
         log.info("reembed done: %s serves queries now (dimension %d)", self.embedder.name, dim)
+
+    def _follow(self, dense: DenseIndex, generation: int) -> None:
+        """Bring the new index to the chunks as the switch's transaction has them: add those
+        it lacks (the late ones), delete those removed since they were added."""
+        store = self.stores.store
+        held = np.asarray(dense.index.get_ids_list(), np.int64)
+        now = store.chunk_ids()
+        more = np.setdiff1d(now, held)
+        dense.memory_generation = generation - 1
+        dense.apply(generation, more, store.vectors(more), np.setdiff1d(held, now),
+                    save=False)
+        dense._live = len(now)
+
+
+def _drop_chunk_indexes(db: Any) -> None:
+    """Drop the indexes on chunks (made again by `Store._index`)."""
+    for name, table, _ in INDEXES:
+        if table == "chunks":
+            db.execute(f"DROP INDEX IF EXISTS {name}")
 
 
 def model_name(name_or_path: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from psirag_kb.people import People
 from psirag_kb.search.scope import Scope, exact_top
 from psirag_kb.search.treeindex import TreeIndex
 from psirag_kb.search.treeview import TreeView
-from psirag_kb.storage import migrations
+from psirag_kb.storage import kept, migrations
 from psirag_kb.storage.backup import check_not_restoring
 from psirag_kb.storage.dense import DenseIndex, SharedLock, exact_scope
 from psirag_kb.storage.partitions import Partitions
@@ -106,6 +106,11 @@ class Stores:
         self.files_written = 0
         self.chunks_written = 0
         """Files whose change this process committed, and the chunks they added (/metrics)."""
+        self.embed_texts: Callable[[list[str]], np.ndarray] | None = None
+        """The current model's embedding of texts (set by the knowledge base): abstracts a
+        reembed kept are embedded again with it when they guide the tree search."""
+        self.kept_given = 0
+        """Nodes of the last tree built that took an abstract a reembed kept."""
         self.splitting = False
         """Whether a tree partitioned at new boundaries is being built in the background (the
         current tree serves queries meanwhile)."""
@@ -484,24 +489,45 @@ class Stores:
                     return
 
     def _build_and_adopt(self) -> None:
-        """One attempt of a background rebuild: snapshot, build, adopt on the writer."""
+        """One attempt of a background rebuild: snapshot, build, find the abstracts a reembed
+        kept for its nodes (embedded here when they guide the search), adopt on the writer."""
         ids, vectors = self.tree_vectors()
         next_id = int(self.store.meta().get("next_node_id", "1"))
         index = TreeIndex.build(ids, vectors, self.config.tree, next_id, self.leaf_vectors,
                                 self.neighbours, self.partitions.label_of)
         del vectors
-        self.writer.call(lambda: self._adopt_tree(index, ids), key="tree-rebuild")
+        found = kept.matching(index.live, kept.load(self.store._read()))
+        embedded = self._embed_kept(found)
+        self.writer.call(lambda: self._adopt_tree(index, ids, found, embedded),
+                         key="tree-rebuild")
 
-    def _adopt_tree(self, index: TreeIndex, ids: np.ndarray) -> None:
-        """Swap in a tree built in the background after catching it up with the chunks."""
+    def _embed_kept(self, found: dict[int, tuple[str, str | None]]) -> dict[str, Any]:
+        """The current model's vector of each kept abstract's text when abstracts guide the
+        tree search ({} otherwise: the nodes' centroids guide it)."""
+        if not found or self.config.tree.node_vectors != "abstract" or self.embed_texts is None:
+            return {}
+        texts = sorted({text for text, _ in found.values()})
+        return dict(zip(texts, self.embed_texts(texts), strict=True))
+
+    def _adopt_tree(self, index: TreeIndex, ids: np.ndarray,
+                    found: dict[int, tuple[str, str | None]] | None = None,
+                    embedded: dict[str, Any] | None = None) -> None:
+        """Swap in a tree built in the background after catching it up with the chunks; the
+        nodes covering the leaves of an abstract a reembed kept take it first (the chunks
+        changed since mark theirs dirty again)."""
         if not (self.tree_missing or self.splitting):
             return
         current = self.store.chunk_ids()
         removed = np.setdiff1d(ids, current)
         added = np.setdiff1d(current, ids)
         self.tree_index = index
+        given = kept.give(index.live, found or {}, embedded)
         index.update(added, self.store.vectors(added), removed, self.nearest)
-        self.store.save_tree(index.live)
+        self._save_tree(index.live)
+        if given:
+            log.info("%d nodes of the new tree kept the abstract written for the same chunks "
+                     "before the reembed", given)
+        self.kept_given = given
         index.view = TreeView.full(index.live)
         self.tree_seconds += index.build_s
         self.tree_state = {"state": "ok"}
@@ -527,11 +553,21 @@ class Stores:
             self.tree_seconds += self.tree_index.build_s
             log.info("built tree over %d leaves in %.2f s (%s pairs)", len(ids),
                      self.tree_index.build_s, self.tree_index.build_mode)
-        self.store.save_tree(self.tree_index.live)
+        found = kept.matching(self.tree_index.live, kept.load(self.store.db))
+        self.kept_given = kept.give(self.tree_index.live, found, self._embed_kept(found))
+        self._save_tree(self.tree_index.live)
         self.tree_state = {"state": "ok"}
         self.splitting = False
         self.last_build = {"leaves": int(len(ids)), "seconds": round(self.tree_index.build_s, 2),
                            "mode": self.tree_index.build_mode or None}
+
+    def _save_tree(self, live: LiveTree) -> None:
+        """Replace the stored tree, dropping the abstracts a reembed kept (given out now), in
+        one transaction."""
+        with self.store.transaction() as db:
+            self.store.write_tree(live, full=True)
+            kept.drop(db)
+        live.clear_changes()
 
     @contextmanager
     def tree_edit(self) -> Iterator[None]:

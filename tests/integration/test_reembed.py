@@ -84,6 +84,13 @@ def right_vectors(kb: KnowledgeBase, embedder) -> None:
     assert kb.dense.count == len(ids)
 
 
+def has_new_column(kb: KnowledgeBase) -> bool:
+    """Whether chunks has the column of a running reembed's vectors."""
+    return bool(kb.store.db.cursor().execute(
+        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'chunks' AND column_name = ?",
+        [reembed_module.COLUMN]).fetchone()[0])
+
+
 def top_path(kb: KnowledgeBase, text: str, mode: str = "dense") -> str:
     return kb.query(text, mode=mode, k=1)["results"][0]["path"]
 
@@ -120,8 +127,8 @@ def test_minilm_to_static_and_back_while_answering_and_indexing(
             assert "reembed" not in after or after["reembed"]["state"] == "done"
             right_vectors(kb, target)  # the edited file's chunks included
             assert top_path(kb, "coral reef off Queensland") == str(edited)
-            assert kb.store.db.cursor().execute(
-                "SELECT count(*) FROM reembed_vectors").fetchone() == (0,)
+            assert not has_new_column(kb)  # renamed into place
+            assert not (config.data_dir / reembed_module.NEXT_DENSE).exists()
             wait_for(lambda kb=kb: kb.stores.tree_state["state"] == "ok", timeout=120,
                      what="the tree rebuilt from the new vectors")
             assert top_path(kb, "coral reef off Queensland", mode="tree") == str(edited)
@@ -147,8 +154,12 @@ def test_a_stopped_reembed_resumes_where_it_was(config, minilm, static_model, tm
     with KnowledgeBase(config, embedder=minilm) as kb:
         stopped = kb.status()["reembed"]
         assert stopped == {"model": static_model.name, "state": "stopped"}
-        done = kb.store.db.cursor().execute("SELECT count(*) FROM reembed_vectors").fetchone()[0]
+        done = kb.store.db.cursor().execute(
+            f"SELECT count({reembed_module.COLUMN}) FROM chunks").fetchone()[0]
         assert 0 < done < kb.store.chunk_count()
+        cursor = int(kb.store.meta()["reembed_cursor"])
+        saved = config.data_dir / reembed_module.NEXT_DENSE  # the new index as far as it went
+        assert (saved / "dense.generation").read_text().split()[:2] == [str(cursor), str(done)]
         counting = Gated(static_model)
         counting.gate.set()
         kb.resume_reembed(counting)
@@ -156,6 +167,7 @@ def test_a_stopped_reembed_resumes_where_it_was(config, minilm, static_model, tm
                  what="the switch")
         assert kb.reembedding.state == "done", kb.reembedding.error
         assert counting.batches == -(-(kb.store.chunk_count() - done) // 8)  # only the rest
+        assert kb.reembedding.added == kb.store.chunk_count() - done  # the index's too
         right_vectors(kb, static_model)
     with KnowledgeBase(config) as kb:  # the database names its model now
         assert kb.status()["model"] == static_model.name
@@ -174,8 +186,7 @@ def test_cancel_keeps_the_old_model(config, minilm, static_model, tmp_path, monk
         threading.Timer(0.5, gated.gate.set).start()
         assert kb.cancel_reembed()["model"] == minilm.name
         assert kb.status()["model"] == minilm.name
-        assert kb.store.db.cursor().execute(
-            "SELECT count(*) FROM reembed_vectors").fetchone() == (0,)
+        assert not has_new_column(kb)
         assert "reembed_model" not in kb.store.meta()
         assert not (config.data_dir / reembed_module.NEXT_DENSE).exists()
         right_vectors(kb, minilm)
@@ -290,3 +301,157 @@ def test_a_daemon_stopped_mid_reembed_resumes_it_at_start(config, minilm, static
         right_vectors(again.kb, static_model)
     finally:
         again.stop()
+
+
+def clean_abstracts(kb: KnowledgeBase) -> dict[frozenset[int], str]:
+    """The written abstract of every clean node, by the chunks it covers."""
+    live = kb.tree_index.live
+    return {frozenset(-k for k in live.leaves_under(node)): live.abstracts[node]
+            for node in live.children if node not in live.dirty and live.abstracts.get(node)}
+
+
+@pytest.mark.parametrize("guide", ["centroid", "abstract"])
+def test_llm_abstracts_survive_a_reembed_where_a_node_covers_the_same_chunks(
+        config, minilm, static_model, tmp_path, fake_ollama, guide) -> None:
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "hotpotqa_small"
+    written = iter(range(1, 10_000))
+    fake_ollama.script(fn=lambda body: f"Summary: llm abstract number {next(written)}.")
+    config = config.replace("llm", enabled=True, host=fake_ollama.url, timeout_s=2.0,
+                            grounding=False, abstract_model="llama3.1:8b")  # placeholder texts
+    config = config.replace("tree", max_children=4, abstract_kind="summative",
+                            node_vectors=guide)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join((fixtures / "corpus.jsonl").read_text().splitlines()[:80]))
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest_jsonl(corpus)
+        assert kb.regenerate_abstracts()["failed"] == 0
+        before = clean_abstracts(kb)
+        assert len(before) == len(kb.tree_index.live.children) > 10
+        assert all(text.startswith("llm abstract number") for text in before.values())
+        kb.reembed(static_model.name, embedder=static_model)
+        wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
+                 what="the switch")
+        assert kb.reembedding.state == "done", kb.reembedding.error
+        assert kb.reembedding.kept == len(before)
+        wait_for(lambda: kb.stores.tree_state["state"] == "ok", timeout=120,
+                 what="the tree rebuilt from the new vectors")
+        live = kb.tree_index.live
+        same = {node: before[leaves] for node in live.children
+                if (leaves := frozenset(-k for k in live.leaves_under(node))) in before}
+        assert len(same) >= 2 and kb.stores.kept_given == len(same)  # the root at least
+        assert len(same) < len(live.children)  # the new grouping differs elsewhere
+        for node, text in same.items():
+            assert live.abstracts[node] == text and node not in live.dirty
+            if guide == "abstract":  # embedded again with the new model
+                assert np.allclose(live.abstract_vectors[node], static_model.embed([text])[0],
+                                   atol=1e-4)
+            else:
+                assert node not in live.abstract_vectors
+        assert live.dirty == set(live.children) - set(same)
+        assert not [n for n in live.dirty if live.abstracts.get(n)]  # nothing else carried
+        assert "kept_abstracts" not in {r[0] for r in kb.store.db.cursor().execute(
+            "SELECT table_name FROM duckdb_tables()").fetchall()}
+        asked = len(fake_ollama.chats)
+        kb.regenerate_abstracts()
+        assert len(fake_ollama.chats) - asked == len(live.children) - len(same)
+        assert all(live.abstracts[node] == text for node, text in same.items())
+    with KnowledgeBase(config) as kb:  # stored so
+        live = kb.tree_index.live
+        assert all(live.abstracts[node] == text for node, text in same.items())
+        assert not live.dirty
+
+
+def test_questions_are_answered_while_the_switch_transaction_runs(
+        config, minilm, static_model, tmp_path, monkeypatch) -> None:
+    """Questions wait only for the switch's commit and swap, never for its transaction: one
+    asked while the transaction is open is answered with the old model."""
+    folder = tmp_path / "notes"
+    write_notes(folder)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest([folder])
+        index, answered, inside = kb.store._index, [], []
+
+        def asked_inside(*args, **kwargs):
+            if kb.reembedding is not None and kb.reembedding.state == "switching":
+                asking = threading.Thread(target=lambda: answered.append(
+                    (kb.embedder.name, top_path(kb, "volcano in Sicily"))), daemon=True)
+                asking.start()
+                asking.join(60)  # a question held out until the commit would never end
+                inside.append(len(answered))
+            return index(*args, **kwargs)
+
+        monkeypatch.setattr(kb.store, "_index", asked_inside)
+        kb.reembed(static_model.name, embedder=static_model)
+        wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
+                 what="the switch")
+        assert kb.reembedding.state == "done", kb.reembedding.error
+        assert inside == [1]
+        [(model, path)] = answered
+        assert model == minilm.name and int(path[-5:-3]) % len(TOPICS) == 1  # an Etna note
+        assert kb.embedder.name == static_model.name
+        right_vectors(kb, static_model)
+
+
+def test_abstracts_kept_by_a_switch_survive_a_stop_before_the_new_tree(
+        config, minilm, static_model, tmp_path, monkeypatch) -> None:
+    from psirag_kb.storage import kept
+    from psirag_kb.storage.stores import Stores
+
+    config = config.replace("tree", max_children=4)
+    folder = tmp_path / "notes"
+    write_notes(folder, 40)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest([folder])
+        kb.regenerate_abstracts(offline=True)
+        before = clean_abstracts(kb)
+        with monkeypatch.context() as patch:  # stopped before the new tree is built
+            patch.setattr(Stores, "start_tree_rebuild", lambda self: None)
+            kb.reembed(static_model.name, embedder=static_model)
+            wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
+                     what="the switch")
+        assert kb.reembedding.state == "done", kb.reembedding.error
+        assert kb.stores.tree_missing
+    with KnowledgeBase(config, embedder=static_model) as kb:
+        assert len(kept.load(kb.store.db.cursor())) == len(before)
+        kb.stores.start_tree_rebuild()
+        wait_for(lambda: kb.stores.tree_state["state"] == "ok", timeout=120,
+                 what="the tree rebuilt after the restart")
+        after = clean_abstracts(kb)
+        assert after and kb.stores.kept_given == len(after)
+        assert all(before[leaves] == text for leaves, text in after.items())
+        assert kept.load(kb.store.db.cursor()) == {}
+
+
+def test_a_reembed_begun_with_the_side_table_resumes_from_its_rows(
+        config, minilm, static_model, tmp_path, monkeypatch) -> None:
+    """The first build of `reembed` kept new vectors in `reembed_vectors`: a resume moves
+    them to the column and embeds only the rest."""
+    monkeypatch.setattr(reembed_module, "BATCH", 8)
+    folder = tmp_path / "notes"
+    write_notes(folder)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest([folder])
+        rows = kb.store.db.cursor().execute(
+            "SELECT id, context, text FROM chunks ORDER BY id LIMIT 10").fetchall()
+        vectors = static_model.embed([indexed_text(r[1], r[2]) for r in rows])
+
+        def as_before() -> None:
+            with kb.store.transaction() as db:
+                db.executemany("INSERT INTO reembed_vectors VALUES (?, ?)",
+                               [(r[0], v.tolist()) for r, v in zip(rows, vectors, strict=True)])
+                db.executemany("INSERT INTO meta VALUES (?, ?)", [
+                    ("reembed_model", static_model.name), ("reembed_dim", str(static_model.dim)),
+                    ("reembed_cursor", str(rows[-1][0])), ("reembed_started", "0")])
+        kb.writer.call(as_before)
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        counting = Gated(static_model)
+        counting.gate.set()
+        kb.resume_reembed(counting)
+        wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
+                 what="the switch")
+        assert kb.reembedding.state == "done", kb.reembedding.error
+        assert counting.batches == -(-(kb.store.chunk_count() - 10) // 8)
+        assert kb.reembedding.added == kb.store.chunk_count()  # no index was saved then
+        right_vectors(kb, static_model)
+        assert kb.store.db.cursor().execute(
+            "SELECT count(*) FROM reembed_vectors").fetchone() == (0,)
