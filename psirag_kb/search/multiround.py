@@ -26,6 +26,12 @@ DEFAULT_HOPS = 2
 """Rounds used when the hop discriminator cannot judge the question (another embedding model)."""
 ROUND_DEPTH = 10
 """Passages each round's hybrid retrieval returns."""
+MAX_ROUNDS = 2
+"""Rounds at most, whatever the hop count: a third round's queries carry names two passages
+away from the question, and with ten lists fused by best rank their first passages crowd the
+question's own out of the top 5 (BENCHMARKS.md, issue 36: MuSiQue recall@5 0.658 with up to
+4 rounds, 0.679 with 2; HotpotQA and PopQA the same). It also bounds a question's model calls
+to 1 + FANOUT texts."""
 FANOUT = 3
 """Top passages of a round that each seed one expanded query in the next round."""
 MAX_TERMS = 4
@@ -221,7 +227,7 @@ def multi_round(
     first = engine.rank(question, mode, depth, scope, vector=vector, phrases=phrases).ids
     lists, queries = [first], [(1, question)]
     frontier, seen = first, set(first.tolist())
-    for number in range(2, hops + 1):
+    for number in range(2, min(hops, MAX_ROUNDS) + 1):
         seeds = frontier[:fanout].tolist()
         found_texts = engine.store.texts(seeds)
         texts = [expand(question, *found_texts[i]) for i in seeds if i in found_texts]
