@@ -16,6 +16,9 @@ from psirag_kb.answer.replies import ReplyError, parse_json, parse_reply, schema
 from psirag_kb.config import Config
 from psirag_kb.search.multiround import (
     MAX_ROUNDS,
+    MULTI_HOP_MODE,
+    SINGLE_HOP_MODE,
+    auto_rank,
     capitalised_spans,
     expand,
     max_score,
@@ -457,6 +460,7 @@ class ChainKB:
 
     def __init__(self) -> None:
         self.ranked: list[str] = []
+        self.modes: list[str] = []
         self.embedded: list[str] = []
 
     def embed_query(self, text: str) -> np.ndarray:
@@ -474,6 +478,7 @@ class ChainKB:
              vector: Any = None, phrases: Any = None) -> Ranking:
         start = 1 + 10 * len(self.ranked)
         self.ranked.append(text)
+        self.modes.append(mode)
         return Ranking(np.arange(start, start + k, dtype=np.int64), np.ones(k, np.float32))
 
     @property
@@ -495,6 +500,17 @@ def test_multi_round_stops_at_max_rounds_whatever_the_hop_count():
     # one question and the FANOUT expanded queries of round 2: the model's texts per question
     assert len(kb.embedded) == 1 + 3 and len(kb.ranked) == 1 + 3
     assert multi_round(ChainKB(), "Where is the town?", 5, rounds=1).steps[-1]["round"] == 1
+
+
+@pytest.mark.parametrize(("hops", "mode"), [(1, SINGLE_HOP_MODE), (3, MULTI_HOP_MODE)])
+def test_auto_follows_the_names_of_one_hop_questions_too(monkeypatch, hops: int, mode: str):
+    monkeypatch.setattr("psirag_kb.search.multiround.predict_hops", lambda *a, **k: hops)
+    kb = ChainKB()
+    ranking = auto_rank(kb, "Where was the poet born?", 5)
+    # a second round of the passages' names ("Place1 Town"), in the mode of the hop count
+    assert len(kb.ranked) == 1 + 3 and set(kb.modes) == {mode}
+    assert all("Place" in text for text in kb.ranked[1:])
+    assert len(ranking.ids) == 5
 
 
 # -- grounded answers and retrievals (issue 29) ---------------------------------------------------
