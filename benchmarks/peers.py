@@ -28,7 +28,11 @@ reports its own peak RSS (`getrusage`). Steps:
    rebuild, as its user would run after a change);
 3. recall@5 of the dev questions (`--ask STORE:SET`) for psirag-kb's modes and the peer's
    vector, BM25 and fusion retrievers, with each query's latency; then 8 concurrent clients
-   (threads of one process) asking the questions of the first set: p50/p95.
+   (threads of one process) asking the questions of the first set: p50/p95, queries/s,
+   process CPU ms per question and the cores it got.
+
+The worker's `concurrent` task (one client over a question file, then 8 threads, on a store
+already made) is what `benchmarks/concurrent_clients.py` runs for several code states.
 
 Prints (and writes) the JSON and a Markdown table. Each psirag-kb process's embedder is the
 uncached one, as the peer's: no embedding cache on either side.
