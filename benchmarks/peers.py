@@ -28,7 +28,11 @@ reports its own peak RSS (`getrusage`). Steps:
    rebuild, as its user would run after a change);
 3. recall@5 of the dev questions (`--ask STORE:SET`) for psirag-kb's modes and the peer's
    vector, BM25 and fusion retrievers, with each query's latency; then 8 concurrent clients
-   (threads of one process) asking the questions of the first set: p50/p95.
+   (threads of one process) asking the questions of the first set: p50/p95, queries/s,
+   process CPU ms per question and the cores it got.
+
+The worker's `concurrent` task (one client over a question file, then 8 threads, on a store
+already made) is what `benchmarks/concurrent_clients.py` runs for several code states.
 
 Prints (and writes) the JSON and a Markdown table. Each psirag-kb process's embedder is the
 uncached one, as the peer's: no embedding cache on either side.
@@ -123,14 +127,30 @@ def concurrent(ask: Any, questions: list[str], clients: int = CLIENTS) -> dict[s
             with lock:
                 seconds.append(spent)
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), os.times()
     threads = [threading.Thread(target=client) for _ in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    wall = time.perf_counter() - started
-    return {**latency(seconds), "queries_per_s": round(len(seconds) / wall, 1)}
+    wall, spent_cpu = time.perf_counter() - started, os.times()
+    busy = spent_cpu.user + spent_cpu.system - cpu.user - cpu.system
+    return {**latency(seconds), "queries_per_s": round(len(seconds) / wall, 1),
+            "cpu_ms_per_query": round(1000 * busy / max(len(seconds), 1), 1),
+            "cores_used": round(busy / wall, 2)}
+
+
+def sequential_then_concurrent(ask: Any, sources: Any, questions: list[dict[str, Any]]
+                               ) -> dict[str, Any]:
+    """One client asking every question (recall@5, p50/p95), then CLIENTS threads."""
+    total, seconds = 0.0, []
+    for item in questions:
+        started = time.perf_counter()
+        found = ask(item["question"])
+        seconds.append(time.perf_counter() - started)
+        total += recall_at(sources(found), item["gold"])
+    return {"recall@5": round(total / len(questions), 4), "single": latency(seconds),
+            "concurrent": concurrent(ask, [q["question"] for q in questions])}
 
 
 def found(results: list[tuple[str, str]], marker: str) -> bool:
@@ -225,7 +245,23 @@ def psirag_task(task: str, spec: dict[str, Any]) -> dict[str, Any]:
                 "disk_bytes": disk_bytes(store)}
     if task == "update":
         return psirag_update(config, embedder, spec)
+    if task == "concurrent":
+        return psirag_concurrent(config, embedder, spec)
     return psirag_queries(config, embedder, spec)
+
+
+def psirag_concurrent(config: Any, embedder: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """Per mode: one client over the questions (recall and latency), then CLIENTS threads."""
+    from psirag_kb.kb import KnowledgeBase
+
+    questions = load_questions(Path(spec["questions"]))
+    with KnowledgeBase(config, embedder=embedder) as kb:
+        for mode in spec["modes"]:  # concurrent too: a model instance made on demand loads
+            concurrent(lambda t, m=mode: kb.rank(t, m, K), [f"warm up {i}" for i in range(16)])
+        report = {mode: sequential_then_concurrent(lambda t, m=mode: kb.rank(t, m, K).ids,
+                                                   kb.sources, questions)
+                  for mode in spec["modes"]}
+    return {"modes": report, "peak_rss_mb": peak_rss_mb()}
 
 
 def psirag_update(config: Any, embedder: Any, spec: dict[str, Any]) -> dict[str, Any]:
@@ -415,6 +451,14 @@ def peer_task(task: str, spec: dict[str, Any]) -> dict[str, Any]:
                 "disk_bytes": disk_bytes(store)}
     if task == "update":
         return peer_update(peer, spec)
+    if task == "concurrent":
+        peer.load()
+        fusion = peer.retrievers()["fusion"]
+        concurrent(fusion.retrieve, [f"warm up {i}" for i in range(16)])
+        report = sequential_then_concurrent(
+            fusion.retrieve, lambda rows: [r.node.ref_doc_id or "" for r in rows],
+            load_questions(Path(spec["questions"])))
+        return {"modes": {"fusion": report}, "peak_rss_mb": peak_rss_mb()}
     return peer_queries(peer, spec)
 
 
@@ -562,7 +606,9 @@ class Runner:
         if tool == "peer":
             env.pop("PYTHONPATH", None)
         else:
-            env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+            # PSIRAG_CODE: another checkout's package (benchmarks/concurrent_clients.py)
+            env["PYTHONPATH"] = env.pop("PSIRAG_CODE", None) or str(
+                Path(__file__).resolve().parents[1])
         spec = {**spec, "model": self.model, "threads": self.args.threads}
         print(f"[{time.strftime('%H:%M:%S')}] {tool} {task} {spec.get('store')}",
               file=sys.stderr, flush=True)

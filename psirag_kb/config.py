@@ -136,7 +136,7 @@ class RetrievalConfig:
 
     default_mode: str = "auto"
     """Mode used when a query does not name one: auto gives a question the hop discriminator
-    judges one-hop one round of dense + BM25, and one needing more that many rounds."""
+    judges one-hop two rounds of dense + BM25, and one needing more two rounds of hybrid."""
     k: int = 5
     """Results returned."""
     k_per_retriever: int = 10

@@ -26,6 +26,12 @@ DEFAULT_HOPS = 2
 """Rounds used when the hop discriminator cannot judge the question (another embedding model)."""
 ROUND_DEPTH = 10
 """Passages each round's hybrid retrieval returns."""
+MAX_ROUNDS = 2
+"""Rounds at most, whatever the hop count: a third round's queries carry names two passages
+away from the question, and with ten lists fused by best rank their first passages crowd the
+question's own out of the top 5 (BENCHMARKS.md, issue 36: MuSiQue recall@5 0.658 with up to
+4 rounds, 0.679 with 2; HotpotQA and PopQA the same). It also bounds a question's model calls
+to 1 + FANOUT texts."""
 FANOUT = 3
 """Top passages of a round that each seed one expanded query in the next round."""
 MAX_TERMS = 4
@@ -36,7 +42,12 @@ ABBREVIATION = 4
 """A capitalised word with a full stop joins the next name only up to this length ("J.", "Mrs.")."""
 RRF_K = 60
 SINGLE_HOP_MODE = "flat_hybrid"
-"""One round for a one-hop question: on single-hop sets the tree's list costs recall."""
+"""Each round of a one-hop question: on single-hop sets the tree's list costs recall."""
+ONE_HOP_ROUNDS = 2
+"""Rounds of a one-hop question too: its best passages name the answer ("born in New York
+City"), whose own passage the question's words rarely find; one round of those names finds it
+(BENCHMARKS.md, issue 36: PopQA recall@5 0.512 with one round, 0.592 with two, where each
+question's second gold passage is its answer's page; the multi-hop sets the same)."""
 MULTI_HOP_MODE = "hybrid"
 """Each round of a multi-hop question."""
 
@@ -221,7 +232,7 @@ def multi_round(
     first = engine.rank(question, mode, depth, scope, vector=vector, phrases=phrases).ids
     lists, queries = [first], [(1, question)]
     frontier, seen = first, set(first.tolist())
-    for number in range(2, hops + 1):
+    for number in range(2, min(hops, MAX_ROUNDS) + 1):
         seeds = frontier[:fanout].tolist()
         found_texts = engine.store.texts(seeds)
         texts = [expand(question, *found_texts[i]) for i in seeds if i in found_texts]
@@ -245,12 +256,13 @@ def multi_round(
 
 def auto_rank(engine: Any, question: str, k: int, scope: Any = None,
               vector: np.ndarray | None = None) -> Ranking:
-    """Mode auto: a question the hop discriminator judges one-hop gets one round of flat
-    dense + BM25; one needing more gets that many rounds of multi-round retrieval."""
+    """Mode auto: a question the hop discriminator judges one-hop gets ONE_HOP_ROUNDS rounds
+    of flat dense + BM25; one needing more gets its rounds (up to MAX_ROUNDS) of hybrid."""
     vector = engine.embed_query(question) if vector is None else vector
     hops = predict_hops(engine, question, vector)
     if hops <= 1:
-        return engine.rank(question, SINGLE_HOP_MODE, k, scope, vector=vector)
+        return multi_round(engine, question, k, rounds=ONE_HOP_ROUNDS, within=scope,
+                           mode=SINGLE_HOP_MODE, vector=vector).ranking
     return multi_round(engine, question, k, rounds=hops, within=scope, mode=MULTI_HOP_MODE,
                        vector=vector).ranking
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 MODES = ("auto", "hybrid", "tree", "sparse", "dense")
-"""Query modes users choose from: auto lets the hop discriminator choose one round of flat
-dense + BM25 (one hop) or multi-round retrieval (more)."""
+"""Query modes users choose from: auto lets the hop discriminator choose flat dense + BM25 (one
+hop) or hybrid (more) for each of its rounds of multi-round retrieval."""
 EVAL_MODES = (*MODES, "flat_hybrid", "agent")
 """Modes the evaluation can score: flat_hybrid is the RRF of BM25 and flat dense alone; agent
 is the multi-round retrieval of agent mode without an LLM."""

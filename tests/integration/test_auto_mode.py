@@ -1,5 +1,5 @@
-"""Mode auto over the real MiniLM and the shipped hop discriminator: one round for a one-hop
-question, multi-round for more, each later round's queries embedded in one batched call."""
+"""Mode auto over the real MiniLM and the shipped hop discriminator: flat rounds for a one-hop
+question, hybrid rounds for more, each later round's queries embedded in one batched call."""
 
 from __future__ import annotations
 
@@ -12,7 +12,12 @@ import pytest
 from psirag_kb.config import Config
 from psirag_kb.evaluation import load_questions
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.search.multiround import SINGLE_HOP_MODE, multi_round, predict_hops
+from psirag_kb.search.multiround import (
+    ONE_HOP_ROUNDS,
+    SINGLE_HOP_MODE,
+    multi_round,
+    predict_hops,
+)
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
@@ -39,10 +44,12 @@ def questions_by_hops(kb: KnowledgeBase) -> dict[int, str]:
     raise AssertionError(f"no one-hop and multi-hop pair among the samples: {found}")
 
 
-def test_one_hop_questions_take_one_flat_round(kb: KnowledgeBase) -> None:
+def test_one_hop_questions_take_flat_rounds(kb: KnowledgeBase) -> None:
     question = questions_by_hops(kb)[1]
     auto = kb.rank(question, "auto", 5)
-    assert auto.ids.tolist() == kb.rank(question, SINGLE_HOP_MODE, 5).ids.tolist()
+    flat = multi_round(kb.engine, question, 5, rounds=ONE_HOP_ROUNDS, mode=SINGLE_HOP_MODE)
+    assert ONE_HOP_ROUNDS == 2 and max(s["round"] for s in flat.steps) == 2  # names followed
+    assert auto.ids.tolist() == flat.ranking.ids.tolist()
     assert kb.query(question, mode="auto", k=5)["mode"] == "auto"
 
 

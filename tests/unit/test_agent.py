@@ -15,9 +15,14 @@ from psirag_kb.answer.llm import OllamaLLM
 from psirag_kb.answer.replies import ReplyError, parse_json, parse_reply, schema, unanswerable
 from psirag_kb.config import Config
 from psirag_kb.search.multiround import (
+    MAX_ROUNDS,
+    MULTI_HOP_MODE,
+    SINGLE_HOP_MODE,
+    auto_rank,
     capitalised_spans,
     expand,
     max_score,
+    multi_round,
     salient_phrases,
     sentence_start,
 )
@@ -445,6 +450,67 @@ def test_max_score_prefers_best_rank_and_earlier_lists():
     fused = max_score([np.array([1, 2]), np.array([3, 2])], k=3)
     assert fused.ids.tolist() == [1, 3, 2]
     assert fused.scores[0] == fused.scores[1] > fused.scores[2]
+
+
+class ChainKB:
+    """Every query finds passages no earlier query found, each naming a new place: a chain
+    that multi-round retrieval could follow for as many rounds as it is given."""
+
+    dim = 3
+
+    def __init__(self) -> None:
+        self.ranked: list[str] = []
+        self.modes: list[str] = []
+        self.embedded: list[str] = []
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.embedded.append(text)
+        return np.ones(3, dtype=np.float32)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        self.embedded.extend(texts)
+        return np.ones((len(texts), 3), dtype=np.float32)
+
+    def scope_of(self, within: Any) -> Any:
+        return within
+
+    def rank(self, text: str, mode: str, k: int, within: Any = None,
+             vector: Any = None, phrases: Any = None) -> Ranking:
+        start = 1 + 10 * len(self.ranked)
+        self.ranked.append(text)
+        self.modes.append(mode)
+        return Ranking(np.arange(start, start + k, dtype=np.int64), np.ones(k, np.float32))
+
+    @property
+    def store(self) -> Any:
+        def row(i: int) -> Any:
+            return SimpleNamespace(source=f"p-{i}", text=f"It lies near Place{i} Town.",
+                                   line_first=None, line_last=None, path="/c.jsonl",
+                                   location=None, unavailable=None)
+        return SimpleNamespace(hits=lambda ids: {i: row(i) for i in ids},
+                               texts=lambda ids: {i: (row(i).text, "") for i in ids})
+
+
+def test_multi_round_stops_at_max_rounds_whatever_the_hop_count():
+    kb = ChainKB()
+    result = multi_round(kb, "Where is the town?", 5, rounds=4)
+    assert MAX_ROUNDS == 2
+    assert max(step["round"] for step in result.steps) == MAX_ROUNDS
+    assert result.hops == 4  # the hop count is reported as predicted
+    # one question and the FANOUT expanded queries of round 2: the model's texts per question
+    assert len(kb.embedded) == 1 + 3 and len(kb.ranked) == 1 + 3
+    assert multi_round(ChainKB(), "Where is the town?", 5, rounds=1).steps[-1]["round"] == 1
+
+
+@pytest.mark.parametrize(("hops", "mode"), [(1, SINGLE_HOP_MODE), (3, MULTI_HOP_MODE)])
+def test_auto_follows_the_names_of_one_hop_questions_too(monkeypatch, hops: int, mode: str):
+    monkeypatch.setattr("psirag_kb.search.multiround.predict_hops", lambda *a, **k: hops)
+    kb = ChainKB()
+    ranking = auto_rank(kb, "Where was the poet born?", 5)
+    # a second round of the passages' names ("Place1 Town"), in the mode of the hop count
+    assert len(kb.ranked) == 1 + 3 and set(kb.modes) == {mode}
+    assert all("Place" in text for text in kb.ranked[1:])
+    assert len(ranking.ids) == 5
 
 
 # -- grounded answers and retrievals (issue 29) ---------------------------------------------------
