@@ -8,11 +8,11 @@ the restored copy opened.
 Per N, in `WORK/nN/` (docs generated as `benchmarks/scale.py` does: 50-chunk Markdown files of
 recombined corpus sentences, a code word per chunk):
 1. Ingest in this process (`KnowledgeBase.ingest`), unless `--keep` finds a data directory.
-2. Four idle backups, each after five single-file commits (so hnswlib's memory is ahead of its
-   file), alternating before/now: wall time, how long the writer was held (the time writes
+2. `--pairs` (2) pairs of idle backups, each after five single-file commits (so hnswlib's memory
+   is ahead of its file), before then now: wall time, how long the writer was held (the time writes
    wait), of it DuckDB's CHECKPOINT and copy, bytes and files by part.
-3. Four backups while a thread ingests 5-chunk files one after another (before, now, before,
-   now): the writer's hold and the ingests that committed during it; on the writer at the last
+3. As many pairs of backups while a thread ingests 5-chunk files one after another (before,
+   now, ...): the writer's hold and the ingests that committed during it; on the writer at the last
    one's copy, the top 10 of ten queries (dense and hybrid) are recorded.
 4. With `--methods`, DuckDB's own copy methods on the writer, side by side.
 5. `restore` of the last backup into a new data directory (hashes checked, files copied), then
@@ -241,14 +241,14 @@ def one(n: int, args: argparse.Namespace, generator: Generator) -> dict[str, Any
         log(f"N={n}: {result['chunks']} chunks; idle backups, before (hnswlib saved on the "
             "writer) and now, alternating")
         rounds = []
-        for old in (True, False, True, False):
+        for old in (True, False) * args.pairs:
             rounds.append(idle(kb, docs, folder / "backup-idle", old))
             log(f"  {rounds[-1]}")
         result["idle"] = rounds
         log(f"N={n}: backups during writes, before and now, alternating")
         busy = folder / "backup-busy"
         rounds = []
-        for old in (True, False, True):
+        for old in ((True, False) * args.pairs)[:-1]:
             shutil.rmtree(busy, ignore_errors=True)
             rounds.append(during_writes(kb, docs, busy, old))
             log(f"  {rounds[-1]}")
@@ -306,6 +306,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true",
                         help="reuse an earlier ingest (the data directory as it is)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pairs", type=int, default=2,
+                        help="before/now pairs of backups, idle and during writes")
     parser.add_argument("--methods", action="store_true",
                         help="also time DuckDB's copy methods side by side")
     args = parser.parse_args()

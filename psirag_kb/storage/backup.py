@@ -195,19 +195,20 @@ def copy_stores(stores: Any, target: Path, later: Later | None = None) -> dict[s
     if dense.memory_generation == generation and dense.generation != generation and (
             dense.saved_files() is None or dense.unsaved > save_behind(dense.count)):
         dense.save(generation)  # else the restore adds the few missing vectors from DuckDB
+    checkpoint_started = time.perf_counter()
     try:
         store.db.execute("CHECKPOINT")
         checkpointed = True
     except duckdb.Error as exc:  # a reader's transaction is open: the log goes with it
         log.info("backup: DuckDB checkpoint put off (%s); copying its write-ahead log", exc)
         checkpointed = False
-    checkpoint_s = time.perf_counter() - started
+    checkpoint_s = time.perf_counter() - checkpoint_started
     target.mkdir(parents=True, exist_ok=True)
     duckdb_written = sync_file(store.path, target / store.path.name)  # seeded: rewrites blocks
     wal = store.path.with_name(store.path.name + ".wal")
     if wal.exists() and wal.stat().st_size > 0:
         _copy(wal, target / wal.name)
-    duckdb_s = time.perf_counter() - started
+    duckdb_s = time.perf_counter() - checkpoint_started
     if "bm25" in stores.stale or sparse.generation != generation:
         indexes["bm25"] = "stale: rebuilt from the database after a restore"
     else:

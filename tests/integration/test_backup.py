@@ -19,6 +19,7 @@ from psirag_kb.config import Config
 from psirag_kb.errors import KBError
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.service.daemon import Daemon
+from psirag_kb.storage import backup as backup_module
 from psirag_kb.storage import stores as stores_module
 from psirag_kb.storage.backup import MANIFEST, RESTORING, BackupError, read_manifest, restore
 from psirag_kb.storage.dense import DenseIndex
@@ -222,6 +223,26 @@ def test_a_backup_leaves_the_dense_index_as_saved_and_the_restore_catches_it_up(
         again = answers(restored)
     assert set(counting.texts) <= set(QUERIES)  # no chunk embedded again
     assert again == recorded != final
+
+
+def test_a_backup_saves_the_dense_index_first_when_it_is_far_behind(
+        tmp_path: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    config = Config().with_data_dir(tmp_path / "data")
+    monkeypatch.setattr(backup_module, "DENSE_BEHIND", 4)  # a twentieth of 8 is less
+    with KnowledgeBase(config, fake_embedder) as kb:
+        for n in range(3):  # 3 vectors behind the saved file: left to the restore
+            (docs / f"n{n}.md").write_text(note(n))
+            kb.ingest([docs / f"n{n}.md"])
+        first = kb.backup(tmp_path / "b1")
+        for n in range(3, 8):  # 8 behind: saved on the writer first
+            (docs / f"n{n}.md").write_text(note(n))
+            kb.ingest([docs / f"n{n}.md"])
+        second = kb.backup(tmp_path / "b2")
+    assert first["dense_generation"] < first["generation"]
+    assert second["dense_generation"] == second["generation"]
+    assert second["indexes"]["dense"] == "ok"
 
 
 @pytest.fixture
