@@ -245,6 +245,24 @@ def test_a_backup_saves_the_dense_index_first_when_it_is_far_behind(
     assert second["indexes"]["dense"] == "ok"
 
 
+def test_a_large_ingest_saves_the_dense_index_once_it_is_far_behind(
+        tmp_path: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    monkeypatch.setattr(backup_module, "DENSE_BEHIND", 4)
+    with KnowledgeBase(Config().with_data_dir(tmp_path / "data"), fake_embedder) as kb:
+        for n in range(3):
+            (docs / f"n{n}.md").write_text(note(n))
+        kb.ingest([docs])  # 3 vectors the saved index lacks: left for later
+        assert kb.dense.generation < kb.store.generation and kb.dense.unsaved == 3
+        for n in range(3, 8):
+            (docs / f"n{n}.md").write_text(note(n))
+        kb.ingest([docs])  # 8: saved, and DuckDB checkpointed, before a backup needs it
+        assert kb.dense.generation == kb.store.generation and kb.dense.unsaved == 0
+        wal = kb.store.path.with_name("kb.duckdb.wal")
+        assert not wal.exists() or wal.stat().st_size == 0
+
+
 @pytest.fixture
 def small(tmp_path: Path, fake_embedder: Any) -> tuple[Config, Path]:
     """A knowledge base of three notes (fake embedder) and a backup of it."""
