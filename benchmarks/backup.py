@@ -1,25 +1,23 @@
 """Backup and restore cost: N generated chunks ingested, then backed up idle and during writes,
-the DuckDB copy methods side by side, restored, and the restored copy opened.
+the way `backup` did it before (hnswlib saved on the writer) and now side by side, restored, and
+the restored copy opened.
 
     .venv/bin/python benchmarks/backup.py --n 10000 100000 --data $D/*/corpus.jsonl \
         --model /tmp/models/minilm-static --work /tmp/psirag-backup
 
 Per N, in `WORK/nN/` (docs generated as `benchmarks/scale.py` does: 50-chunk Markdown files of
 recombined corpus sentences, a code word per chunk):
-1. Ingest in this process (`KnowledgeBase.ingest`), unless `--keep` finds it done.
-2. `KnowledgeBase.backup` on an idle knowledge base: wall time, how long the writer was held
-   (the time writes wait), bytes and files, by part (DuckDB, BM25, dense).
-3. The same while a thread writes and ingests 5-chunk files one after another: the backup's
-   time, the writer's hold, and the ingests that committed during it; then four more such
-   backups alternating the way the stores' immutable files are copied (every file copied on
-   the writer; hard-linked on it and copied after, as `backup` does).
-4. DuckDB's own copy methods on the writer, side by side in the same run, each into a new
-   folder: CHECKPOINT then a file copy (what `backup` does), `ATTACH` + `COPY FROM DATABASE`,
-   and `EXPORT DATABASE` (Parquet).
-5. `restore` of the idle backup into a new data directory (manifest hashes checked, files
-   copied), then the restored knowledge base opened (no index rebuilt: the log is checked).
-6. Per-chunk cost (bytes and seconds per chunk at the largest N) and the projection to a million
-   chunks, labelled as a projection.
+1. Ingest in this process (`KnowledgeBase.ingest`), unless `--keep` finds a data directory.
+2. `--pairs` (2) pairs of idle backups, each after five single-file commits (so hnswlib's memory
+   is ahead of its file), before then now: wall time, how long the writer was held (the time writes
+   wait), of it DuckDB's CHECKPOINT and copy, bytes and files by part.
+3. As many pairs of backups while a thread ingests 5-chunk files one after another (before,
+   now, ...): the writer's hold and the ingests that committed during it; on the writer at the last
+   one's copy, the top 10 of ten queries (dense and hybrid) are recorded.
+4. With `--methods`, DuckDB's own copy methods on the writer, side by side.
+5. `restore` of the last backup into a new data directory (hashes checked, files copied), then
+   the restored knowledge base opened (the log names what was rebuilt or caught up) and the ten
+   queries asked again.
 
 Prints progress on stderr and one JSON object on stdout (also WORK/backup.json).
 """
@@ -30,7 +28,6 @@ import argparse
 import glob
 import json
 import logging
-import math
 import os
 import shutil
 import sys
@@ -118,32 +115,55 @@ def duckdb_methods(kb: KnowledgeBase, work: Path) -> dict[str, Any]:
     return out
 
 
-def copied_on_writer(kb: KnowledgeBase, dest: Path) -> dict[str, Any]:
-    """A backup as `backup` took it before the hard links: every store file copied on the
-    writer (for the side-by-side comparison)."""
-    def copy(folder: Path, _later: Later) -> dict[str, Any]:
-        return kb.writer.call(lambda: copy_stores(kb.stores, folder, Later(None)))
+def saved_on_writer(kb: KnowledgeBase, dest: Path) -> dict[str, Any]:
+    """A backup as `backup` took it before it left hnswlib's index as last saved: the index
+    saved on the writer first whenever memory was ahead of its file (for the side-by-side
+    comparison)."""
+    def copy(folder: Path, later: Later) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            dense, generation = kb.stores.dense, kb.store.generation
+            started = time.perf_counter()
+            if dense.memory_generation == generation and dense.generation != generation:
+                dense.save(generation)
+            saved_s = time.perf_counter() - started
+            copied = copy_stores(kb.stores, folder, later)
+            return copied | {"writer_held_s": round(copied["writer_held_s"] + saved_s, 3),
+                             "dense_save_s": round(saved_s, 3)}
+        return kb.writer.call(run)
 
     return take_backup(kb.data_dir, dest, copy)
 
 
-def during_writes(kb: KnowledgeBase, docs: Path, dest: Path,
-                  linked: bool = True) -> dict[str, Any]:
-    """A backup while a thread writes and ingests small files back to back (`linked`: as
-    `backup` does it; else every file copied on the writer)."""
+def small_file(folder: Path, number: int) -> Path:
+    """A new 5-chunk Markdown file."""
+    path = folder / f"w{number:05d}.md"
+    path.write_text("\n\n".join(f"## Added {number} part {p}\n\nA short added note number "
+                                 f"{number}, part {p}, about backups." for p in range(5)) + "\n")
+    return path
+
+
+def edits(kb: KnowledgeBase, docs: Path, count: int) -> None:
+    """Commit `count` small files one by one (hnswlib's memory goes ahead of its file)."""
+    extra = docs / "during"
+    extra.mkdir(exist_ok=True)
+    start = len(list(extra.iterdir()))
+    for number in range(start, start + count):
+        kb.ingest([small_file(extra, number)])
+
+
+def during_writes(kb: KnowledgeBase, docs: Path, dest: Path, old: bool = False,
+                  then: Any = None) -> dict[str, Any]:
+    """A backup while a thread writes and ingests small files back to back (`old`: hnswlib
+    saved on the writer, as before; else as `backup` does it now)."""
     stop = threading.Event()
     commits: list[float] = []
     extra = docs / "during"
     extra.mkdir(exist_ok=True)
 
     def writes() -> None:
-        number = 0
+        number = len(list(extra.iterdir()))
         while not stop.is_set():
-            path = extra / f"w{number:05d}.md"
-            path.write_text("\n\n".join(f"## Added {number} part {p}\n\nA short added note "
-                                        f"number {number}, part {p}, about backups."
-                                        for p in range(5)) + "\n")
-            kb.ingest([path])
+            kb.ingest([small_file(extra, number)])
             commits.append(time.perf_counter())
             number += 1
 
@@ -151,23 +171,49 @@ def during_writes(kb: KnowledgeBase, docs: Path, dest: Path,
     thread.start()
     time.sleep(3.0)  # writes under way
     started = time.perf_counter()
-    manifest = kb.backup(dest) if linked else copied_on_writer(kb, dest)
+    manifest = saved_on_writer(kb, dest) if old else kb.backup(dest, then=then)
     ended = time.perf_counter()
     time.sleep(1.0)
     stop.set()
     thread.join()
     during = [t for t in commits if started <= t <= ended]
     gaps = [b - a for a, b in zip(commits, commits[1:], strict=False)]
-    shutil.rmtree(extra)
-    kb.ingest([docs])  # the added files removed again
-    return {"linked": linked, "seconds": manifest["seconds"],
-            "writer_held_s": manifest["writer_held_s"],
+    return {"dense_saved_on_writer": old, "seconds": manifest["seconds"],
+            "writer_held_s": manifest["writer_held_s"], "duckdb_s": manifest["duckdb_s"],
+            "dense_generation": manifest["dense_generation"],
             "bytes": manifest["bytes"], "generation": manifest["generation"],
             "ingests_before": len([t for t in commits if t < started]),
             "ingests_committed_during_backup": len(during),
             "longest_gap_between_ingests_s": round(max(gaps), 3) if gaps else None,
             "median_gap_between_ingests_s": round(sorted(gaps)[len(gaps) // 2], 3)
             if gaps else None}
+
+
+QUERIES = ("the history of the river valley", "a famous football club", "music of the 1970s",
+           "which film won an award", "the capital city and its university",
+           "a species of flowering plant", "the war and the treaty that ended it",
+           "an American politician", "a railway station opened", "the population census")
+
+
+def answers(kb: KnowledgeBase) -> dict[str, list[int]]:
+    """The top 10 chunk ids of each query, dense and hybrid."""
+    return {f"{mode}: {q}": [r["chunk_id"] for r in kb.query(q, mode=mode, k=10)["results"]]
+            for q in QUERIES for mode in ("dense", "hybrid")}
+
+
+def idle(kb: KnowledgeBase, docs: Path, dest: Path, old: bool) -> dict[str, Any]:
+    """Five single-file commits, then a backup with nothing else writing."""
+    edits(kb, docs, 5)
+    shutil.rmtree(dest, ignore_errors=True)
+    behind = kb.dense.unsaved
+    manifest = saved_on_writer(kb, dest) if old else kb.backup(dest)
+    out = {"dense_saved_on_writer": old, "seconds": manifest["seconds"],
+           "writer_held_s": manifest["writer_held_s"], "duckdb_s": manifest["duckdb_s"],
+           "dense_save_s": manifest.get("dense_save_s", 0.0),
+           "dense_vectors_behind": behind, "bytes": manifest["bytes"],
+           "files": len(manifest["files"]), "parts": parts(dest)}
+    shutil.rmtree(dest, ignore_errors=True)
+    return out
 
 
 def one(n: int, args: argparse.Namespace, generator: Generator) -> dict[str, Any]:
@@ -183,7 +229,7 @@ def one(n: int, args: argparse.Namespace, generator: Generator) -> dict[str, Any
         config = config.replace("embedding", model=str(args.model))
     result: dict[str, Any] = {"n": n}
     with KnowledgeBase(config) as kb:
-        if kb.store.chunk_count() != n:
+        if not (args.keep and kb.store.chunk_count() > 0):  # --keep: as ingested before
             log(f"N={n}: ingesting")
             started = time.perf_counter()
             kb.ingest([docs])
@@ -192,35 +238,39 @@ def one(n: int, args: argparse.Namespace, generator: Generator) -> dict[str, Any
         result["model"] = kb.embedder.name
         result["dim"] = kb.dim
         result["data_dir_bytes"] = size(data)
-        log(f"N={n}: {result['chunks']} chunks; idle backup")
-        idle = folder / "backup-idle"
-        shutil.rmtree(idle, ignore_errors=True)
-        manifest = kb.backup(idle)
-        result["idle"] = {"seconds": manifest["seconds"],
-                          "writer_held_s": manifest["writer_held_s"],
-                          "duckdb_copy_s": manifest["duckdb_s"], "bytes": manifest["bytes"],
-                          "files": len(manifest["files"]), "parts": parts(idle)}
-        log(f"  {result['idle']}")
-        log(f"N={n}: backup during writes")
-        busy = folder / "backup-busy"
-        shutil.rmtree(busy, ignore_errors=True)
-        result["during_writes"] = during_writes(kb, docs, busy)
-        shutil.rmtree(busy, ignore_errors=True)
-        log(f"  {result['during_writes']}")
+        log(f"N={n}: {result['chunks']} chunks; idle backups, before (hnswlib saved on the "
+            "writer) and now, alternating")
         rounds = []
-        for linked in (False, True, False, True):  # side by side, alternating
-            rounds.append(during_writes(kb, docs, busy, linked))
-            shutil.rmtree(busy, ignore_errors=True)
+        for old in (True, False) * args.pairs:
+            rounds.append(idle(kb, docs, folder / "backup-idle", old))
             log(f"  {rounds[-1]}")
-        result["linked_vs_copied"] = rounds
-        log(f"N={n}: DuckDB copy methods")
-        result["methods"] = duckdb_methods(kb, folder)
+        result["idle"] = rounds
+        log(f"N={n}: backups during writes, before and now, alternating")
+        busy = folder / "backup-busy"
+        rounds = []
+        for old in ((True, False) * args.pairs)[:-1]:
+            shutil.rmtree(busy, ignore_errors=True)
+            rounds.append(during_writes(kb, docs, busy, old))
+            log(f"  {rounds[-1]}")
+        recorded: dict[str, Any] = {}
+
+        def record(copied: dict[str, Any]) -> None:  # on the writer: nothing commits meanwhile
+            recorded.update(answers(kb))
+
+        shutil.rmtree(busy, ignore_errors=True)
+        rounds.append(during_writes(kb, docs, busy, False, then=record))  # restored below
+        log(f"  {rounds[-1]}")
+        result["during_writes"] = rounds
+        if args.methods:
+            log(f"N={n}: DuckDB copy methods")
+            result["methods"] = duckdb_methods(kb, folder)
     log(f"N={n}: restore")
     target = folder / "restored"
     shutil.rmtree(target, ignore_errors=True)
     started = time.perf_counter()
-    report = restore(idle, target)
+    report = restore(busy, target)
     result["restore_s"] = round(time.perf_counter() - started, 2)
+    result["restored_bytes"] = size(target)
     records: list[str] = []
 
     class Catch(logging.Handler):
@@ -235,10 +285,15 @@ def one(n: int, args: argparse.Namespace, generator: Generator) -> dict[str, Any
         result["restored_open_s"] = round(time.perf_counter() - started, 2)
         result["restored_chunks"] = restored.store.chunk_count()
         result["restored_generation"] = restored.store.generation
+        again = answers(restored)
     logging.getLogger("psirag_kb").removeHandler(catcher)
-    result["rebuilt_at_open"] = [m for m in records if "rebuild" in m or "catching up" in m]
+    result["restored_answers_equal"] = f"{sum(again[k] == recorded[k] for k in recorded)} of " \
+        f"{len(recorded)}"
+    result["rebuilt_at_open"] = [m for m in records if "rebuil" in m or "catching up" in m
+                                 or "caught up" in m]
     assert result["restored_generation"] == report["generation"]
     shutil.rmtree(target)
+    shutil.rmtree(busy, ignore_errors=True)
     return result
 
 
@@ -248,8 +303,13 @@ def main() -> None:
     parser.add_argument("--data", nargs="+", required=True, help="corpus.jsonl files (globs)")
     parser.add_argument("--model", type=Path, help="[embedding] model (a static one is fast)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/psirag-backup"))
-    parser.add_argument("--keep", action="store_true", help="reuse an earlier ingest")
+    parser.add_argument("--keep", action="store_true",
+                        help="reuse an earlier ingest (the data directory as it is)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pairs", type=int, default=2,
+                        help="before/now pairs of backups, idle and during writes")
+    parser.add_argument("--methods", action="store_true",
+                        help="also time DuckDB's copy methods side by side")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     corpora = [Path(p) for pattern in args.data for p in sorted(glob.glob(pattern))]
@@ -260,16 +320,6 @@ def main() -> None:
     generator = Generator(load_sentences(corpora), count, config.ingest.chunk_tokens, args.seed)
     results = {"machine": f"{os.cpu_count()} cores", "load_at_start": os.getloadavg(),
                "runs": [one(n, args, generator) for n in args.n]}
-    largest = results["runs"][-1]
-    per_chunk_bytes = largest["idle"]["bytes"] / largest["chunks"]
-    per_chunk_s = largest["idle"]["seconds"] / largest["chunks"]
-    per_chunk_held = largest["idle"]["writer_held_s"] / largest["chunks"]
-    per_chunk_restore = largest["restore_s"] / largest["chunks"]
-    results["projection_1m"] = {
-        "note": f"projected linearly from N={largest['chunks']} (not measured at 1M)",
-        "bytes": math.ceil(per_chunk_bytes * 1e6), "backup_s": round(per_chunk_s * 1e6, 1),
-        "writer_held_s": round(per_chunk_held * 1e6, 1),
-        "restore_s": round(per_chunk_restore * 1e6, 1)}
     results["load_at_end"] = os.getloadavg()
     text = json.dumps(results, indent=1)
     (args.work / "backup.json").write_text(text)

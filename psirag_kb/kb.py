@@ -44,6 +44,7 @@ from psirag_kb.storage.backup import (
     copy_stores,
     last_backup,
     record_last,
+    seed_copy,
     take_backup,
 )
 from psirag_kb.storage.conversations import Conversations, StoredTurn
@@ -218,6 +219,8 @@ class KnowledgeBase(OverStores):
         manifest (see `storage/backup.py`); `then(copied)` runs on the writer right after the
         stores were copied, before any later write. The manifest."""
         def copy(folder: Path, later: Later) -> dict[str, Any]:
+            seed_copy(self.stores, folder)  # off the writer; made exact on it
+
             def run() -> dict[str, Any]:
                 copied = copy_stores(self.stores, folder, later)
                 if then is not None:

@@ -28,6 +28,7 @@ from psirag_kb.ingest.pipeline import POLL_S, Pipeline, Prepared
 from psirag_kb.ingest.reading import BatchReader, Known, path_hash, reuse
 from psirag_kb.ingest.report import IngestReport
 from psirag_kb.paths import inside, resolved
+from psirag_kb.storage.backup import save_behind
 from psirag_kb.storage.store import (
     UNAVAILABLE,
     ChunkRow,
@@ -359,6 +360,8 @@ class Ingestion:
             finally:
                 if owned:  # a bulk ingest builds the tree here, unless the KB is closing
                     self._end_bulk(stopped, report)
+        if large and not inline:
+            self._save_when_far_behind()
         if self.stores.last_build is not build:
             report.tree_build = self.stores.last_build
         return report
@@ -435,6 +438,18 @@ class Ingestion:
             return report.unavailable
 
         return self.writer.call(run, key=("vanish", tuple(map(str, keys))))
+
+    def _save_when_far_behind(self) -> None:
+        """After a large ingest, save hnswlib and checkpoint DuckDB when the saved index lacks
+        more vectors than a backup leaves to a restore: so that neither the next backup nor a
+        restart after a crash does it (a million vectors would be inserted again)."""
+        dense = self.stores.dense
+        if dense.unsaved <= save_behind(dense.count):
+            return
+        try:
+            self.writer.call(self.stores.checkpoint_now, key="checkpoint")
+        except WriterClosed:  # closing: the close saves it
+            pass
 
     @contextmanager
     def _bulk_lane(self) -> Iterator[None]:

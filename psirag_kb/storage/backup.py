@@ -1,9 +1,10 @@
 """Online backups of a data directory taken between two commits of the writer, and restores.
 
-A backup is a folder: DuckDB's file (checkpointed, or with its write-ahead log), the Tantivy and
-hnswlib indexes saved at the same generation, people, audit and the token, and `manifest.json`
-naming the generation, the database's identity and every file with its size and SHA-256. The
-folder appears under its final name only once complete.
+A backup is a folder: DuckDB's file (checkpointed, or with its write-ahead log), the Tantivy
+index saved at the same generation, hnswlib's last saved index (at that generation or an earlier
+one: the restored copy adds the vectors committed since from DuckDB), people, audit and the
+token, and `manifest.json` naming the generation, the database's identity and every file with
+its size and SHA-256. The folder appears under its final name only once complete.
 """
 
 from __future__ import annotations
@@ -43,8 +44,24 @@ running process's own files)."""
 LOGS = ("daemon.log", "tui.log", "ray.log")
 """Log files (and their rotations): left out, they describe the source's processes."""
 HASH_BLOCK = 1 << 20
+SYNC_BLOCK = 1 << 22
+"""Bytes compared at a time when DuckDB's file is brought up to date on the writer."""
 STAGE = "backup.stage."
 """Name prefix of a backup's staging folder in the data directory (hard links, removed after)."""
+
+
+DENSE_BEHIND = 10_000
+"""A backup saves hnswlib's index on the writer only when nothing was saved, or when memory
+holds more than this many vectors (or a twentieth of the live ones, if more) added since the
+last save: otherwise it copies the saved file, and the restored copy adds the vectors committed
+since from the database (`DenseIndex.catch_up`, no embedding), which is cheaper than holding
+every commit for a save of the whole index (1.1 GB at a million 256-d chunks)."""
+
+
+def save_behind(live: int) -> int:
+    """How many vectors added since the dense index's last save a backup leaves to the
+    restore's catch-up."""
+    return max(DENSE_BEHIND, live // 20)
 
 
 class BackupError(KBError):
@@ -61,6 +78,34 @@ def _version() -> str:
 def _copy(source: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, target)
+
+
+def sync_file(source: Path, target: Path, block: int = SYNC_BLOCK) -> int:
+    """Make `target` byte for byte equal to `source`, writing only the blocks that differ (a
+    plain copy when `target` does not exist); the bytes written."""
+    if not target.exists():
+        _copy(source, target)
+        return source.stat().st_size
+    written = 0
+    with source.open("rb") as reading, target.open("r+b") as writing:
+        offset = 0
+        while data := reading.read(block):
+            writing.seek(offset)
+            if writing.read(len(data)) != data:
+                writing.seek(offset)
+                writing.write(data)
+                written += len(data)
+            offset += len(data)
+        writing.truncate(offset)
+    return written
+
+
+def seed_copy(stores: Any, target: Path) -> None:
+    """Copy DuckDB's file into `target` off the writer, while commits go on: a possibly torn
+    copy that `copy_stores` then makes exact on the writer by rewriting the blocks that differ
+    (reading a file in the page cache is much faster than writing a copy of it)."""
+    target.mkdir(parents=True, exist_ok=True)
+    _copy(stores.store.path, target / stores.store.path.name)
 
 
 def _tantivy_files(folder: Path) -> tuple[bytes, list[Path]]:
@@ -139,7 +184,8 @@ def copy_tantivy(folder: Path, target: Path, attempts: int = 5,
 def copy_stores(stores: Any, target: Path, later: Later | None = None) -> dict[str, Any]:
     """Copy DuckDB and the derived indexes at the current generation (on the writer thread,
     between two commits: nothing changes them meanwhile); what was copied and how. With
-    `later`, the files that never change are only linked now (`Later.finish` copies them)."""
+    `later`, the files that never change are only linked now (`Later.finish` copies them). A
+    DuckDB file already in `target` (`seed_copy`) is made equal to the source block by block."""
     later = later or Later(None)
     store, sparse, dense = stores.store, stores.sparse, stores.dense
     if not stores.writer.on_writer_thread() and not stores.writer.closed:
@@ -147,36 +193,47 @@ def copy_stores(stores: Any, target: Path, later: Later | None = None) -> dict[s
     generation = store.generation
     started = time.perf_counter()
     indexes: dict[str, str] = {}
-    if dense.memory_generation == generation and dense.generation != generation:
-        dense.save(generation)
+    if dense.memory_generation == generation and dense.generation != generation and (
+            dense.saved_files() is None or dense.unsaved > save_behind(dense.count)):
+        dense.save(generation)  # else the restore adds the few missing vectors from DuckDB
+    checkpoint_started = time.perf_counter()
     try:
         store.db.execute("CHECKPOINT")
         checkpointed = True
     except duckdb.Error as exc:  # a reader's transaction is open: the log goes with it
         log.info("backup: DuckDB checkpoint put off (%s); copying its write-ahead log", exc)
         checkpointed = False
+    checkpoint_s = time.perf_counter() - checkpoint_started
     target.mkdir(parents=True, exist_ok=True)
-    _copy(store.path, target / store.path.name)
+    duckdb_written = sync_file(store.path, target / store.path.name)  # seeded: rewrites blocks
     wal = store.path.with_name(store.path.name + ".wal")
     if wal.exists() and wal.stat().st_size > 0:
         _copy(wal, target / wal.name)
-    duckdb_s = time.perf_counter() - started
+    duckdb_s = time.perf_counter() - checkpoint_started
     if "bm25" in stores.stale or sparse.generation != generation:
         indexes["bm25"] = "stale: rebuilt from the database after a restore"
     else:
         copy_tantivy(sparse.folder, target / "bm25", later=later)
         indexes["bm25"] = "ok"
-    if "dense" in stores.stale or dense.generation != generation:
+    saved = dense.saved_files()
+    if "dense" in stores.stale or saved is None:
         indexes["dense"] = "stale: rebuilt from the database after a restore"
     else:
-        later.put(dense._file, target / "dense" / dense._file.name)  # replaced, never edited
-        _copy(dense._generation_file, target / "dense" / dense._generation_file.name)
-        indexes["dense"] = "ok"
+        index_file, generation_file = saved  # replaced by a save (on this thread), never edited
+        later.put(index_file, target / "dense" / index_file.name)
+        _copy(generation_file, target / "dense" / generation_file.name)
+        if (dense.folder / "dense.dim").exists():
+            _copy(dense.folder / "dense.dim", target / "dense" / "dense.dim")
+        indexes["dense"] = "ok" if dense.generation == generation else (
+            f"saved at generation {dense.generation}: the restore adds the vectors committed "
+            "since from the database")
     indexes["tree"] = "ok" if not stores.tree_missing and not stores.defer_tree else (
         "missing: rebuilt from the stored vectors after a restore")
     return {"generation": generation, "identity": store.identity, "model": store.meta().get(
         "model"), "chunks": store.chunk_count(), "checkpointed": checkpointed,
+        "dense_generation": dense.generation if saved is not None else None,
         "indexes": indexes, "duckdb_s": round(duckdb_s, 3),
+        "checkpoint_s": round(checkpoint_s, 3), "duckdb_bytes_written": duckdb_written,
         "writer_held_s": round(time.perf_counter() - started, 3)}
 
 

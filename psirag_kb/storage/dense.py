@@ -114,6 +114,9 @@ class DenseIndex:
         self._small: tuple[int, np.ndarray, np.ndarray] | None = None
         """(change count, ids, unit vectors) of a small index's live vectors, for exact search."""
         self._changes = 0
+        self.unsaved = 0
+        """Vectors added in memory since the last save (what a catch-up from the saved file
+        would add again)."""
         self._load()
 
     def _empty(self, capacity: int) -> hnswlib.Index:
@@ -173,6 +176,14 @@ class DenseIndex:
         gen_tmp.write_text(f"{generation} {live} {self.identity or ''}".rstrip())
         gen_tmp.replace(self._generation_file)
         self._generation = generation
+        self.unsaved = 0
+
+    def saved_files(self) -> tuple[Path, Path] | None:
+        """The saved index file and its generation file (a consistent pair between two saves),
+        or None when nothing was saved."""
+        if self._generation < 0 or not self._file.exists():
+            return None
+        return self._file, self._generation_file
 
     def _reserve(self, extra: int) -> None:
         """Grow capacity before adding."""
@@ -207,6 +218,7 @@ class DenseIndex:
                 self.index.add_items(vectors[start:start + ADD_SLICE],
                                      ids[start:start + ADD_SLICE])
                 self._live += len(ids[start:start + ADD_SLICE])
+        self.unsaved += len(ids)
         self.memory_generation = generation
         if save:
             self.save(generation)

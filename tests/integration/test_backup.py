@@ -19,8 +19,9 @@ from psirag_kb.config import Config
 from psirag_kb.errors import KBError
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.service.daemon import Daemon
+from psirag_kb.storage import backup as backup_module
 from psirag_kb.storage import stores as stores_module
-from psirag_kb.storage.backup import MANIFEST, RESTORING, BackupError, read_manifest
+from psirag_kb.storage.backup import MANIFEST, RESTORING, BackupError, read_manifest, restore
 from psirag_kb.storage.dense import DenseIndex
 from psirag_kb.storage.sparse import SparseIndex
 
@@ -69,16 +70,25 @@ def answers(kb: Any) -> dict[str, Any]:
     return shown
 
 
-def no_rebuilds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail on any rebuild of a derived index or of the tree."""
+def no_rebuilds(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """Fail on any rebuild of a derived index or of the tree; the list receives what each
+    catch-up of the dense index from the database added and deleted."""
     def refuse(*_a: Any, **_k: Any) -> None:
         raise AssertionError("a derived index or the tree was rebuilt after the restore")
 
+    caught: list[tuple[int, int]] = []
+    catch_up = DenseIndex.catch_up
+
+    def counted(self: DenseIndex, *args: Any) -> tuple[int, int]:
+        caught.append(catch_up(self, *args))
+        return caught[-1]
+
     monkeypatch.setattr(SparseIndex, "rebuild", refuse)
     monkeypatch.setattr(DenseIndex, "rebuild", refuse)
-    monkeypatch.setattr(DenseIndex, "catch_up", refuse)
+    monkeypatch.setattr(DenseIndex, "catch_up", counted)
     monkeypatch.setattr(stores_module.Stores, "build_tree", refuse)
     monkeypatch.setattr(stores_module.Stores, "_rebuild_tree", refuse)
+    return caught
 
 
 def test_backup_during_a_burst_restores_the_knowledge_base_at_its_generation(
@@ -131,7 +141,8 @@ def test_backup_during_a_burst_restores_the_knowledge_base_at_its_generation(
     assert manifest["generation"] == recorded["copied generation"] == recorded["generation"]
     assert start < manifest["generation"] < final["generation"]  # taken during the burst
     assert 20 < recorded["chunks"] < 20 + BURST
-    assert manifest["indexes"] == {"bm25": "ok", "dense": "ok", "tree": "ok"}
+    assert manifest["indexes"]["bm25"] == manifest["indexes"]["tree"] == "ok"
+    assert manifest["dense_generation"] <= manifest["generation"]
     listed = {f["path"] for f in manifest["files"]}
     assert {"kb.duckdb", "people.json", "api.token", "bm25/meta.json", "dense/dense.hnsw",
             "audit.jsonl"} <= listed
@@ -141,10 +152,12 @@ def test_backup_during_a_burst_restores_the_knowledge_base_at_its_generation(
     assert main(["--data-dir", str(target), "restore", str(tmp_path / "backup"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["generation"] == manifest["generation"]
-    no_rebuilds(monkeypatch)
+    caught = no_rebuilds(monkeypatch)
     counting = Counting(minilm)
     with KnowledgeBase(Config().with_data_dir(target), counting) as restored:
         assert restored.status()["indexes"] == {"bm25": {"state": "ok"}, "dense": {"state": "ok"}}
+        # hnswlib's file as last saved: the vectors committed since come from DuckDB
+        assert len(caught) == (manifest["dense_generation"] != manifest["generation"])
         assert restored.tree_status()["state"] == "ok"
         again = answers(restored)
     assert set(counting.texts) <= set(QUERIES)  # only the questions were embedded
@@ -159,6 +172,95 @@ def test_backup_during_a_burst_restores_the_knowledge_base_at_its_generation(
     with KnowledgeBase(Config().with_data_dir(second), Counting(minilm)) as restored:
         assert restored.store.generation == via_api["generation"]
         assert restored.store.chunk_count() == via_api["chunks"]
+
+
+def test_a_backup_leaves_the_dense_index_as_saved_and_the_restore_catches_it_up(
+        tmp_path: Path, minilm: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(30):
+        (docs / f"n{n:03d}.md").write_text(note(n))
+    config = Config().with_data_dir(tmp_path / "data")
+    recorded: dict[str, Any] = {}
+    saves: list[int] = []
+    with KnowledgeBase(config, minilm) as kb:
+        kb.ingest([docs])
+        kb.checkpoint()  # hnswlib saved here; then added, edited and removed notes
+        saved = kb.dense.generation
+        for n in range(30, 45):
+            (docs / f"n{n:03d}.md").write_text(note(n))
+        (docs / "n003.md").write_text(note(3) + "\nIt was rewritten after the save.\n")
+        (docs / "n004.md").unlink()
+        kb.ingest([docs])
+        assert kb.dense.generation == saved < kb.store.generation
+        save = DenseIndex.save
+
+        def counted(self: DenseIndex, generation: int) -> None:
+            saves.append(generation)
+            save(self, generation)
+
+        monkeypatch.setattr(DenseIndex, "save", counted)
+
+        def record(copied: dict[str, Any]) -> None:  # on the writer: nothing commits meanwhile
+            recorded.update(answers(kb))
+
+        manifest = kb.backup(tmp_path / "backup", then=record)
+        assert saves == []  # the writer wrote no hnswlib file for the backup
+        monkeypatch.setattr(DenseIndex, "save", save)
+        (docs / "n010.md").unlink()  # the source goes on after the backup
+        kb.ingest([docs])
+        final = answers(kb)
+    assert manifest["dense_generation"] == saved < manifest["generation"]
+    assert manifest["indexes"]["dense"].startswith(f"saved at generation {saved}")
+
+    restore(tmp_path / "backup", tmp_path / "restored")
+    caught = no_rebuilds(monkeypatch)
+    counting = Counting(minilm)
+    with KnowledgeBase(Config().with_data_dir(tmp_path / "restored"), counting) as restored:
+        assert restored.status()["indexes"]["dense"] == {"state": "ok"}
+        assert caught == [(16, 2)]  # 15 new notes and the rewritten one; it and n004 gone
+        assert restored.dense.generation == manifest["generation"]  # saved once caught up
+        again = answers(restored)
+    assert set(counting.texts) <= set(QUERIES)  # no chunk embedded again
+    assert again == recorded != final
+
+
+def test_a_backup_saves_the_dense_index_first_when_it_is_far_behind(
+        tmp_path: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    config = Config().with_data_dir(tmp_path / "data")
+    monkeypatch.setattr(backup_module, "DENSE_BEHIND", 4)  # a twentieth of 8 is less
+    with KnowledgeBase(config, fake_embedder) as kb:
+        for n in range(3):  # 3 vectors behind the saved file: left to the restore
+            (docs / f"n{n}.md").write_text(note(n))
+            kb.ingest([docs / f"n{n}.md"])
+        first = kb.backup(tmp_path / "b1")
+        for n in range(3, 8):  # 8 behind: saved on the writer first
+            (docs / f"n{n}.md").write_text(note(n))
+            kb.ingest([docs / f"n{n}.md"])
+        second = kb.backup(tmp_path / "b2")
+    assert first["dense_generation"] < first["generation"]
+    assert second["dense_generation"] == second["generation"]
+    assert second["indexes"]["dense"] == "ok"
+
+
+def test_a_large_ingest_saves_the_dense_index_once_it_is_far_behind(
+        tmp_path: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    monkeypatch.setattr(backup_module, "DENSE_BEHIND", 4)
+    with KnowledgeBase(Config().with_data_dir(tmp_path / "data"), fake_embedder) as kb:
+        for n in range(3):
+            (docs / f"n{n}.md").write_text(note(n))
+        kb.ingest([docs])  # 3 vectors the saved index lacks: left for later
+        assert kb.dense.generation < kb.store.generation and kb.dense.unsaved == 3
+        for n in range(3, 8):
+            (docs / f"n{n}.md").write_text(note(n))
+        kb.ingest([docs])  # 8: saved, and DuckDB checkpointed, before a backup needs it
+        assert kb.dense.generation == kb.store.generation and kb.dense.unsaved == 0
+        wal = kb.store.path.with_name("kb.duckdb.wal")
+        assert not wal.exists() or wal.stat().st_size == 0
 
 
 @pytest.fixture
