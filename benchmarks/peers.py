@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import random
@@ -158,6 +159,33 @@ def found(results: list[tuple[str, str]], marker: str) -> bool:
     return any(marker in text for _, text in results)
 
 
+def stand_in_vectors(texts: list[str], dim: int) -> Any:
+    """Unit vectors drawn from a generator seeded by each text (`--stand-in-vectors`)."""
+    import numpy as np
+
+    out = np.empty((len(texts), dim), dtype=np.float32)
+    for i, text in enumerate(texts):
+        seed = int.from_bytes(hashlib.sha256(text.encode("utf-8", "replace")).digest()[:8],
+                              "little")
+        out[i] = np.random.default_rng(seed).standard_normal(dim)
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+class StandInEmbedder:
+    """psirag-kb's embedder with its model and tokenizer, giving passages seeded random
+    vectors instead of forward passes (`--stand-in-vectors`)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed(self, texts: list[str]) -> Any:
+        """Stand-in unit vectors of the model's dimension."""
+        return stand_in_vectors(texts, self.inner.dim)
+
+
 # -- the edit plan, the same for both tools --------------------------------------------------------
 
 def plant(folder: Path) -> dict[str, Any]:
@@ -233,6 +261,8 @@ def psirag_task(task: str, spec: dict[str, Any]) -> dict[str, Any]:
     config = psirag_config(store, Path(spec["folder"]) if task == "update" else None)
     embedder = make_embedder(config.embedding)
     if task in ("ingest_folder", "ingest_corpus"):
+        if spec.get("stand_in"):
+            embedder = StandInEmbedder(embedder)
         with KnowledgeBase(config, embedder=embedder) as kb:
             if task == "ingest_folder":
                 kb.ingest([Path(spec["folder"])])
@@ -351,16 +381,18 @@ class Peer:
         self.pipeline: Any = None
         self.bm25: Any = None
 
-    def new(self) -> None:
-        """An empty index and an ingestion pipeline upserting into its vector store."""
+    def new(self, stand_in: bool = False) -> None:
+        """An empty index and an ingestion pipeline upserting into its vector store (with
+        `stand_in`, embedding seeded random vectors instead of the model's)."""
         from llama_index.core import StorageContext, VectorStoreIndex
         from llama_index.core.ingestion import DocstoreStrategy, IngestionPipeline
         from llama_index.core.storage.docstore import SimpleDocumentStore
 
+        embed = stand_in_embedding(self.embed) if stand_in else self.embed
         self.index = VectorStoreIndex([], storage_context=StorageContext.from_defaults(),
                                       embed_model=self.embed)
         self.pipeline = IngestionPipeline(
-            transformations=[self.splitter, self.embed], docstore=SimpleDocumentStore(),
+            transformations=[self.splitter, embed], docstore=SimpleDocumentStore(),
             vector_store=self.index.vector_store,
             docstore_strategy=DocstoreStrategy.UPSERTS_AND_DELETE)
 
@@ -411,6 +443,27 @@ class Peer:
         return {"vector": vector, "bm25": self.bm25, "fusion": fusion}
 
 
+def stand_in_embedding(model: Any) -> Any:
+    """A LlamaIndex embedding giving each text seeded random unit vectors of the model's size."""
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    dim = len(model.get_text_embedding("size"))
+
+    class StandIn(BaseEmbedding):
+        """Seeded random unit vectors (the benchmark's --stand-in-vectors)."""
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return stand_in_vectors([text], dim)[0].tolist()
+
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return self._get_text_embedding(query)
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._get_text_embedding(query)
+
+    return StandIn(model_name="stand-in")
+
+
 def read_folder(folder: Path) -> list[Any]:
     """Every file of the folder as documents, ids from file names (the reader re-reads all)."""
     from llama_index.core import SimpleDirectoryReader
@@ -439,7 +492,7 @@ def peer_task(task: str, spec: dict[str, Any]) -> dict[str, Any]:
     store = Path(spec["store"])
     peer = Peer(spec["model"], store, spec["threads"])
     if task in ("ingest_folder", "ingest_corpus"):
-        peer.new()
+        peer.new(bool(spec.get("stand_in")))
         documents = (read_folder(Path(spec["folder"])) if task == "ingest_folder"
                      else corpus_documents(spec["corpora"]))
         peer.update(documents)
@@ -619,6 +672,30 @@ class Runner:
             raise RuntimeError(f"{tool} {task} failed:\n{done.stderr[-3000:]}")
         return json.loads(lines[-1][len(MARK):])
 
+    def both(self, task: str, specs: dict[str, dict[str, Any]],
+             parallel: bool) -> dict[str, dict[str, Any]]:
+        """Each tool's result of one task: one after the other, or both processes at once
+        (on a machine shared with other jobs, at once gives both the same conditions)."""
+        if not parallel:
+            return {tool: self.run(tool, task, spec) for tool, spec in specs.items()}
+        results: dict[str, Any] = {}
+
+        def one(tool: str) -> None:
+            try:
+                results[tool] = self.run(tool, task, specs[tool])
+            except Exception as exc:  # noqa: BLE001 - raised again below, in this thread
+                results[tool] = exc
+
+        threads = [threading.Thread(target=one, args=(tool,)) for tool in specs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for value in results.values():
+            if isinstance(value, Exception):
+                raise value
+        return {tool: results[tool] for tool in specs}
+
 
 def ratio(ours: float | None, theirs: float | None) -> str:
     """psirag-kb / peer, two decimals."""
@@ -698,7 +775,8 @@ def orchestrate(args: argparse.Namespace) -> None:
     report: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "load_before": os.getloadavg(),
         "peer": versions(python), "threads": args.threads, "chunk_tokens": CHUNK_TOKENS,
-        "ingest": {}, "queries": {},
+        "ingest": {}, "queries": {}, "parallel_ingest": args.parallel_ingest,
+        "stand_in_vectors": args.stand_in_vectors,
     }
     folders: dict[str, Path] = {}
     for folder in args.folder:
@@ -743,7 +821,7 @@ def orchestrate(args: argparse.Namespace) -> None:
             save()
     plans: dict[str, dict[str, Any]] = {}
     for name, folder in folders.items():
-        pair = {}
+        specs = {}
         for tool in ("psirag", "peer"):
             copy = work / tool / "folders" / name
             if copy.exists():
@@ -752,9 +830,10 @@ def orchestrate(args: argparse.Namespace) -> None:
             plans[name] = plant(copy)  # the same plan in both copies
             store = work / tool / "stores" / name
             shutil.rmtree(store, ignore_errors=True)
-            pair[tool] = runner.run(tool, "ingest_folder", {"folder": str(copy),
-                                                            "store": str(store)})
-        report["ingest"][f"folder {name}"] = pair
+            specs[tool] = {"folder": str(copy), "store": str(store),
+                           "stand_in": args.stand_in_vectors}
+        report["ingest"][f"folder {name}"] = runner.both("ingest_folder", specs,
+                                                         args.parallel_ingest)
         save()
     largest = max(folders, key=lambda n: report["ingest"][f"folder {n}"]["psirag"]["chunks"],
                   default=None)
@@ -808,6 +887,13 @@ def main() -> None:
                         help="ask only each set's first N questions (0: all)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-update", action="store_true")
+    parser.add_argument("--parallel-ingest", action="store_true",
+                        help="ingest each folder with both tools at the same time")
+    parser.add_argument("--stand-in-vectors", action="store_true",
+                        help="folders' first ingest with seeded random vectors on both sides "
+                             "(the edits are embedded by the model): for the update step on a "
+                             "large folder when there is no time to embed it twice; its ingest "
+                             "figures are no measure of either tool")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
     orchestrate(parser.parse_args())

@@ -17,6 +17,7 @@ from psirag_kb.errors import FileReadError, SkippedFile
 from psirag_kb.ingest.chunking import chunk_text, content_hash
 from psirag_kb.ingest.documents import read_document, unread_reason
 from psirag_kb.ingest.formats.bounds import UnpackLimits
+from psirag_kb.ingest.memory import release_free_memory
 from psirag_kb.ingest.pdf import awaits_ocr, tesseract_ready
 from psirag_kb.storage.store import (
     UNAVAILABLE,
@@ -199,6 +200,9 @@ class BatchReader:
             vectors = self.embedder.embed([row.indexed for row in part])
             for row, vector in zip(part, vectors, strict=True):
                 row.vector = vector
+            # a forward pass's activations are freed into the allocator's heaps, which keep
+            # them: each longer slice would take fresh pages (benchmarks/ingest_memory.py)
+            release_free_memory()
         elapsed = time.perf_counter() - started
         report.timed("embed", elapsed)
         report.chunks_embedded += len(rows)
