@@ -240,13 +240,17 @@ def settled(results: list[tuple[str, str]], want: str, step: str, old: str | Non
 
 # -- psirag-kb side --------------------------------------------------------------------------------
 
-def psirag_config(store: Path, folder: Path | None = None) -> Any:
-    """The default configuration on a data directory (watching `folder` when given)."""
+def psirag_config(store: Path, folder: Path | None = None,
+                  quiet_period_s: float | None = None) -> Any:
+    """The default configuration on a data directory (watching `folder` when given, with
+    the watcher's default quiet period unless another is given)."""
     from psirag_kb.config import Config
 
     config = Config().with_data_dir(store).replace("api", port=0)
     if folder is not None:
         config = config.replace("watch", folders=[str(folder)])
+    if quiet_period_s is not None:
+        config = config.replace("watch", quiet_period_s=quiet_period_s)
     return config
 
 
@@ -258,7 +262,8 @@ def psirag_task(task: str, spec: dict[str, Any]) -> dict[str, Any]:
     from psirag_kb.kb import KnowledgeBase
 
     store = Path(spec["store"])
-    config = psirag_config(store, Path(spec["folder"]) if task == "update" else None)
+    config = psirag_config(store, Path(spec["folder"]) if task == "update" else None,
+                           spec.get("quiet_period_s"))
     embedder = make_embedder(config.embedding)
     if task in ("ingest_folder", "ingest_corpus"):
         if spec.get("stand_in"):
@@ -842,7 +847,8 @@ def orchestrate(args: argparse.Namespace) -> None:
         report["update"] = {
             tool: runner.run(tool, "update", {
                 "folder": str(work / tool / "folders" / largest),
-                "store": str(work / tool / "stores" / largest), "plan": plan})
+                "store": str(work / tool / "stores" / largest), "plan": plan,
+                "quiet_period_s": args.quiet_period})
             for tool in ("psirag", "peer")}
         report["update"]["folder"] = largest
         save()
@@ -887,6 +893,9 @@ def main() -> None:
                         help="ask only each set's first N questions (0: all)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-update", action="store_true")
+    parser.add_argument("--quiet-period", type=float, default=None,
+                        help="psirag-kb's watcher quiet period in the update step, seconds "
+                             "(default: the configuration's, 1 s)")
     parser.add_argument("--parallel-ingest", action="store_true",
                         help="ingest each folder with both tools at the same time")
     parser.add_argument("--stand-in-vectors", action="store_true",

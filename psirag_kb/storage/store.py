@@ -19,7 +19,7 @@ import numpy as np
 
 from psirag_kb import __version__
 from psirag_kb.errors import ModelMismatchError, StoreError
-from psirag_kb.storage import migrations
+from psirag_kb.storage import kept, migrations
 from psirag_kb.storage.conversations import create_conversation_tables
 from psirag_kb.storage.migrations import DUPLICATE_FILES, SCHEMA_VERSION
 from psirag_kb.tree.live import LeafLookup, LiveTree
@@ -996,9 +996,11 @@ class Store:
             self.db.unregister("tree_leaves")
 
     def save_tree(self, live: LiveTree) -> None:
-        """Replace the whole stored tree in one transaction."""
-        with self.transaction():
+        """Replace the whole stored tree in one transaction, which also drops the abstracts a
+        reembed kept for the new tree (given out to its nodes by then)."""
+        with self.transaction() as db:
             self.write_tree(live, full=True)
+            kept.drop(db)
         live.clear_changes()
 
     def load_tree(

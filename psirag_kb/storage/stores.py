@@ -523,7 +523,7 @@ class Stores:
         self.tree_index = index
         given = kept.give(index.live, found or {}, embedded)
         index.update(added, self.store.vectors(added), removed, self.nearest)
-        self._save_tree(index.live)
+        self.store.save_tree(index.live)
         if given:
             log.info("%d nodes of the new tree kept the abstract written for the same chunks "
                      "before the reembed", given)
@@ -555,19 +555,11 @@ class Stores:
                      self.tree_index.build_s, self.tree_index.build_mode)
         found = kept.matching(self.tree_index.live, kept.load(self.store.db))
         self.kept_given = kept.give(self.tree_index.live, found, self._embed_kept(found))
-        self._save_tree(self.tree_index.live)
+        self.store.save_tree(self.tree_index.live)
         self.tree_state = {"state": "ok"}
         self.splitting = False
         self.last_build = {"leaves": int(len(ids)), "seconds": round(self.tree_index.build_s, 2),
                            "mode": self.tree_index.build_mode or None}
-
-    def _save_tree(self, live: LiveTree) -> None:
-        """Replace the stored tree, dropping the abstracts a reembed kept (given out now), in
-        one transaction."""
-        with self.store.transaction() as db:
-            self.store.write_tree(live, full=True)
-            kept.drop(db)
-        live.clear_changes()
 
     @contextmanager
     def tree_edit(self) -> Iterator[None]:
