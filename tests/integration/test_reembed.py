@@ -71,6 +71,16 @@ def write_notes(folder: Path, count: int = 24) -> None:
                                                 f"Written as note number {n}.\n")
 
 
+def resumed_to_the_switch(kb: KnowledgeBase, model: object) -> Gated:
+    """Resume a stopped reembed to `model` and wait for its switch; the counting embedder."""
+    counting = Gated(model)
+    counting.gate.set()
+    kb.resume_reembed(counting)
+    wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300, what="the switch")
+    assert kb.reembedding.state == "done", kb.reembedding.error
+    return counting
+
+
 def right_vectors(kb: KnowledgeBase, embedder) -> None:
     """Every chunk's stored vector (and the dense index's) is `embedder`'s of its text."""
     rows = kb.store.db.cursor().execute(
@@ -160,12 +170,7 @@ def test_a_stopped_reembed_resumes_where_it_was(config, minilm, static_model, tm
         cursor = int(kb.store.meta()["reembed_cursor"])
         saved = config.data_dir / reembed_module.NEXT_DENSE  # the new index as far as it went
         assert (saved / "dense.generation").read_text().split()[:2] == [str(cursor), str(done)]
-        counting = Gated(static_model)
-        counting.gate.set()
-        kb.resume_reembed(counting)
-        wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
-                 what="the switch")
-        assert kb.reembedding.state == "done", kb.reembedding.error
+        counting = resumed_to_the_switch(kb, static_model)
         assert counting.batches == -(-(kb.store.chunk_count() - done) // 8)  # only the rest
         assert kb.reembedding.added == kb.store.chunk_count() - done  # the index's too
         right_vectors(kb, static_model)
@@ -444,12 +449,7 @@ def test_a_reembed_begun_with_the_side_table_resumes_from_its_rows(
                     ("reembed_cursor", str(rows[-1][0])), ("reembed_started", "0")])
         kb.writer.call(as_before)
     with KnowledgeBase(config, embedder=minilm) as kb:
-        counting = Gated(static_model)
-        counting.gate.set()
-        kb.resume_reembed(counting)
-        wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
-                 what="the switch")
-        assert kb.reembedding.state == "done", kb.reembedding.error
+        counting = resumed_to_the_switch(kb, static_model)
         assert counting.batches == -(-(kb.store.chunk_count() - 10) // 8)
         assert kb.reembedding.added == kb.store.chunk_count()  # no index was saved then
         right_vectors(kb, static_model)

@@ -162,22 +162,29 @@ def backed_up(tmp_path: Path, fake_embedder: Any) -> Path:
     return tmp_path / "backup"
 
 
-def test_a_daemon_started_beside_a_restore_waits_for_it_answering_503_then_serves_it(
-        tmp_path: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    source = backed_up(tmp_path, fake_embedder)
-    target = Config().with_data_dir(tmp_path / "data")
+def held_restore(tmp_path: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch
+                 ) -> tuple[Config, threading.Event, threading.Event]:
+    """A backup of the notes at tmp_path/backup and a restore target whose first copied file
+    waits for `release` (`copying` set when it does): a restore in progress meanwhile."""
+    backed_up(tmp_path, fake_embedder)
     copying, release = threading.Event(), threading.Event()
     copy = backup_module._copy
 
     def held(source: Path, to: Path) -> None:
-        if not copying.is_set():  # the first file waits: the restore is in progress meanwhile
+        if not copying.is_set():
             copying.set()
             release.wait(120)
         copy(source, to)
 
     monkeypatch.setattr(backup_module, "_copy", held)
+    return Config().with_data_dir(tmp_path / "data"), copying, release
+
+
+def test_a_daemon_started_beside_a_restore_waits_for_it_answering_503_then_serves_it(
+        tmp_path: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    target, copying, release = held_restore(tmp_path, fake_embedder, monkeypatch)
     restoring = threading.Thread(target=cmd_restore, args=(
-        Namespace(src=source, force=False, json=True), target), daemon=True)
+        Namespace(src=tmp_path / "backup", force=False, json=True), target), daemon=True)
     restoring.start()
     wait_for(copying.is_set, 60, "the restore's copy")
     port = free_port()
@@ -222,21 +229,10 @@ def test_an_abandoned_restore_ends_the_start_saying_what_to_do(
 
 def test_a_restore_that_outlasts_the_wait_ends_the_start(
         tmp_path: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    source = backed_up(tmp_path, fake_embedder)
-    target = Config().with_data_dir(tmp_path / "data")
-    copying, release = threading.Event(), threading.Event()
-    copy = backup_module._copy
-
-    def held(source: Path, to: Path) -> None:
-        if not copying.is_set():  # the first file waits: the restore is in progress meanwhile
-            copying.set()
-            release.wait(120)
-        copy(source, to)
-
-    monkeypatch.setattr(backup_module, "_copy", held)
+    target, copying, release = held_restore(tmp_path, fake_embedder, monkeypatch)
     monkeypatch.setattr(daemon_module, "RESTORE_WAIT_S", 0.0)
     restoring = threading.Thread(target=cmd_restore, args=(
-        Namespace(src=source, force=False, json=True), target), daemon=True)
+        Namespace(src=tmp_path / "backup", force=False, json=True), target), daemon=True)
     restoring.start()
     try:
         wait_for(copying.is_set, 60, "the restore's copy")
