@@ -37,7 +37,7 @@ def main() -> None:
         started = time.perf_counter()
         report["abstracts"] = kb.regenerate_abstracts()
         report["timings"]["abstract_s"] = round(time.perf_counter() - started, 2)
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         report["example_root_abstract"] = live.abstracts.get(live.root, "")
         for guide in ("centroid", "abstract"):
             kb.config = dataclasses.replace(

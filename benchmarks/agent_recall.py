@@ -59,7 +59,7 @@ def main() -> None:
             n = max(len(questions), 1)
             rows[name] = {"recall@2": round(r2 / n, 4), "recall@5": round(r5 / n, 4),
                           "ms_per_query": round(1000 * (time.perf_counter() - started) / n, 1)}
-        passages = kb.store.chunk_count()
+        passages = kb.stores.store.chunk_count()
     print(json.dumps({
         "questions": len(questions), "passages": passages, "k": args.k,
         "rounds": args.rounds or "predicted", "fanout": args.fanout,

@@ -37,8 +37,8 @@ def main() -> None:
     report: dict = {"questions": len(questions), "ef": {}}
     with KnowledgeBase(config, embedder=embedder) as kb:
         kb.ingest_corpora(args.corpus)
-        ids, vectors = kb.store.all_vectors()
-        hits = kb.store.hits(ids.tolist())
+        ids, vectors = kb.stores.store.all_vectors()
+        hits = kb.stores.store.hits(ids.tolist())
         sources = np.array([hits[i].source for i in ids.tolist()])
         queries = np.stack([kb.embed_query(q["question"]) for q in questions])
         exact = [sources[np.argsort(-(vectors @ q), kind="stable")[:5]].tolist()
@@ -47,10 +47,10 @@ def main() -> None:
         report["exact_recall@5"] = round(float(np.mean(
             [recall_at(e, q["gold"], 5) for e, q in zip(exact, questions, strict=True)])), 4)
         for ef in args.ef:
-            kb.dense.index.set_ef(ef)
+            kb.stores.dense.index.set_ef(ef)
             recall, same = [], 0
             for query, item, top in zip(queries, questions, exact, strict=True):
-                found = [hits[i].source for i in kb.dense.search(query, 5)[0].tolist()]
+                found = [hits[i].source for i in kb.stores.dense.search(query, 5)[0].tolist()]
                 same += found == top
                 recall.append(recall_at(found, item["gold"], 5))
             report["ef"][ef] = {"recall@5": round(float(np.mean(recall)), 4),

@@ -73,11 +73,11 @@ def duckdb_methods(kb: KnowledgeBase, work: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
 
     def checkpoint_copy(target: Path) -> None:
-        kb.store.db.execute("CHECKPOINT")
-        shutil.copyfile(kb.store.path, target / "kb.duckdb")
+        kb.stores.store.db.execute("CHECKPOINT")
+        shutil.copyfile(kb.stores.store.path, target / "kb.duckdb")
 
     def copy_from_database(target: Path) -> None:
-        db = kb.store.db
+        db = kb.stores.store.db
         db.execute(f"ATTACH '{target / 'kb.duckdb'}' AS copied")
         try:
             db.execute("COPY FROM DATABASE kb TO copied")
@@ -85,7 +85,7 @@ def duckdb_methods(kb: KnowledgeBase, work: Path) -> dict[str, Any]:
             db.execute("DETACH copied")
 
     def export_database(target: Path) -> None:
-        kb.store.db.execute(f"EXPORT DATABASE '{target / 'export'}' (FORMAT parquet)")
+        kb.stores.store.db.execute(f"EXPORT DATABASE '{target / 'export'}' (FORMAT parquet)")
 
     for name, method in (("checkpoint + file copy", checkpoint_copy),
                          ("ATTACH + COPY FROM DATABASE", copy_from_database),
@@ -100,7 +100,7 @@ def duckdb_methods(kb: KnowledgeBase, work: Path) -> dict[str, Any]:
             return time.perf_counter() - started
 
         try:
-            seconds = kb.writer.call(run)
+            seconds = kb.stores.writer.call(run)
             out[name] = {"seconds": round(seconds, 3), "bytes": size(target)}
         except Exception as exc:  # noqa: BLE001 - reported, the others go on
             out[name] = {"error": f"{type(exc).__name__}: {exc}"}
@@ -108,7 +108,7 @@ def duckdb_methods(kb: KnowledgeBase, work: Path) -> dict[str, Any]:
         log(f"  duckdb {name}: {out[name]}")
     tantivy = work / "method-tantivy"
     started = time.perf_counter()
-    kb.writer.call(lambda: copy_tantivy(kb.sparse.folder, tantivy))
+    kb.stores.writer.call(lambda: copy_tantivy(kb.stores.sparse.folder, tantivy))
     out["tantivy copy"] = {"seconds": round(time.perf_counter() - started, 3),
                            "bytes": size(tantivy)}
     shutil.rmtree(tantivy, ignore_errors=True)
@@ -121,7 +121,7 @@ def saved_on_writer(kb: KnowledgeBase, dest: Path) -> dict[str, Any]:
     comparison)."""
     def copy(folder: Path, later: Later) -> dict[str, Any]:
         def run() -> dict[str, Any]:
-            dense, generation = kb.stores.dense, kb.store.generation
+            dense, generation = kb.stores.dense, kb.stores.store.generation
             started = time.perf_counter()
             if dense.memory_generation == generation and dense.generation != generation:
                 dense.save(generation)
@@ -129,7 +129,7 @@ def saved_on_writer(kb: KnowledgeBase, dest: Path) -> dict[str, Any]:
             copied = copy_stores(kb.stores, folder, later)
             return copied | {"writer_held_s": round(copied["writer_held_s"] + saved_s, 3),
                              "dense_save_s": round(saved_s, 3)}
-        return kb.writer.call(run)
+        return kb.stores.writer.call(run)
 
     return take_backup(kb.data_dir, dest, copy)
 
@@ -205,7 +205,7 @@ def idle(kb: KnowledgeBase, docs: Path, dest: Path, old: bool) -> dict[str, Any]
     """Five single-file commits, then a backup with nothing else writing."""
     edits(kb, docs, 5)
     shutil.rmtree(dest, ignore_errors=True)
-    behind = kb.dense.unsaved
+    behind = kb.stores.dense.unsaved
     manifest = saved_on_writer(kb, dest) if old else kb.backup(dest)
     out = {"dense_saved_on_writer": old, "seconds": manifest["seconds"],
            "writer_held_s": manifest["writer_held_s"], "duckdb_s": manifest["duckdb_s"],
@@ -229,12 +229,12 @@ def one(n: int, args: argparse.Namespace, generator: Generator) -> dict[str, Any
         config = config.replace("embedding", model=str(args.model))
     result: dict[str, Any] = {"n": n}
     with KnowledgeBase(config) as kb:
-        if not (args.keep and kb.store.chunk_count() > 0):  # --keep: as ingested before
+        if not (args.keep and kb.stores.store.chunk_count() > 0):  # --keep: as ingested before
             log(f"N={n}: ingesting")
             started = time.perf_counter()
             kb.ingest([docs])
             result["ingest_s"] = round(time.perf_counter() - started, 1)
-        result["chunks"] = kb.store.chunk_count()
+        result["chunks"] = kb.stores.store.chunk_count()
         result["model"] = kb.embedder.name
         result["dim"] = kb.dim
         result["data_dir_bytes"] = size(data)
@@ -283,8 +283,8 @@ def one(n: int, args: argparse.Namespace, generator: Generator) -> dict[str, Any
     started = time.perf_counter()
     with KnowledgeBase(config.with_data_dir(target)) as restored:
         result["restored_open_s"] = round(time.perf_counter() - started, 2)
-        result["restored_chunks"] = restored.store.chunk_count()
-        result["restored_generation"] = restored.store.generation
+        result["restored_chunks"] = restored.stores.store.chunk_count()
+        result["restored_generation"] = restored.stores.store.generation
         again = answers(restored)
     logging.getLogger("psirag_kb").removeHandler(catcher)
     result["restored_answers_equal"] = f"{sum(again[k] == recorded[k] for k in recorded)} of " \

@@ -118,7 +118,7 @@ def score(kb: KnowledgeBase, questions: list[dict[str, Any]], places: dict[str, 
 
 def headers(kb: KnowledgeBase, count: int) -> list[dict[str, Any]]:
     """A few chunks with a header and more than one heading or a title, as stored."""
-    rows = kb.store.db.cursor().execute(
+    rows = kb.stores.store.db.cursor().execute(
         "SELECT source, ordinal, context, left(text, 80) FROM chunks WHERE context <> '' "
         "ORDER BY hash LIMIT ?", [count]).fetchall()
     return [{"file": Path(s).name, "ordinal": o, "header": c, "text": t} for s, o, c, t in rows]
@@ -135,7 +135,7 @@ def runs(args: argparse.Namespace) -> Iterator[tuple[bool, KnowledgeBase]]:
             report = kb.ingest([folder])
             print(json.dumps({"context": context, "ingest_s": round(time.perf_counter()
                                                                    - started, 1),
-                              "chunks": kb.store.chunk_count(),
+                              "chunks": kb.stores.store.chunk_count(),
                               "embedded": report.chunks_embedded}), flush=True)
             yield context, kb
 

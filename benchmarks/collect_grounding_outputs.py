@@ -21,9 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import grounding_small_model as bench  # noqa: E402
 
 from psirag_kb.abstracts import writers  # noqa: E402
-from psirag_kb.answer import agent  # noqa: E402
+from psirag_kb.answer import (
+    agent,  # noqa: E402
+    summary,  # noqa: E402
+)
 from psirag_kb.kb import KnowledgeBase  # noqa: E402
-from psirag_kb.search import summary  # noqa: E402
 
 
 def _recorder(out: Any) -> None:

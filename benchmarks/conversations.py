@@ -71,7 +71,7 @@ def timed_parts(kb: KnowledgeBase, turns: int) -> dict[str, float]:
         turn = StoredTurn("What are its options?", "Helgrind options", "offline", "auto",
                           None, "found", ids)
         clock = time.perf_counter()
-        kb.writer.call(lambda turn=turn: kb.talks.add_turn(conversation, OWNER.name, turn))
+        kb.stores.writer.call(lambda turn=turn: kb.talks.add_turn(conversation, OWNER.name, turn))
         times["record a turn"].append(time.perf_counter() - clock)
     kb.delete_conversation(conversation)
     return {name: 1000 * statistics.median(values) for name, values in times.items()}

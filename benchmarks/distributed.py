@@ -76,7 +76,7 @@ def run(folder: Path, data: Path, passages: int, address: str = "", actors: int 
         started = time.perf_counter()
         report = kb.ingest([folder])
         seconds = time.perf_counter() - started
-        chunks = kb.store.chunk_count() - (1 if address else 0)
+        chunks = kb.stores.store.chunk_count() - (1 if address else 0)
         if address and roundtrips:
             cluster = kb.ingestion._ray
             assert cluster is not None and cluster.alive, "the ingest fell back to local"

@@ -67,10 +67,10 @@ def main() -> None:
     for spec in args.kb:
         name, _, sets = spec.partition("=")
         with KnowledgeBase(base.with_data_dir(args.work / name), embedder=embedder) as kb:
-            if kb.store.chunk_count() == 0:
+            if kb.stores.store.chunk_count() == 0:
                 started = time.perf_counter()
                 kb.ingest_corpora([Path(s) / "corpus.jsonl" for s in sets.split(",")])
-                print(json.dumps({"kb": name, "chunks": kb.store.chunk_count(),
+                print(json.dumps({"kb": name, "chunks": kb.stores.store.chunk_count(),
                                   "ingest_s": round(time.perf_counter() - started, 1)}),
                       flush=True)
             if args.index_only:

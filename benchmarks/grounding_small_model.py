@@ -22,9 +22,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from psirag_kb.answer.grounding import restates
 from psirag_kb.config import Config
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.llm.grounding import restates
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "docs"
 FILES = [
@@ -62,11 +62,11 @@ def main() -> None:
         with KnowledgeBase(config) as kb:
             kb.ingest([folder])
             kb.regenerate_abstracts(offline=True)  # the offline abstracts the LLM may replace
-            offline = dict(kb.tree_index.live.abstracts)
+            offline = dict(kb.stores.tree_index.live.abstracts)
             started = time.perf_counter()
             report = kb.regenerate_abstracts()
             seconds = time.perf_counter() - started
-            live = kb.tree_index.live
+            live = kb.stores.tree_index.live
             status = kb.status()["abstracts"]
             kept_offline = sum(live.abstracts.get(n) == offline.get(n) for n in live.children)
             answers = Counter()

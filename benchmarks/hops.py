@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 
-from psirag_kb.answer.hops import HopDiscriminator, load_labelled, question_features
 from psirag_kb.config import EmbeddingConfig
 from psirag_kb.ingest.embedding import SentenceTransformerEmbedder
+from psirag_kb.search.hops import HopDiscriminator, load_labelled, question_features
 
 
 def per_call_us(call, repeat: int) -> float:

@@ -72,7 +72,7 @@ def main() -> None:
                 kb.ingestion._reuse_and_embed([change], IngestReport())
                 kb.stores.apply([change])
 
-        kb.writer.call(base)  # store writes belong to the writer thread
+        kb.stores.writer.call(base)  # store writes belong to the writer thread
         started = time.perf_counter()
         kb.rebuild_tree()
         rebuild_s = time.perf_counter() - started
@@ -95,7 +95,7 @@ def main() -> None:
                      "with wind speeds and tide heights")
             kb.ingestion.embed_seconds = 0.0
             if profile and writer_profile:
-                kb.writer.call(writer_profile.enable)
+                kb.stores.writer.call(writer_profile.enable)
                 profile.enable()
             started = time.perf_counter()
             report = kb.ingest([doc])
@@ -103,7 +103,7 @@ def main() -> None:
             total = time.perf_counter() - started
             if profile and writer_profile:
                 profile.disable()
-                kb.writer.call(writer_profile.disable)
+                kb.stores.writer.call(writer_profile.disable)
             assert report.chunks_embedded >= 1
             embed.append(kb.ingestion.embed_seconds)
             add.append(total - kb.ingestion.embed_seconds)
@@ -119,7 +119,7 @@ def main() -> None:
             print(f"{extra_queries} queries beyond the first were needed before a hybrid query "
                   "showed an add or a delete", file=sys.stderr)
         status = kb.status()
-        problems = kb.tree_index.problems()
+        problems = kb.stores.tree_index.problems()
         kb.close()
     ms = lambda xs: round(1000 * statistics.median(xs), 1)  # noqa: E731
     print(json.dumps({

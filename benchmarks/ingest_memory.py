@@ -156,7 +156,7 @@ def main() -> None:
             kb.ingest_corpora(args.corpus)
         if args.folder:
             kb.ingest(args.folder)
-        chunks = kb.store.chunk_count()
+        chunks = kb.stores.store.chunk_count()
         marks["ingested"] = rss_mb()
     sampler.running = False
     sampler.join()

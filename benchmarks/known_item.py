@@ -180,7 +180,7 @@ def main() -> None:
     with KnowledgeBase(config) as kb:
         started = time.perf_counter()
         kb.ingest([folder])
-        print(json.dumps({"chunks": kb.store.chunk_count(),
+        print(json.dumps({"chunks": kb.stores.store.chunk_count(),
                           "ingest_s": round(time.perf_counter() - started, 1)}), flush=True)
         for number, variant in enumerate(args.variants.split(",")):
             kb.config = kb.config.replace("retrieval", **settings(variant))

@@ -93,19 +93,19 @@ def main() -> None:
         with KnowledgeBase(config, embedder=HashEmbedder()) as kb:
             started = time.perf_counter()
             kb.ingest([folder / "docs"])
-            chunks = kb.store.chunk_count()
+            chunks = kb.stores.store.chunk_count()
             print(f"N={n}: {chunks} chunks ingested in {time.perf_counter() - started:.0f} s",
                   file=sys.stderr, flush=True)
-            every = set(kb.tree_index.live.children)
+            every = set(kb.stores.tree_index.live.children)
             for method in METHODS:
                 row = {"n": n, "chunks": chunks, "method": method, "run": "all"}
                 print(json.dumps(row | rewrite(kb, method, every)), flush=True)
             extra = Layout(n + 500, 50, 20)
             write_docs(generator, extra, folder / "docs", only=range(layout.files, extra.files))
             kb.ingest([folder / "docs"])
-            dirty = set(kb.tree_index.live.dirty)
+            dirty = set(kb.stores.tree_index.live.dirty)
             for method in METHODS:
-                row = {"n": n, "chunks": kb.store.chunk_count(), "method": method,
+                row = {"n": n, "chunks": kb.stores.store.chunk_count(), "method": method,
                        "run": "10 files added", "dirty": len(dirty)}
                 print(json.dumps(row | rewrite(kb, method, dirty)), flush=True)
 

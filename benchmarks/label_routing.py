@@ -32,7 +32,7 @@ from psirag_kb.abstracts.labels import LABEL_MAX
 from psirag_kb.abstracts.routing import routing
 from psirag_kb.config import Config
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.search.treeview import TreeView
+from psirag_kb.tree.view import TreeView
 
 sys.path.insert(0, str(Path(__file__).parent))
 from chunk_context import read_jsonl, write_articles  # noqa: E402
@@ -76,10 +76,10 @@ def relabel(kb: KnowledgeBase, method: str) -> float:
 
 def measure(kb: KnowledgeBase, method: str) -> dict[str, Any]:
     """Routing accuracy at the root and one layer down, by label and by whole abstract."""
-    view = kb.tree_index.view
+    view = kb.stores.tree_index.view
 
     def texts(ids: Iterable[int]) -> dict[int, str]:
-        return {cid: text for cid, (text, _) in kb.store.texts(ids).items()}
+        return {cid: text for cid, (text, _) in kb.stores.store.texts(ids).items()}
 
     out: dict[str, Any] = {}
     for whole in (False, True):
@@ -127,7 +127,7 @@ def main() -> None:
             for method in args.methods:
                 seconds = relabel(kb, method)
                 row = {"folder": folder.name, "method": method,
-                       "chunks": kb.store.chunk_count(), "label_s": round(seconds, 2)}
+                       "chunks": kb.stores.store.chunk_count(), "label_s": round(seconds, 2)}
                 row |= measure(kb, method)
                 print(json.dumps(row), flush=True)
                 table.append(row)

@@ -155,7 +155,7 @@ def main() -> None:
     # the base leaves come from the evaluation cache when present; the daemon embeds uncached
     with KnowledgeBase(config, CachedEmbedder(embedder, config.storage.cache_dir)) as kb:
         kb.ingest_jsonl(corpus)
-        leaves = kb.store.chunk_count()
+        leaves = kb.stores.store.chunk_count()
     build_s = time.perf_counter() - started
 
     daemon = Daemon(config, embedder=embedder)

@@ -299,7 +299,7 @@ def main() -> None:
             kb.ingest([docs])
         else:
             kb.ingest_jsonl(corpus)
-        leaves = kb.store.chunk_count()
+        leaves = kb.stores.store.chunk_count()
     if args.questions:
         lines = args.questions.read_text(encoding="utf-8").splitlines()
         questions = [json.loads(line)["question"] for line in lines if line]

@@ -273,7 +273,7 @@ def psirag_task(task: str, spec: dict[str, Any]) -> dict[str, Any]:
                 kb.ingest([Path(spec["folder"])])
             else:
                 kb.ingest_corpora([Path(p) for p in spec["corpora"]])
-            chunks = kb.store.chunk_count()
+            chunks = kb.stores.store.chunk_count()
         seconds = time.perf_counter() - started
         return {"seconds": round(seconds, 2), "chunks": chunks,
                 "chunks_per_s": round(chunks / seconds, 1), "peak_rss_mb": peak_rss_mb(),
@@ -329,7 +329,7 @@ def psirag_update(config: Any, embedder: Any, spec: dict[str, Any]) -> dict[str,
                 time.sleep(0.02)
             steps[step] = {"seconds": round(time.perf_counter() - written, 3),
                            "queries": queries}
-        chunks = daemon.kb.store.chunk_count()
+        chunks = daemon.kb.stores.store.chunk_count()
     finally:
         daemon.stop()
     return {"ready_s": round(ready, 2), "chunks": chunks, "steps": steps,

@@ -42,7 +42,7 @@ kb.embedder.embed(["warm up the model"])
 started = time.perf_counter()
 report = kb.ingest([Path(sys.argv[2])])
 seconds = time.perf_counter() - started
-chunks = kb.store.chunk_count()
+chunks = kb.stores.store.chunk_count()
 kb.close()
 print(json.dumps({"seconds": round(seconds, 1), "files": report.added, "chunks": chunks,
                   "stages": report.seconds}))

@@ -146,7 +146,7 @@ def main() -> None:
             built = time.perf_counter()
             daemon.kb.ingest_jsonl(args.corpus)
             minilm = daemon.kb.embedder.name
-            out: dict = {"chunks": daemon.kb.store.chunk_count(), "clients": args.clients,
+            out: dict = {"chunks": daemon.kb.stores.store.chunk_count(), "clients": args.clients,
                          "ingest_s": round(time.perf_counter() - built, 1),
                          "load_before": os.getloadavg()}
             load = Load(daemon.api.url, daemon.api.token, questions, args.clients)

@@ -42,10 +42,10 @@ def main() -> None:
             else:
                 kb.ingest_jsonl(args.jsonl)
             kb.regenerate_abstracts(offline=True)
-            live = kb.tree_index.live
+            live = kb.stores.tree_index.live
             before = {node: live.layer[node] for node in live.children
                       if node not in live.dirty and live.abstracts.get(node)}
-            out: dict = {"chunks": kb.store.chunk_count(), "nodes_before": len(live.children),
+            out: dict = {"chunks": kb.stores.store.chunk_count(), "nodes_before": len(live.children),
                          "clean_before": len(before),
                          "layers_before": dict(sorted(Counter(before.values()).items()))}
             started = time.perf_counter()
@@ -56,7 +56,7 @@ def main() -> None:
                 raise SystemExit(kb.reembedding.error)
             while kb.stores.tree_state["state"] != "ok":
                 time.sleep(0.1)
-            live = kb.tree_index.live
+            live = kb.stores.tree_index.live
             clean = {node: live.layer[node] for node in live.children if node not in live.dirty}
             out |= {"reembed_and_tree_s": round(time.perf_counter() - started, 1),
                     "kept_by_switch": kb.reembedding.kept, "nodes_after": len(live.children),

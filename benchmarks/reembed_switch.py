@@ -99,8 +99,8 @@ def main() -> None:
     opened = time.perf_counter()
     kb = KnowledgeBase(config)
     out["open_s"] = round(time.perf_counter() - opened, 1)
-    out["chunks"] = kb.store.chunk_count()
-    rows = kb.store.db.execute("SELECT text FROM chunks USING SAMPLE 200 ROWS").fetchall()
+    out["chunks"] = kb.stores.store.chunk_count()
+    rows = kb.stores.store.db.execute("SELECT text FROM chunks USING SAMPLE 200 ROWS").fetchall()
     questions = [" ".join(r[0].split()[:12]) for r in rows]
     marks: dict[str, float] = {}
     begun = time.perf_counter()

@@ -69,7 +69,7 @@ def main() -> None:
         started = time.perf_counter()
         kb.ingest([docs])
         figures["first_ingest_s"] = round(time.perf_counter() - started, 2)
-        figures["chunks"] = kb.store.chunk_count()
+        figures["chunks"] = kb.stores.store.chunk_count()
         started = time.perf_counter()
         kb.ingest([docs])
         figures["rescan_unchanged_s"] = round(time.perf_counter() - started, 3)

@@ -16,7 +16,8 @@ from psirag_kb.config import Config
 from psirag_kb.evaluation import load_questions, recall_at
 from psirag_kb.ingest.embedding import CachedEmbedder, make_embedder
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.search.retrieval import Ranking, rrf
+from psirag_kb.search.retrieval import rrf
+from psirag_kb.storage.records import Ranking
 
 
 def main() -> None:
@@ -30,9 +31,9 @@ def main() -> None:
     report: dict[str, dict[str, float]] = {}
     with KnowledgeBase(config, embedder=embedder) as kb:
         vectors = embedder.embed([q["question"] for q in questions])
-        sparse = [Ranking(*kb.sparse.search(q["question"], 10)) for q in questions]
-        dense = [Ranking(*kb.dense.search(v, 10)) for v in vectors]
-        index = kb.tree_index
+        sparse = [Ranking(*kb.stores.sparse.search(q["question"], 10)) for q in questions]
+        dense = [Ranking(*kb.stores.dense.search(v, 10)) for v in vectors]
+        index = kb.stores.tree_index
         variants = {f"beam {b}": (lambda v, b=b: index.search(v, b, 10)) for b in (10, 20, 50, 100)}
         for weight in (0.0, 0.1, 0.2, 0.3, 0.5):
             variants[f"leaf + {weight} parent"] = (

@@ -342,7 +342,7 @@ def cmd_ingest(args: argparse.Namespace, config: Config) -> int:
             with _AbstractBar(kb):
                 abstracts = kb.regenerate_abstracts(offline=True)
             total.timed("abstracts", abstracts["seconds"])
-        chunks = kb.store.chunk_count()
+        chunks = kb.chunk_count()
     if args.json:
         extra = {"chunks_total": chunks} | ({} if abstracts is None else {"abstracts": abstracts})
         print(json.dumps(total.as_dict() | extra))
@@ -682,8 +682,8 @@ def cmd_tree(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_hops(args: argparse.Namespace, config: Config) -> int:
-    from psirag_kb.answer.hops import HopDiscriminator, load_labelled
     from psirag_kb.ingest.embedding import make_embedder
+    from psirag_kb.search.hops import HopDiscriminator, load_labelled
 
     if (args.question is None) == (args.eval is None):
         raise KBError("give a QUESTION or --eval FILE")

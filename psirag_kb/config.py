@@ -480,15 +480,6 @@ def load_config(path: Path | None = None) -> Config:
     return parse_config(data, path.resolve().parent)
 
 
-def api_token(config: Config) -> str:
-    """The API token a client sends: PSIRAG_KB_TOKEN, [api] token or token_file, else the
-    token the local daemon generated in the data directory ("" when there is none)."""
-    from psirag_kb.service.auth import TOKEN_FILE, configured_token, read_token_file
-
-    return (configured_token(config.api.token, config.api.token_file, "the config")
-            or read_token_file(config.data_dir / TOKEN_FILE))
-
-
 def server_url(config: Config) -> str:
     """The remote daemon to use: PSIRAG_KB_URL, else [api] server ("" for the local one)."""
     return (os.environ.get("PSIRAG_KB_URL", "") or config.api.server).strip()

@@ -69,3 +69,7 @@ class AccessDenied(KBError):
 
 class ConversationNotFound(NodeNotFound):
     """A conversation id that does not exist or belongs to someone else (the same answer)."""
+
+
+class Cancelled(Exception):
+    """Raised inside a write task that was asked to stop after its committed batch."""

@@ -106,7 +106,7 @@ def evaluate(
             depth = max(k, 5)
             report: dict[str, Any] = {
                 "questions": len(questions),
-                "passages": kb.store.chunk_count(),
+                "passages": kb.chunk_count(),
                 "timings": timings,
                 "tree": kb.tree_status(),
                 "modes": {},

@@ -19,6 +19,7 @@ import numpy as np
 from psirag_kb.abstracts.job import AbstractJob
 from psirag_kb.access import OWNER, Access
 from psirag_kb.answer.agent import answer_question
+from psirag_kb.answer.summary import add_summary
 from psirag_kb.config import Config
 from psirag_kb.errors import AccessDenied, KBError
 from psirag_kb.ingest.device import device_of
@@ -35,10 +36,7 @@ from psirag_kb.search.engine import QueryEngine, Within, asked
 from psirag_kb.search.followup import Rewrite, Turn, history_turns, resolve
 from psirag_kb.search.overview import is_global
 from psirag_kb.search.rerank import Reranker
-from psirag_kb.search.retrieval import Ranking
 from psirag_kb.search.rows import result_row
-from psirag_kb.search.scope import Scope
-from psirag_kb.search.summary import add_summary
 from psirag_kb.storage.backup import (
     Later,
     copy_stores,
@@ -48,9 +46,12 @@ from psirag_kb.storage.backup import (
     take_backup,
 )
 from psirag_kb.storage.conversations import Conversations, StoredTurn
+from psirag_kb.storage.records import Ranking
+from psirag_kb.storage.scope import Scope
 from psirag_kb.storage.store import reembedded_model
-from psirag_kb.storage.stores import OverStores, Stores
 from psirag_kb.tree.drift import repair
+from psirag_kb.tree.stores import Stores
+from psirag_kb.tree.view import TreeView
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ CITED = 20
 __all__ = ["OWNER", "Access", "KnowledgeBase", "Within", "result_row"]
 
 
-class KnowledgeBase(OverStores):
+class KnowledgeBase:
     """One knowledge base in a data directory; the only object the CLI, API and TUI use."""
 
     def __init__(self, config: Config, embedder: Embedder | None = None) -> None:
@@ -125,7 +126,62 @@ class KnowledgeBase(OverStores):
         if "engine" in self.__dict__:
             self.engine.config = config
 
-    # the stores by name (store, sparse, dense, tree_index, writer, stale): see OverStores
+    # -- what the daemon and the command line read ----------------------------------------
+
+    def busy(self) -> bool:
+        """Whether files are being indexed or writes are queued."""
+        return self.stores.writer.queued > 0 or self.ingestion.running > 0
+
+    def queued(self) -> int:
+        """Writes queued plus files being indexed."""
+        return self.stores.writer.queued + self.ingestion.running
+
+    def chunk_count(self) -> int:
+        """Passages stored."""
+        return self.stores.store.chunk_count()
+
+    @property
+    def generation(self) -> int:
+        """The store's write generation (bumped by every committed change)."""
+        return self.stores.store.generation
+
+    def tree_view(self) -> TreeView:
+        """The tree as last published (a new object after every change to it)."""
+        return self.stores.tree_index.view
+
+    def index_states(self) -> dict[str, str]:
+        """Each index's state word: the derived ones and the tree."""
+        stores = self.stores
+        states = {name: shown["state"] for name, shown in stores.index_status().items()}
+        states["tree"] = stores.tree_state["state"]
+        return states
+
+    def unready_reasons(self) -> list[str]:
+        """Why queries do not answer as they should yet ([] when they do): a derived index
+        stale or being rebuilt, the tree missing."""
+        stores = self.stores
+        reasons = [f"the {name} index is being rebuilt from the database "
+                   f"({entry.get('reason', 'stale')})"
+                   for name, entry in sorted(stores.stale.items())]
+        tree = stores.tree_state
+        if tree["state"] != "ok":
+            reasons.append(f"the tree is {tree['state']} ({tree.get('reason', '')}); queries "
+                           "use BM25 and the dense index until it is rebuilt")
+        return reasons
+
+    def start_tree_rebuild(self) -> None:
+        """Rebuild a missing tree in the background while queries go on."""
+        self.stores.start_tree_rebuild()
+
+    def metrics_snapshot(self) -> dict[str, Any]:
+        """Counts, queues and index states for the metrics endpoint."""
+        stores = self.stores
+        return {
+            "files": stores.store.state_counts(), "chunks": stores.store.chunk_count(),
+            "generation": stores.store.generation, "dirty": stores.tree_index.view.dirty,
+            "writer_queue": stores.writer.queued, "indexes": self.index_states(),
+            "files_written": stores.files_written, "chunks_written": stores.chunks_written,
+        }
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -195,7 +251,7 @@ class KnowledgeBase(OverStores):
     def rebuild_tree(self) -> None:
         """Rebuild the whole tree from the stored chunks."""
         stores = self.stores
-        self.writer.call(lambda: stores.build_tree(*stores.tree_vectors()),
+        self.stores.writer.call(lambda: stores.build_tree(*stores.tree_vectors()),
                          key="rebuild-tree")
 
     def set_boundaries(self, grants: Iterable[str] | None = None,
@@ -205,12 +261,12 @@ class KnowledgeBase(OverStores):
         tree is being split in the background (queries go on with the current tree)."""
         paths = None if grants is None else [str(g) for g in grants]
         folders = None if roots is None else [Path(r) for r in roots]
-        return self.writer.call(lambda: self.stores.set_boundaries(paths, folders),
+        return self.stores.writer.call(lambda: self.stores.set_boundaries(paths, folders),
                                 key="boundaries")
 
     def checkpoint(self) -> None:
         """Persist the hnswlib index and checkpoint DuckDB (cheap to redo; done on close)."""
-        self.writer.call(self.stores.checkpoint_now, key="checkpoint")
+        self.stores.writer.call(self.stores.checkpoint_now, key="checkpoint")
 
     def backup(self, dest: Path | str, then: Callable[[dict[str, Any]], None] | None = None,
                ) -> dict[str, Any]:
@@ -226,7 +282,7 @@ class KnowledgeBase(OverStores):
                 if then is not None:
                     then(copied)
                 return copied
-            return self.writer.call(run)
+            return self.stores.writer.call(run)
 
         cache = Path(self.config.storage.cache_dir).expanduser()
         manifest = take_backup(self.data_dir, Path(dest), copy, (cache,))
@@ -338,7 +394,7 @@ class KnowledgeBase(OverStores):
                    "turn": None}
         if conversation is not None:
             stored = _stored_turn(question, rewrite, result)
-            result["turn"] = self.writer.call(
+            result["turn"] = self.stores.writer.call(
                 lambda: self.talks.add_turn(conversation, access.name, stored),
                 key="conversation")
         return result
@@ -356,7 +412,7 @@ class KnowledgeBase(OverStores):
         the passages for all the turns)."""
         stored = self.talks.turns(conversation, access.name, HISTORY_TURNS)
         readable = self.engine.readable([i for t in stored for i in t.chunk_ids], access)
-        texts = self.store.texts([i for t in stored for i in t.chunk_ids[:HEADER_PASSAGES]
+        texts = self.stores.store.texts([i for t in stored for i in t.chunk_ids[:HEADER_PASSAGES]
                                   if i in readable])
         return [Turn(turn.question, turn.searched,
                      tuple(texts[i][1] for i in turn.chunk_ids[:HEADER_PASSAGES]
@@ -366,7 +422,7 @@ class KnowledgeBase(OverStores):
 
     def new_conversation(self, title: str = "", *, access: Access = OWNER) -> dict[str, Any]:
         """A new, empty conversation of this person's: {"id", "title", "created", ...}."""
-        return self.writer.call(lambda: self.talks.create(access.name, title),
+        return self.stores.writer.call(lambda: self.talks.create(access.name, title),
                                 key="conversation")
 
     def conversations(self, *, access: Access = OWNER) -> dict[str, Any]:
@@ -400,19 +456,19 @@ class KnowledgeBase(OverStores):
         """Give one of this person's conversations a new title; its summary."""
         if not title.strip():
             raise KBError("the title is empty")
-        self.writer.call(lambda: self.talks.rename(conversation, access.name, title),
+        self.stores.writer.call(lambda: self.talks.rename(conversation, access.name, title),
                          key="conversation")
         return self.talks.summary(conversation, access.name)
 
     def delete_conversation(self, conversation: str, *, access: Access = OWNER) -> dict[str, Any]:
         """Delete one of this person's conversations; {"deleted": id}."""
-        self.writer.call(lambda: self.talks.delete(conversation, access.name),
+        self.stores.writer.call(lambda: self.talks.delete(conversation, access.name),
                          key="conversation")
         return {"deleted": conversation}
 
     def forget_person(self, name: str) -> int:
         """Delete all of a removed person's conversations; returns how many."""
-        return self.writer.call(lambda: self.talks.delete_owner(name), key="conversation")
+        return self.stores.writer.call(lambda: self.talks.delete_owner(name), key="conversation")
 
     def prune_conversations(self, people: Mapping[str, float] | Iterable[str] | None = None
                             ) -> dict[str, Any]:
@@ -425,7 +481,7 @@ class KnowledgeBase(OverStores):
         if people is not None:
             keep = (dict(people) if isinstance(people, Mapping)
                     else dict.fromkeys(people, 0.0)) | {OWNER.name: 0.0}
-        return {"pruned": self.writer.call(lambda: self.talks.prune(before, keep),
+        return {"pruned": self.stores.writer.call(lambda: self.talks.prune(before, keep),
                                            key="conversation")}
 
     # -- status -----------------------------------------------------------------------------
@@ -436,16 +492,16 @@ class KnowledgeBase(OverStores):
         started = time.perf_counter()
 
         def run() -> dict[str, Any]:
-            live = self.tree_index.live
+            live = self.stores.tree_index.live
             with self.stores.tree_edit():
                 report = repair(live, self.config.tree.max_children,
                                 self.config.tree.pair_mode, tolerance, max_leaves)
                 if report["rebuilt"]:
-                    with self.store.transaction():
-                        self.store.write_tree(live)
+                    with self.stores.store.transaction():
+                        self.stores.store.write_tree(live)
             return report
 
-        report = self.writer.call(run, key="repair-drift")
+        report = self.stores.writer.call(run, key="repair-drift")
         return report | {"seconds": round(time.perf_counter() - started, 3)}
 
     def regenerate_abstracts(self, max_nodes: int | None = None, offline: bool = False,
@@ -557,7 +613,7 @@ class KnowledgeBase(OverStores):
             if state["state"] != "ok" else {})
         if self.stores.splitting:
             shown["splitting"] = True
-        return self.tree_index.status() | shown
+        return self.stores.tree_index.status() | shown
 
     def status(self, *, access: Access = OWNER) -> dict[str, Any]:
         """Counts, model and store sizes; for a person with grants, only what they may read
@@ -565,30 +621,31 @@ class KnowledgeBase(OverStores):
         if not access.everything:
             return self.engine.status_within(access) | {"model": self.embedder.name,
                                                         "dim": self.dim}
-        counts = self.store.state_counts()
+        writer = self.stores.writer
+        counts = self.stores.store.state_counts()
         problems = [
             {"path": r.path, "state": r.state, "reason": r.reason}
-            for r in self.store.problems()
+            for r in self.stores.store.problems()
         ]
         return {
             "data_dir": str(self.data_dir),
             "tree": self.tree_status(),
             "abstracts": self.abstract_job.status(),
             "files": counts,
-            "chunks": self.store.chunk_count(),
+            "chunks": self.stores.store.chunk_count(),
             "model": self.embedder.name,
             "dim": self.dim,
             **dict(zip(("device", "device_reason"), device_of(self.embedder), strict=True)),
-            "generation": self.store.generation,
+            "generation": self.stores.store.generation,
             "indexes": self.stores.index_status(),
-            "writer": {"queued": self.writer.queued, "running": _label(self.writer.running)},
+            "writer": {"queued": writer.queued, "running": _label(writer.running)},
             "compute": self.ingestion.compute_status(),
             "stores": self.stores.sizes(),
             "problems": problems,
-            "unavailable": self.store.unavailable(),
+            "unavailable": self.stores.store.unavailable(),
             "backup": last_backup(self.data_dir),
             **({"reembed": reembed} if (reembed := self.reembed_status()) else {}),
-            "encodings": self.store.encodings(),
+            "encodings": self.stores.store.encodings(),
         }
 
 

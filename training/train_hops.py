@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from psirag_kb.answer.hops import (
+from psirag_kb.search.hops import (
     SINGLE_HOP_KEY,
     HopDiscriminator,
     load_labelled,

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from psirag_kb.abstracts.labels import Work, label_batch, offline_abstracts
 from psirag_kb.abstracts.writers import KeywordAbstractor, LLMAbstractor
-from psirag_kb.answer.hosts import spread
 from psirag_kb.errors import LLMError, LLMUnavailable, Ungrounded
+from psirag_kb.llm.hosts import spread
 
 if TYPE_CHECKING:
     from psirag_kb.config import Config
     from psirag_kb.ingest.embedding import Embedder
-    from psirag_kb.storage.stores import Stores
+    from psirag_kb.tree.stores import Stores
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class AbstractJob:
         self.llm_abstractor: LLMAbstractor | None = None
         self.llm = None
         if config.llm.enabled:
-            from psirag_kb.answer.hosts import LLMPool
+            from psirag_kb.llm.hosts import LLMPool
 
             self.llm = LLMPool(config.llm)
             self.llm_abstractor = LLMAbstractor(

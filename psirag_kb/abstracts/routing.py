@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from psirag_kb.abstracts.labels import phrase_key
 from psirag_kb.abstracts.writers import STOP_WORDS
-from psirag_kb.search.treeview import TreeView
+from psirag_kb.tree.view import TreeView
 
 _WORD = re.compile(r"[^\W_]+")
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from psirag_kb.answer.grounding import check_abstract
-from psirag_kb.answer.llm import OllamaLLM
 from psirag_kb.errors import ConfigError, LLMError, Ungrounded
 from psirag_kb.ingest.embedding import Embedder, normalise
+from psirag_kb.llm.client import OllamaLLM
+from psirag_kb.llm.grounding import check_abstract
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,11 @@ from functools import lru_cache
 from typing import Any
 
 from psirag_kb.answer import agent_prompts as prompts
-from psirag_kb.answer.grounding import check_answer, restates
-from psirag_kb.answer.llm import FormatRefused
-from psirag_kb.answer.replies import (
+from psirag_kb.config import LLMConfig
+from psirag_kb.errors import LLMError
+from psirag_kb.llm.client import FormatRefused
+from psirag_kb.llm.grounding import check_answer, restates
+from psirag_kb.llm.replies import (
     Decision,
     NotJSON,
     ReplyError,
@@ -21,8 +23,6 @@ from psirag_kb.answer.replies import (
     parse_text,
     schema,
 )
-from psirag_kb.config import LLMConfig
-from psirag_kb.errors import LLMError
 from psirag_kb.search.multiround import multi_round, predict_hops
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class Answer:
 def _client(config: LLMConfig) -> Any:
     """One Ollama wrapper (over [llm] hosts) per LLM configuration, shared by answers and
     summaries."""
-    from psirag_kb.answer.hosts import LLMPool
+    from psirag_kb.llm.hosts import LLMPool
 
     return LLMPool(config)
 

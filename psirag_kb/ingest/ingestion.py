@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from psirag_kb.errors import KBError
+from psirag_kb.errors import Cancelled, KBError
 from psirag_kb.ingest.chunking import content_hash
 from psirag_kb.ingest.cluster import Cluster, ClusterGone, check_ray
 from psirag_kb.ingest.clusterpipe import ClusterPipeline, ClusterStage
@@ -35,14 +35,14 @@ from psirag_kb.storage.store import (
     FileChange,
     FileRecord,
 )
-from psirag_kb.storage.writer import Cancelled, WriterClosed
+from psirag_kb.storage.writer import WriterClosed
 
 if TYPE_CHECKING:
     from psirag_kb.config import Config
     from psirag_kb.ingest.embedding import Embedder
     from psirag_kb.storage.store import Store
-    from psirag_kb.storage.stores import Stores
     from psirag_kb.storage.writer import Writer
+    from psirag_kb.tree.stores import Stores
 
 log = logging.getLogger(__name__)
 

@@ -41,10 +41,10 @@ import numpy as np
 
 from psirag_kb.errors import KBError
 from psirag_kb.ingest.embedding import Embedder
-from psirag_kb.storage import kept
 from psirag_kb.storage.dense import DenseIndex
 from psirag_kb.storage.store import INDEXED_TEXT, INDEXES
-from psirag_kb.storage.stores import Stores
+from psirag_kb.tree import kept
+from psirag_kb.tree.stores import Stores
 
 log = logging.getLogger(__name__)
 

@@ -25,13 +25,14 @@ from psirag_kb.search.multiround import auto_rank, multi_round
 from psirag_kb.search.overview import coverage_leaves, is_global, overview
 from psirag_kb.search.phrases import no_match_note, phrase_scope, required
 from psirag_kb.search.rerank import Reranker
-from psirag_kb.search.retrieval import EVAL_MODES, MODES, Ranking, rrf
+from psirag_kb.search.retrieval import EVAL_MODES, MODES, rrf
 from psirag_kb.search.rows import result_rows
-from psirag_kb.search.scope import Scope, normalise
-from psirag_kb.search.treeindex import CANDIDATES
-from psirag_kb.search.treeview import node_view, path_view
 from psirag_kb.search.visibility import Visibility
-from psirag_kb.storage.stores import OverStores, Stores
+from psirag_kb.storage.records import Ranking
+from psirag_kb.storage.scope import Scope, normalise
+from psirag_kb.tree.index import CANDIDATES
+from psirag_kb.tree.stores import OverStores, Stores
+from psirag_kb.tree.view import node_view, path_view
 
 SUMMARY_LEAVES = 18
 """Passages a summary draws from the tree."""

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from psirag_kb.search.retrieval import Ranking, rrf
+from psirag_kb.search.retrieval import rrf
+from psirag_kb.storage.records import Ranking
 
 SIGNALS = ("phrase", "margin")
 """The ways BM25 can be sure, as `[retrieval] certain_first` names them."""

@@ -17,8 +17,8 @@ import numpy as np
 from psirag_kb.errors import KBError
 from psirag_kb.ingest.context import SEPARATOR
 from psirag_kb.search.phrases import required
-from psirag_kb.search.retrieval import Ranking
 from psirag_kb.search.rows import result_row
+from psirag_kb.storage.records import Ranking
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class MultiRound:
 @lru_cache(maxsize=1)
 def _hop_model() -> Any:
     """The shipped hop discriminator, loaded once per process."""
-    from psirag_kb.answer.hops import HopDiscriminator
+    from psirag_kb.search.hops import HopDiscriminator
 
     return HopDiscriminator.load()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from psirag_kb.search.treeview import TreeView
+from psirag_kb.tree.view import TreeView
 
 MAX_BRANCHES = 12
 """Top branches an overview lists."""

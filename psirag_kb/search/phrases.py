@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from psirag_kb.access import OWNER, Access
-from psirag_kb.search.scope import Scope
+from psirag_kb.storage.scope import Scope
 from psirag_kb.storage.scripts import segment
 from psirag_kb.storage.sparse import phrase_words
 

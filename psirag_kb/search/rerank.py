@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from psirag_kb.errors import ConfigError
-from psirag_kb.search.retrieval import Ranking
+from psirag_kb.storage.records import Ranking
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
+
+from psirag_kb.storage.records import Ranking
 
 MODES = ("auto", "hybrid", "tree", "sparse", "dense")
 """Query modes users choose from: auto lets the hop discriminator choose flat dense + BM25 (one
@@ -13,19 +14,6 @@ hop) or hybrid (more) for each of its rounds of multi-round retrieval."""
 EVAL_MODES = (*MODES, "flat_hybrid", "agent")
 """Modes the evaluation can score: flat_hybrid is the RRF of BM25 and flat dense alone; agent
 is the multi-round retrieval of agent mode without an LLM."""
-
-
-@dataclass(frozen=True)
-class Ranking:
-    """Chunk ids best first, with the retriever's scores."""
-
-    ids: np.ndarray
-    scores: np.ndarray
-
-    @classmethod
-    def empty(cls) -> Ranking:
-        """A ranking with nothing in it."""
-        return cls(np.zeros(0, np.int64), np.zeros(0, np.float32))
 
 
 def rrf(rankings: Sequence[Ranking], k: int = 60, limit: int | None = None) -> Ranking:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from psirag_kb.search.retrieval import Ranking
+from psirag_kb.storage.records import Ranking
 
 
 def result_row(hit: Any, chunk_id: int, score: float, rank: int) -> dict[str, Any]:

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from psirag_kb.search.scope import Scope
-from psirag_kb.search.treeindex import scope_counts
-from psirag_kb.search.treeview import TreeView
+from psirag_kb.storage.scope import Scope
+from psirag_kb.tree.index import scope_counts
+from psirag_kb.tree.view import TreeView
 
 
 class Visibility:

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urljoin, urlsplit
 
-from psirag_kb.config import Config, api_token, server_url
+from psirag_kb.config import Config, server_url
 from psirag_kb.errors import ConversationNotFound, KBError, NodeNotFound
-from psirag_kb.service.auth import is_loopback
+from psirag_kb.serving.auth import api_token, is_loopback
 from psirag_kb.storage.datadir import (
     COMMAND,
     DAEMON,

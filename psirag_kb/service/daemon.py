@@ -14,19 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from psirag_kb.access import OWNER, Access
-from psirag_kb.answer.hosts import CALLS
 from psirag_kb.config import Config, WebConfig
 from psirag_kb.errors import AccessDenied, KBError
+from psirag_kb.llm.hosts import CALLS
 from psirag_kb.paths import inside, spelled_under
 from psirag_kb.people import People
 from psirag_kb.service.api import APIServer, Listener
-from psirag_kb.service.audit import AuditLog
-from psirag_kb.service.auth import configured_token, ensure_token_file
 from psirag_kb.service.client import DAEMON_FILE, STARTING_FILE
 from psirag_kb.service.refresher import AbstractRefresher
 from psirag_kb.service.scheduler import Jobs
 from psirag_kb.service.starting import SERVING, Starting
 from psirag_kb.service.watcher import FolderWatcher, Stopping
+from psirag_kb.serving.audit import AuditLog
+from psirag_kb.serving.auth import configured_token, ensure_token_file
 from psirag_kb.storage import migrations
 from psirag_kb.storage.backup import (
     RESTORING,
@@ -131,7 +131,7 @@ class Daemon:
             self._lock.release()
             raise
         self.started = time.time()
-        self.kb.stores.start_tree_rebuild()  # a missing tree is rebuilt while queries go on
+        self.kb.start_tree_rebuild()  # a missing tree is rebuilt while queries go on
         if not self.serve_only:
             self._resume_reembed()
         self.api.start()
@@ -222,7 +222,7 @@ class Daemon:
         auth = self.config.auth
         if auth.proxy is None:
             return None
-        from psirag_kb.service.proxy import Proxy
+        from psirag_kb.serving.proxy import Proxy
 
         assert self.people is not None
         return Proxy(auth.proxy, auth.groups, self.people)
@@ -279,7 +279,7 @@ class Daemon:
         folder = Path(self.config.backup.dir).expanduser()
         folder.mkdir(parents=True, exist_ok=True)
         kb = self._kb()
-        manifest = kb.backup(folder / scheduled_name(kb.store.generation))
+        manifest = kb.backup(folder / scheduled_name(kb.generation))
         pruned = prune(folder, self.config.backup.keep)
         shown = summary(manifest)
         shown.pop("files", None)
@@ -370,8 +370,7 @@ class Daemon:
     def _busy(self) -> bool:
         """Whether files are waiting or being indexed, or writes are queued."""
         assert self.watcher is not None
-        return (self.watcher.queue_size > 0 or self.kb.writer.queued > 0
-                or self.kb.ingestion.running > 0)
+        return self.watcher.queue_size > 0 or self.kb.busy()
 
     def _people_seen(self, every_s: float = 60.0) -> dict[str, Any]:
         """Write down when people last used their tokens (for `users list`)."""
@@ -402,7 +401,7 @@ class Daemon:
             return {"pid": os.getpid(), "url": self.api.url, "started": self.started}
         return {
             "pid": os.getpid(), "url": self.api.url, "started": self.started,
-            "queue": self.watcher.queue_size + self.kb.writer.queued + self.kb.ingestion.running,
+            "queue": self.watcher.queue_size + self.kb.queued(),
             "processed": self.watcher.processed,
             "errors": list(self.watcher.errors)[-10:], "jobs": self.jobs.status(),
             "abstracts": None if self.refresher is None else self.refresher.status(),
@@ -594,31 +593,17 @@ class Daemon:
         kb = self.kb
         if kb is None or self._stopping.is_set():
             return ["the stores are not open (starting or stopping)"]
-        stores = kb.stores
-        reasons = [f"the {name} index is being rebuilt from the database "
-                   f"({entry.get('reason', 'stale')})"
-                   for name, entry in sorted(stores.stale.items())]
-        tree = stores.tree_state
-        if tree["state"] != "ok":
-            reasons.append(f"the tree is {tree['state']} ({tree.get('reason', '')}); queries "
-                           "use BM25 and the dense index until it is rebuilt")
-        return reasons
+        return kb.unready_reasons()
 
     def metrics_state(self) -> dict[str, Any]:
         """What /metrics reads at each scrape: counts, queues, index states, last backup."""
         kb = self.kb
         if kb is None or self._stopping.is_set():
             return {"open": False}
-        stores = kb.stores
-        indexes = {name: shown["state"] for name, shown in stores.index_status().items()}
-        indexes["tree"] = stores.tree_state["state"]
         return {
-            "open": True, "files": kb.store.state_counts(), "chunks": kb.store.chunk_count(),
-            "generation": kb.store.generation, "dirty": stores.tree_index.view.dirty,
-            "writer_queue": kb.writer.queued,
+            "open": True, **kb.metrics_snapshot(),
             "watcher_queue": self.watcher.queue_size if self.watcher is not None else 0,
-            "indexes": indexes, "files_written": stores.files_written,
-            "chunks_written": stores.chunks_written, "llm": CALLS.snapshot(),
+            "llm": CALLS.snapshot(),
             "backup": last_backup(self.data_dir),
         }
 

@@ -65,7 +65,7 @@ class AbstractRefresher:
             return False
         if now - self._quiet_since < self.quiet_s:
             return False
-        view = self.kb.tree_index.view
+        view = self.kb.tree_view()
         if not view.dirty:
             return False
         job = self.kb.abstract_job
@@ -73,7 +73,7 @@ class AbstractRefresher:
         started = time.time()
         if view is not self._offline_view:  # something was written since the last pass
             report = job.run(offline=True)
-            self._offline_view = self.kb.tree_index.view
+            self._offline_view = self.kb.tree_view()
             ran = True
             if report.get("regenerated"):
                 log.info("offline abstracts for %d nodes in %.1f s", report["regenerated"],

@@ -17,8 +17,8 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from psirag_kb.errors import KBError
-from psirag_kb.service.auth import HostPolicy
-from psirag_kb.service.http import header
+from psirag_kb.serving.auth import HostPolicy
+from psirag_kb.serving.http import header
 
 __all__ = ["RETRY_AFTER_S", "SERVING", "Starting", "Switch", "unavailable"]
 

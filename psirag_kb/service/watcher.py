@@ -16,11 +16,11 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
+from psirag_kb.errors import Cancelled
 from psirag_kb.ingest.documents import is_supported, link_inside
 from psirag_kb.ingest.ingestion import SMALL_INGEST
 from psirag_kb.paths import inside
 from psirag_kb.service.mounts import MOUNTINFO, poll_reason
-from psirag_kb.storage.writer import Cancelled
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,10 @@ import numpy as np
 
 from psirag_kb import __version__
 from psirag_kb.errors import ModelMismatchError, StoreError
-from psirag_kb.storage import kept, migrations
+from psirag_kb.storage import migrations
 from psirag_kb.storage.conversations import create_conversation_tables
 from psirag_kb.storage.migrations import DUPLICATE_FILES, SCHEMA_VERSION
+from psirag_kb.tree import kept
 from psirag_kb.tree.live import LeafLookup, LiveTree
 
 log = logging.getLogger(__name__)

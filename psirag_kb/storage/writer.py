@@ -9,7 +9,7 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from psirag_kb.errors import KBError
+from psirag_kb.errors import Cancelled, KBError
 
 log = logging.getLogger(__name__)
 
@@ -18,10 +18,6 @@ T = TypeVar("T")
 
 class WriterClosed(KBError):
     """A write was asked for after the knowledge base started closing."""
-
-
-class Cancelled(Exception):
-    """Raised inside a write task that was asked to stop after its committed batch."""
 
 
 class _Task:

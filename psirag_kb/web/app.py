@@ -44,9 +44,9 @@ from psirag_kb.config import AuthConfig
 from psirag_kb.errors import AccessDenied, KBError, NodeNotFound
 from psirag_kb.people import MyTokens, People, PeopleError, SignInRefused, UnknownPerson, token_hash
 from psirag_kb.search.retrieval import MODES
-from psirag_kb.service.audit import AuditLog
-from psirag_kb.service.auth import FailureLimiter, HostPolicy, PersonLimiter
-from psirag_kb.service.http import header
+from psirag_kb.serving.audit import AuditLog
+from psirag_kb.serving.auth import FailureLimiter, HostPolicy, PersonLimiter
+from psirag_kb.serving.http import header
 from psirag_kb.web.render import excerpt, file_name, highlight, title, where
 from psirag_kb.web.sessions import Session, Sessions, same_token
 
@@ -127,7 +127,7 @@ class Web:
                  proxy: Any = None, oidc: Any = None) -> None:
         self.auth = auth or AuthConfig()
         self.proxy = proxy
-        """The trusted sign-in proxy (psirag_kb.service.proxy.Proxy), or None."""
+        """The trusted sign-in proxy (psirag_kb.serving.proxy.Proxy), or None."""
         self.oidc = oidc
         """The OpenID provider's client (psirag_kb.web.oidc.OIDCClient), or None."""
         self.mine = MyTokens(people) if people is not None else None
@@ -755,7 +755,7 @@ def _conversation(raw: str) -> str:
 def shaped(result: dict[str, Any]) -> dict[str, Any]:
     """An agent result as the page shows it: MCP's shape (the same note without an LLM), with
     the answer's [n] markers linked to their citations."""
-    from psirag_kb.service.mcp import answer_result
+    from psirag_kb.serving.shapes import answer_result
 
     out = dict(answer_result(result))
     numbers = {int(c.get("number") or i + 1): c for i, c in enumerate(out["citations"])}

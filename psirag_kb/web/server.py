@@ -7,9 +7,9 @@ from typing import Any
 
 from psirag_kb.config import AuthConfig
 from psirag_kb.people import People
-from psirag_kb.service.api import ServedInThread, served_url
-from psirag_kb.service.audit import AuditLog
-from psirag_kb.service.auth import FailureLimiter, HostPolicy, PersonLimiter
+from psirag_kb.serving.audit import AuditLog
+from psirag_kb.serving.auth import FailureLimiter, HostPolicy, PersonLimiter
+from psirag_kb.serving.thread import ServedInThread, served_url
 from psirag_kb.web.app import Web, build_web_app
 
 

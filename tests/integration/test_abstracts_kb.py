@@ -35,7 +35,7 @@ def test_offline_abstracts_cover_every_node_and_persist(config, minilm, small_co
     config = config.replace("tree", node_vectors=guide)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         assert live.dirty == set(live.children)
         report = kb.regenerate_abstracts()
         assert report["regenerated"] == len(live.children) and report["failed"] == 0
@@ -50,7 +50,7 @@ def test_offline_abstracts_cover_every_node_and_persist(config, minilm, small_co
         assert root["abstract"] and not root["dirty"] and root["layer"] == live.depth
         saved = dict(live.abstracts)
     with KnowledgeBase(config, embedder=minilm) as kb:
-        assert kb.tree_index.live.abstracts == saved and not kb.tree_index.live.dirty
+        assert kb.stores.tree_index.live.abstracts == saved and not kb.stores.tree_index.live.dirty
         assert kb.status()["abstracts"]["dirty"] == 0
 
 
@@ -62,8 +62,9 @@ def test_a_change_marks_ancestors_dirty_and_maintain_refreshes(config, minilm, s
         note = tmp_path / "note.txt"
         note.write_text("A note about volcanoes of Iceland and their eruptions in 2010.\n")
         kb.ingest([note])
-        live = kb.tree_index.live
-        [chunk] = [h for h in kb.store.hits(kb.tree_index.chunk_ids().tolist()).values()
+        live = kb.stores.tree_index.live
+        [chunk] = [h for h in kb.stores.store.hits(
+            kb.stores.tree_index.chunk_ids().tolist()).values()
                    if h.path == str(note)]
         ancestors = live.ancestors(-chunk.id)
         assert ancestors and set(ancestors) <= live.dirty
@@ -97,7 +98,7 @@ def test_ollama_abstracts_are_cleaned_and_stored(config, minilm, small_corpus, f
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
         report = kb.regenerate_abstracts()
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         assert report["failed"] == 0 and not live.dirty
         assert set(live.abstracts.values()) == {"Several passages about people and places."}
         chat = fake_ollama.chats[0]
@@ -114,7 +115,7 @@ def test_failed_generations_are_never_stored(config, minilm, small_corpus, fake_
     config = llm_config(config, url)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         nodes = set(live.children)
         kb.regenerate_abstracts()
         assert live.dirty == nodes  # still due for an LLM abstract, retried later
@@ -132,7 +133,7 @@ def test_failed_generations_are_never_stored(config, minilm, small_corpus, fake_
 def test_regeneration_resumes_after_an_interruption(config, minilm, small_corpus):
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
-        total = len(kb.tree_index.live.children)
+        total = len(kb.stores.tree_index.live.children)
         import psirag_kb.abstracts.job as abstraction
 
         abstraction.BATCH_NODES, old = 3, abstraction.BATCH_NODES
@@ -140,11 +141,11 @@ def test_regeneration_resumes_after_an_interruption(config, minilm, small_corpus
             kb.regenerate_abstracts(max_nodes=3)
         finally:
             abstraction.BATCH_NODES = old
-        assert len(kb.tree_index.live.dirty) == total - 3
+        assert len(kb.stores.tree_index.live.dirty) == total - 3
     with KnowledgeBase(config, embedder=minilm) as kb:
-        assert len(kb.tree_index.live.dirty) == total - 3
+        assert len(kb.stores.tree_index.live.dirty) == total - 3
         kb.regenerate_abstracts()
-        assert not kb.tree_index.live.dirty
+        assert not kb.stores.tree_index.live.dirty
 
 
 # -- commits as it goes, progress, interruptions --------------------------------------------------
@@ -167,7 +168,7 @@ def test_an_interrupted_llm_run_keeps_the_finished_nodes(config, minilm, small_c
     config = llm_config(many_nodes(config), fake_ollama.url)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         nodes = set(live.children)
         if how == "server fails":
             fake_ollama.script(fn=keyword_reply, fail_after=finished, then="error")
@@ -202,7 +203,7 @@ def test_an_interrupted_llm_run_keeps_the_finished_nodes(config, minilm, small_c
         done = {n: t for n, t in live.abstracts.items() if n not in live.dirty}
         assert len(done) == finished and all(t.startswith("llm view of") for t in done.values())
     with KnowledgeBase(config, embedder=minilm) as kb:  # committed, not just in memory
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         assert {n: live.abstracts[n] for n in done} == done
         assert live.dirty == nodes - set(done)
 
@@ -216,7 +217,7 @@ def test_an_interrupted_offline_run_keeps_what_it_finished(config, minilm, small
     monkeypatch.setattr(abstraction, "KEYWORD_NODES", 4)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
-        nodes = set(kb.tree_index.live.children)
+        nodes = set(kb.stores.tree_index.live.children)
         owner = abstraction if method == "contrast" else kb.abstract_job.keywords
         name = "offline_abstracts" if method == "contrast" else "abstract_many"
         extract = getattr(owner, name)
@@ -232,14 +233,14 @@ def test_an_interrupted_offline_run_keeps_what_it_finished(config, minilm, small
         with pytest.raises(KeyboardInterrupt):
             kb.regenerate_abstracts()
     with KnowledgeBase(config, embedder=minilm) as kb:
-        assert len(kb.tree_index.live.dirty) == len(nodes) - 8  # two slices of four kept
+        assert len(kb.stores.tree_index.live.dirty) == len(nodes) - 8  # two slices of four kept
 
 
 def test_progress_shows_in_status_while_running(config, minilm, small_corpus, fake_ollama):
     config = llm_config(many_nodes(config), fake_ollama.url)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
-        total = len(kb.tree_index.live.children)
+        total = len(kb.stores.tree_index.live.children)
         fake_ollama.script(fn=keyword_reply, mode="slow", delay=0.15)
         seen: list[dict] = []
         thread = threading.Thread(target=kb.regenerate_abstracts, daemon=True)

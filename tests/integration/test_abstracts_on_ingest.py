@@ -131,7 +131,7 @@ def test_with_an_llm_offline_keywords_come_first_then_the_llms(config: Config, t
         wait_for(lambda: fake_ollama.chats, timeout=30)  # the LLM pass follows the offline one
         release.set()
         wait_for(lambda: root()["abstract"] == KEYWORDS and not root()["dirty"], timeout=60)
-        assert daemon.kb.tree_index.view.dirty == 0
+        assert daemon.kb.stores.tree_index.view.dirty == 0
     finally:
         release.set()
         daemon.stop()
@@ -152,7 +152,7 @@ def test_a_waiting_offline_run_makes_an_llm_run_give_way(config: Config, minilm,
                             abstract_model="llama3.1:8b", grounding=False)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([docs])
-        total = kb.tree_index.view.dirty
+        total = kb.stores.tree_index.view.dirty
         assert total > 3
         results: dict[str, dict] = {}
         llm = threading.Thread(target=lambda: results.update(llm=kb.regenerate_abstracts()))
@@ -162,7 +162,7 @@ def test_a_waiting_offline_run_makes_an_llm_run_give_way(config: Config, minilm,
         llm.join(30)
         assert results["llm"].get("interrupted") and results["llm"]["regenerated"] < total
         assert results["offline"]["regenerated"] > 0  # nodes the LLM had not reached yet
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         assert all(node in live.abstracts for node in live.children)
 
 
@@ -176,7 +176,7 @@ def test_offline_runs_never_ask_the_llm(config: Config, minilm, tmp_path: Path, 
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([docs])
         kb.regenerate_abstracts(offline=offline)
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         assert all(node in live.abstracts for node in live.children)
         assert bool(fake_ollama.chats) is not offline
         # offline keywords stand in until the LLM writes its own: the nodes stay dirty

@@ -267,7 +267,7 @@ def test_a_scope_over_everything_never_returns_a_chunk_committed_since(kb, docs,
         assert kb.query(QUESTION, mode="dense", k=1)["results"][0]["path"] == str(outside)
         for mode in EVAL_MODES:
             found = kb.engine.rank(QUESTION, mode, K, scope, access=everyone)
-            paths = {h.path for h in kb.store.hits(found.ids.tolist()).values()}
+            paths = {h.path for h in kb.stores.store.hits(found.ids.tolist()).values()}
             assert paths and str(outside) not in paths, mode
     finally:
         kb.remove([outside])

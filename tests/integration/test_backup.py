@@ -103,11 +103,11 @@ def test_backup_during_a_burst_restores_the_knowledge_base_at_its_generation(
     recorded: dict[str, Any] = {}
     try:
         kb = daemon.kb
-        wait_for(lambda: kb.store.chunk_count() == 20, 120, "the first 20 notes")
+        wait_for(lambda: kb.stores.store.chunk_count() == 20, 120, "the first 20 notes")
         ann = daemon.people.add("ann", "reader", [str(docs)])  # people.json goes along
         assert api(daemon, "POST", "/api/query", {"text": "heron"}, token=ann)[0] == 200
         assert (config.data_dir / "audit.jsonl").exists()  # and so does her audit line
-        start = kb.store.generation
+        start = kb.stores.store.generation
 
         def burst() -> None:
             for n in range(20, 20 + BURST):
@@ -116,7 +116,7 @@ def test_backup_during_a_burst_restores_the_knowledge_base_at_its_generation(
         writing = threading.Thread(target=burst)
         writing.start()
         # mid-burst: some notes committed, most not yet
-        wait_for(lambda: kb.store.chunk_count() >= 60, 300, "the burst's first commits")
+        wait_for(lambda: kb.stores.store.chunk_count() >= 60, 300, "the burst's first commits")
 
         def record(copied: dict[str, Any]) -> None:  # on the writer: nothing commits meanwhile
             recorded.update(answers(kb))
@@ -131,7 +131,7 @@ def test_backup_during_a_burst_restores_the_knowledge_base_at_its_generation(
                               {"dest": str(tmp_path / "b3")}, token=reader)
         assert status == 403 and "admin" in refused["error"]
         writing.join()
-        wait_for(lambda: kb.store.chunk_count() == 20 + BURST, 600, "the whole burst")
+        wait_for(lambda: kb.stores.store.chunk_count() == 20 + BURST, 600, "the whole burst")
         final = answers(kb)
         shown = daemon.status()["backup"]
         assert shown["path"] == via_api["path"] and shown["generation"] == via_api["generation"]
@@ -170,8 +170,8 @@ def test_backup_during_a_burst_restores_the_knowledge_base_at_its_generation(
     second = tmp_path / "restored2"
     assert main(["--data-dir", str(second), "restore", str(tmp_path / "b2")]) == 0
     with KnowledgeBase(Config().with_data_dir(second), Counting(minilm)) as restored:
-        assert restored.store.generation == via_api["generation"]
-        assert restored.store.chunk_count() == via_api["chunks"]
+        assert restored.stores.store.generation == via_api["generation"]
+        assert restored.stores.store.chunk_count() == via_api["chunks"]
 
 
 def test_a_backup_leaves_the_dense_index_as_saved_and_the_restore_catches_it_up(
@@ -186,13 +186,13 @@ def test_a_backup_leaves_the_dense_index_as_saved_and_the_restore_catches_it_up(
     with KnowledgeBase(config, minilm) as kb:
         kb.ingest([docs])
         kb.checkpoint()  # hnswlib saved here; then added, edited and removed notes
-        saved = kb.dense.generation
+        saved = kb.stores.dense.generation
         for n in range(30, 45):
             (docs / f"n{n:03d}.md").write_text(note(n))
         (docs / "n003.md").write_text(note(3) + "\nIt was rewritten after the save.\n")
         (docs / "n004.md").unlink()
         kb.ingest([docs])
-        assert kb.dense.generation == saved < kb.store.generation
+        assert kb.stores.dense.generation == saved < kb.stores.store.generation
         save = DenseIndex.save
 
         def counted(self: DenseIndex, generation: int) -> None:
@@ -219,7 +219,7 @@ def test_a_backup_leaves_the_dense_index_as_saved_and_the_restore_catches_it_up(
     with KnowledgeBase(Config().with_data_dir(tmp_path / "restored"), counting) as restored:
         assert restored.status()["indexes"]["dense"] == {"state": "ok"}
         assert caught == [(16, 2)]  # 15 new notes and the rewritten one; it and n004 gone
-        assert restored.dense.generation == manifest["generation"]  # saved once caught up
+        assert restored.stores.dense.generation == manifest["generation"]  # saved once caught up
         again = answers(restored)
     assert set(counting.texts) <= set(QUERIES)  # no chunk embedded again
     assert again == recorded != final
@@ -254,12 +254,14 @@ def test_a_large_ingest_saves_the_dense_index_once_it_is_far_behind(
         for n in range(3):
             (docs / f"n{n}.md").write_text(note(n))
         kb.ingest([docs])  # 3 vectors the saved index lacks: left for later
-        assert kb.dense.generation < kb.store.generation and kb.dense.unsaved == 3
+        dense = kb.stores.dense
+        assert dense.generation < kb.stores.store.generation and dense.unsaved == 3
         for n in range(3, 8):
             (docs / f"n{n}.md").write_text(note(n))
         kb.ingest([docs])  # 8: saved, and DuckDB checkpointed, before a backup needs it
-        assert kb.dense.generation == kb.store.generation and kb.dense.unsaved == 0
-        wal = kb.store.path.with_name("kb.duckdb.wal")
+        dense = kb.stores.dense
+        assert dense.generation == kb.stores.store.generation and dense.unsaved == 0
+        wal = kb.stores.store.path.with_name("kb.duckdb.wal")
         assert not wal.exists() or wal.stat().st_size == 0
 
 
@@ -321,7 +323,7 @@ def test_backup_without_a_daemon_runs_in_process_and_restore_refuses_bad_targets
         KnowledgeBase(Config().with_data_dir(target), fake_embedder)
     assert main(["--data-dir", str(target), "restore", str(dest), "--force"]) == 0
     with KnowledgeBase(Config().with_data_dir(target), fake_embedder) as kb:
-        assert kb.store.chunk_count() == 3
+        assert kb.stores.store.chunk_count() == 3
 
 
 def test_the_daemon_takes_backups_on_a_schedule_and_keeps_the_newest(
@@ -335,12 +337,12 @@ def test_the_daemon_takes_backups_on_a_schedule_and_keeps_the_newest(
     daemon = Daemon(config, embedder=fake_embedder)
     daemon.start()
     try:
-        wait_for(lambda: daemon.kb.store.chunk_count() == 1, 60)
+        wait_for(lambda: daemon.kb.stores.store.chunk_count() == 1, 60)
         for run in range(1, 4):
             daemon.jobs.run_now("backup")
             wait_for(lambda run=run: daemon.jobs.runs("backup") == run, 60)
             (docs / f"b{run}.md").write_text(note(run + 10))
-            wait_for(lambda run=run: daemon.kb.store.chunk_count() == 1 + run, 60)
+            wait_for(lambda run=run: daemon.kb.stores.store.chunk_count() == 1 + run, 60)
         job = next(j for j in daemon.jobs.status() if j["name"] == "backup")
         assert "error" not in job, job
         kept = sorted(p.name for p in folder.iterdir())

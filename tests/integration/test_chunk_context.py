@@ -10,7 +10,7 @@ import duckdb
 from psirag_kb.config import Config
 from psirag_kb.ingest.chunking import content_hash
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.service.mcp import search_result
+from psirag_kb.serving.shapes import search_result
 from psirag_kb.storage.store import SCHEMA_VERSION
 
 CARE = [
@@ -39,7 +39,7 @@ def write_guides(folder: Path) -> Path:
 
 def placed(kb: KnowledgeBase, results: list[dict[str, Any]]) -> list[tuple[str, int]]:
     """(file name, ordinal) of each result's chunk."""
-    hits = kb.store.hits(r["chunk_id"] for r in results)
+    hits = kb.stores.store.hits(r["chunk_id"] for r in results)
     return [(Path(hits[r["chunk_id"]].path).name, hits[r["chunk_id"]].ordinal) for r in results]
 
 
@@ -55,8 +55,8 @@ def guides_kb(config: Config, embedder: Any, folder: Path, context: bool) -> Kno
 def test_title_finds_a_chunk_from_the_middle_thanks_to_its_header(config, minilm, tmp_path):
     penguin = write_guides(tmp_path / "guides")
     with guides_kb(config, minilm, tmp_path / "guides", context=True) as kb:
-        assert kb.store.chunk_count() == 8
-        contexts = dict(kb.store.db.cursor().execute(
+        assert kb.stores.store.chunk_count() == 8
+        contexts = dict(kb.stores.store.db.cursor().execute(
             "SELECT ordinal, context FROM chunks WHERE source = ? ORDER BY ordinal",
             [str(penguin)]).fetchall())
         # the first chunk starts with the title; the others carry it in their header
@@ -72,7 +72,9 @@ def test_title_finds_a_chunk_from_the_middle_thanks_to_its_header(config, minilm
         assert {name for name, _ in placed(kb, dense)} == {"penguin.md"}
         with_header = placed(kb, dense).index(("penguin.md", 2))
         # a BM25 index rebuilt from DuckDB gets the headers back
-        kb.writer.call(lambda: kb.sparse.rebuild(kb.store.generation, kb.store.all_texts()))
+        store = kb.stores.store
+        kb.stores.writer.call(
+            lambda: kb.stores.sparse.rebuild(store.generation, store.all_texts()))
         rebuilt = kb.query("Emperor penguin", mode="sparse", k=4)["results"]
         assert placed(kb, rebuilt) == placed(kb, sparse)
     with guides_kb(config.with_data_dir(tmp_path / "bare"), minilm, tmp_path / "guides",
@@ -114,7 +116,7 @@ def test_touching_hits_merge_into_one_result_and_k_results_are_k_places(
         result = kb.query("aurora", mode="sparse", k=5)
         rows = result["results"]
         assert [r["rank"] for r in rows] == [1, 2, 3, 4, 5]
-        hits = kb.store.hits(i for r in rows for i in r["chunk_ids"])
+        hits = kb.stores.store.hits(i for r in rows for i in r["chunk_ids"])
         spans = [(hits[r["chunk_id"]].path, [hits[i].ordinal for i in r["chunk_ids"]])
                  for r in rows]
         joined = next(r for r, (_, ordinals) in zip(rows, spans, strict=True)
@@ -154,8 +156,8 @@ def test_schema_2_database_gains_chunk_context_without_embedding_again(
     db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     db.close()
     with KnowledgeBase(config, embedder=fake_embedder) as kb:
-        assert kb.store.meta()["schema_version"] == str(SCHEMA_VERSION)
-        cursor = kb.store.db.cursor()
+        assert kb.stores.store.meta()["schema_version"] == str(SCHEMA_VERSION)
+        cursor = kb.stores.store.db.cursor()
         assert cursor.execute("SELECT DISTINCT context FROM chunks").fetchall() == [("",)]
         assert kb.query("thermometer", mode="sparse", k=2)["results"]
         report = kb.ingest([folder])  # unchanged files are not read again
@@ -186,6 +188,6 @@ def test_k_places_even_when_the_best_hits_all_touch(config, fake_embedder, tmp_p
         kb.ingest([folder])
         rows = kb.query("glacier moved camp measured", mode="sparse", k=4)["results"]
         assert len(rows) == 4  # the diary's run is one place; the other three are found deeper
-        hits = kb.store.hits(i for r in rows for i in r["chunk_ids"])
+        hits = kb.stores.store.hits(i for r in rows for i in r["chunk_ids"])
         diary = [r for r in rows if hits[r["chunk_id"]].path.endswith("diary.md")]
         assert len(diary) == 1 and len(diary[0]["chunk_ids"]) >= 8

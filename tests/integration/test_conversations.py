@@ -86,7 +86,7 @@ def test_stored_conversation_flow(folders: Path, tmp_path: Path, minilm: Any) ->
         kept = kb.new_conversation("bob's", access=bob)["id"]
         old = kb.new_conversation("old", access=bob)["id"]
         long_ago = time.time() - 3 * 86400
-        kb.writer.call(lambda: kb.talks.add_turn(old, "bob", StoredTurn(
+        kb.stores.writer.call(lambda: kb.talks.add_turn(old, "bob", StoredTurn(
             "What is Massif?", "What is Massif?", "as_is", "auto", None, "found", (), (),
             long_ago)))
     with KnowledgeBase(config, minilm) as kb:  # a restart on the same data directory

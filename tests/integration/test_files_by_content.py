@@ -66,7 +66,7 @@ def test_the_detected_encoding_is_recorded(indexed) -> None:
     encodings = kb.status()["encodings"]
     assert encodings.get("cp1250") == 1
     assert sum(encodings.values()) == 4  # the four tutors; UTF-8 files are not counted
-    rows = dict(kb.store.db.cursor().execute("SELECT path, encoding FROM files").fetchall())
+    rows = dict(kb.stores.store.db.cursor().execute("SELECT path, encoding FROM files").fetchall())
     assert rows[str(folder / "tutor" / "tutor.cs.cp1250")] == "cp1250"
     assert rows[str(folder / "git" / "copyright")] == "utf-8"
     assert rows[str(folder / "manual.pdf.gz")] == ""
@@ -85,7 +85,7 @@ def test_page_sections_head_their_chunks(indexed) -> None:
     kb, _, folder = indexed
     path = folder / "man" / "ls.1.gz"
     headings = read_document(path).headings
-    rows = kb.store.db.cursor().execute(
+    rows = kb.stores.store.db.cursor().execute(
         "SELECT c.line_first, c.context FROM chunks c JOIN files f ON f.id = c.file_id "
         "WHERE f.path = ? ORDER BY c.ordinal", [str(path)]).fetchall()
     assert len(rows) > 3
@@ -101,7 +101,7 @@ def test_page_sections_head_their_chunks(indexed) -> None:
 
 def test_a_gzipped_pdf_keeps_its_pages(indexed) -> None:
     kb, _, folder = indexed
-    rows = kb.store.db.cursor().execute(
+    rows = kb.stores.store.db.cursor().execute(
         "SELECT c.location FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.path = ?",
         [str(folder / "manual.pdf.gz")]).fetchall()
     assert rows and all('"page' in row[0] for row in rows)
@@ -121,7 +121,7 @@ def test_a_schema_4_database_gains_the_encoding_column(tmp_path: Path, minilm) -
     db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     db.close()
     with KnowledgeBase(config, embedder=minilm) as kb:
-        assert kb.store.meta()["schema_version"] == str(SCHEMA_VERSION)
+        assert kb.stores.store.meta()["schema_version"] == str(SCHEMA_VERSION)
         assert kb.ingest([docs]).unchanged == 1  # nothing is read again
         (docs / "legacy.txt").write_bytes("Příliš žluťoučký kůň úpěl ďábelské ódy.\n"
                                           .encode("cp1250"))

@@ -20,7 +20,7 @@ from psirag_kb.ingest.formats import STRUCTURED_KINDS, join_locations
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.locations import place
 from psirag_kb.service.daemon import Daemon
-from psirag_kb.service.mcp import search_result
+from psirag_kb.serving.shapes import search_result
 from psirag_kb.storage.store import SCHEMA_VERSION
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -274,7 +274,7 @@ def test_old_database_gains_locations_without_embedding_again(config: Config, fa
     (folder / "a.md").write_text("Plain notes about kestrels hovering over fields.\n")
     with KnowledgeBase(config, embedder=fake_embedder) as kb:
         kb.ingest([folder])
-        chunks = kb.store.chunk_count()
+        chunks = kb.stores.store.chunk_count()
     db = duckdb.connect(str(config.data_dir / "kb.duckdb"))  # as schema version 1 left it
     for name in ("chunks_id", "chunks_file"):
         db.execute(f"DROP INDEX {name}")
@@ -282,12 +282,12 @@ def test_old_database_gains_locations_without_embedding_again(config: Config, fa
     db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     db.close()
     with KnowledgeBase(config, embedder=fake_embedder) as kb:
-        assert kb.store.meta()["schema_version"] == str(SCHEMA_VERSION)
+        assert kb.stores.store.meta()["schema_version"] == str(SCHEMA_VERSION)
         top = kb.query("Leaves sit at the same depth", mode="sparse", k=1)["results"][0]
         assert top["location"] is None  # not read again yet
         report = kb.ingest([folder])
         assert (report.updated, report.unchanged, report.chunks_embedded) == (1, 1, 0)
-        assert kb.store.chunk_count() == chunks
+        assert kb.stores.store.chunk_count() == chunks
         top = kb.query("Leaves sit at the same depth", mode="sparse", k=1)["results"][0]
         assert covers(top["location"], {"page": 2})
         assert kb.ingest([folder]).unchanged == 2

@@ -45,7 +45,7 @@ def test_invented_abstracts_are_refused_and_the_offline_ones_stay(config, minilm
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([folder])
         report = kb.regenerate_abstracts()
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         assert not live.dirty and report["failed"] == 0
         stored = " ".join(live.abstracts.values()).lower()
         for word in ("hotel", "ubuntu", "fedora", "openldap-zlib2018", "cern"):
@@ -78,9 +78,9 @@ def test_junk_replies_fail_their_nodes_only(config, minilm, folder, fake_ollama)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([folder])
         kb.regenerate_abstracts(offline=True)
-        offline = dict(kb.tree_index.live.abstracts)
+        offline = dict(kb.stores.tree_index.live.abstracts)
         report = kb.regenerate_abstracts()
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         bad = {n for n in live.children if live.abstracts[n] == offline[n]}
         good = set(live.children) - bad
         assert sum(junk.values()) >= 2 and len(good) == len(junk) - sum(junk.values()) >= 2

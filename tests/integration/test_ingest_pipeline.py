@@ -127,9 +127,9 @@ def test_a_batch_read_before_a_newer_commit_is_read_again_not_applied_over_it(
         embedder.release.set()
     first.join(120)
     assert isinstance(results["first"], IngestReport), results["first"]
-    texts = [text for (text,) in kb.store.db.execute("SELECT text FROM chunks").fetchall()]
+    texts = [text for (text,) in kb.stores.store.db.execute("SELECT text FROM chunks").fetchall()]
     assert texts == ["The ferry leaves the harbour at midnight with lanterns lit."]
-    assert kb.sparse.count() == kb.dense.count == 1
+    assert kb.stores.sparse.count() == kb.stores.dense.count == 1
     kb.close()
 
 

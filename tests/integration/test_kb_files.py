@@ -82,12 +82,12 @@ def test_edit_returns_only_new_text_and_keeps_unchanged_chunks(kb, tmp_path):
     )
     (folder / "long.txt").write_text(long_text + "\n\nThe old ending mentions zeppelins.\n")
     kb.ingest([folder])
-    before = kb.store.chunk_count()
+    before = kb.stores.store.chunk_count()
     (folder / "long.txt").write_text(long_text + "\n\nThe new ending mentions hovercraft.\n")
     report = kb.ingest([folder])
     assert report.updated == 1
     assert report.chunks_kept >= 5 and report.chunks_embedded <= 2
-    assert kb.store.chunk_count() == before
+    assert kb.stores.store.chunk_count() == before
     for mode in ("sparse", "dense", "hybrid"):
         texts = [r["text"] for r in kb.query("zeppelins hovercraft ending", mode=mode)["results"]]
         assert any("hovercraft" in t for t in texts)
@@ -104,8 +104,8 @@ def test_deleted_file_is_gone_from_every_mode(kb, tmp_path):
     for mode in ("sparse", "dense", "hybrid"):
         found = sources(kb, "Mount Etna volcano eruptions in Sicily", mode, k=10)
         assert str(folder / "volcano.txt") not in found
-    assert kb.store.file(str(folder / "volcano.txt")) is None
-    assert kb.sparse.count() == kb.store.chunk_count() == kb.dense.count
+    assert kb.stores.store.file(str(folder / "volcano.txt")) is None
+    assert kb.stores.sparse.count() == kb.stores.store.chunk_count() == kb.stores.dense.count
 
 
 def test_bad_files_are_reported_and_never_stop_the_run(kb, tmp_path):
@@ -130,11 +130,11 @@ def test_derived_indexes_are_rebuilt_when_missing(config, minilm, tmp_path):
     write_docs(tmp_path / "docs")
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([tmp_path / "docs"])
-        chunks = kb.store.chunk_count()
+        chunks = kb.stores.store.chunk_count()
     shutil.rmtree(config.data_dir / "bm25")
     shutil.rmtree(config.data_dir / "dense")
     with KnowledgeBase(config, embedder=minilm) as kb:
-        assert kb.sparse.count() == chunks == kb.dense.count
+        assert kb.stores.sparse.count() == chunks == kb.stores.dense.count
         assert sources(kb, "Sicilian Defence", "sparse")[0].endswith("chess.txt")
         assert sources(kb, "Sicilian Defence chess opening", "dense")[0].endswith("chess.txt")
 
@@ -145,8 +145,8 @@ def test_stale_generation_triggers_rebuild(config, minilm, tmp_path):
         kb.ingest([tmp_path / "docs"])
     (config.data_dir / "bm25" / "GENERATION").write_text("0")
     with KnowledgeBase(config, embedder=minilm) as kb:
-        assert kb.sparse.generation == kb.store.generation
-        assert kb.sparse.count() == kb.store.chunk_count()
+        assert kb.stores.sparse.generation == kb.stores.store.generation
+        assert kb.stores.sparse.count() == kb.stores.store.chunk_count()
 
 
 def test_other_model_is_refused(config, minilm, fake_embedder, tmp_path):

@@ -41,7 +41,7 @@ def topics_folder(tmp_path: Path) -> Path:
 
 def texts_of(kb: KnowledgeBase):
     def texts(ids: Iterable[int]) -> dict[int, str]:
-        return {cid: text for cid, (text, _) in kb.store.texts(ids).items()}
+        return {cid: text for cid, (text, _) in kb.stores.store.texts(ids).items()}
     return texts
 
 
@@ -71,7 +71,7 @@ def test_the_root_names_its_topics_and_labels_route_passages(config, minilm, top
         assert not any(a != b and set(a.split()) <= set(b.split()) for a in keys for b in keys)
         # the long list is kept as the abstract (search, the parent's input), the label is short
         assert all(len(c["abstract"].split(", ")) > len(c["label"].split(", ")) for c in kids)
-        view = kb.tree_index.view
+        view = kb.stores.tree_index.view
         found = routing(view, lambda n: view.nodes[n].label, texts_of(kb))
         assert found["root"] >= ROUTING_FLOOR, found
         assert found["root"] > found["root_majority"] + 0.3
@@ -87,7 +87,7 @@ def test_a_change_relabels_siblings_incrementally_and_labels_persist(config, min
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([topics_folder])
         kb.regenerate_abstracts()
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         note = tmp_path / "note.md"
         note.write_text("# Volcanoes\n\nVolcanoes of Iceland erupt lava; volcanic ash from "
                         "Iceland's volcanoes closed airports in 2010.\n" * 3)
@@ -102,14 +102,14 @@ def test_a_change_relabels_siblings_incrementally_and_labels_persist(config, min
         saved = dict(live.labels)
         assert set(saved) == set(live.children)
     with KnowledgeBase(config, embedder=minilm) as kb:
-        assert kb.tree_index.live.labels == saved
+        assert kb.stores.tree_index.live.labels == saved
 
 
 def test_a_database_without_the_label_column_gains_it(config, minilm, topics_folder):
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([topics_folder])
         kb.regenerate_abstracts()
-        abstracts = dict(kb.tree_index.live.abstracts)
+        abstracts = dict(kb.stores.tree_index.live.abstracts)
     path = config.data_dir / "kb.duckdb"
     db = duckdb.connect(str(path))  # as a database written before labels existed
     db.execute("DROP INDEX IF EXISTS nodes_id")
@@ -118,7 +118,7 @@ def test_a_database_without_the_label_column_gains_it(config, minilm, topics_fol
     db.close()
     for _ in range(2):  # the migration is additive and idempotent
         with KnowledgeBase(config, embedder=minilm) as kb:
-            live = kb.tree_index.live
+            live = kb.stores.tree_index.live
             assert live.abstracts == abstracts and live.labels == {}
             assert kb.node()["label"] == kb.node()["abstract"]  # until the next abstracts
     db = duckdb.connect(str(path), read_only=True)
@@ -143,7 +143,7 @@ def test_llm_abstracts_keep_priority_and_labels_stay_offline(config, minilm, top
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([topics_folder])
         report = kb.regenerate_abstracts()
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         assert report["failed"] == 0 and not live.dirty
         assert all(text.startswith("llm view of") for text in live.abstracts.values())
         # labels beside the abstracts (a node whose phrases all belong to siblings has none:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from psirag_kb.answer.hosts import LLMPool
 from psirag_kb.cli import _abstracts_line
 from psirag_kb.config import Config, LLMConfig
 from psirag_kb.errors import ConfigError, LLMError
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.llm.hosts import LLMPool
 from tests.fake_ollama import FakeOllama
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hotpotqa_small"
@@ -62,7 +62,7 @@ def test_abstracts_come_from_the_healthy_host_when_one_fails(config, minilm, sma
         timeout_s=5.0)  # the scripted replies are placeholders, not grounded abstracts
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         nodes = set(live.children)
         report = kb.regenerate_abstracts()
         assert report["regenerated"] == len(nodes) and report["failed"] == 0
@@ -88,7 +88,7 @@ def test_two_healthy_hosts_share_the_abstracts(config, minilm, small_corpus, two
         "llm", enabled=True, grounding=False, hosts=[s.url for s in two_hosts], timeout_s=5.0)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
-        nodes = set(kb.tree_index.live.children)
+        nodes = set(kb.stores.tree_index.live.children)
         assert kb.regenerate_abstracts()["regenerated"] == len(nodes)
         counts = [len(s.chats) for s in two_hosts]
         assert sum(counts) == len(nodes) and min(counts) > 0, counts

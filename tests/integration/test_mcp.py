@@ -276,7 +276,7 @@ def small_kb(config: Config, tmp_path: Path) -> Iterator[KnowledgeBase]:
 
 
 def test_chunk_reads_a_chunk_and_the_ones_around_it(small_kb, tmp_path):
-    ids = [int(i) for i in small_kb.store.chunk_ids()]  # one new file: ids in file order
+    ids = [int(i) for i in small_kb.stores.store.chunk_ids()]  # one new file: ids in file order
     assert len(ids) >= 3
     first = small_kb.chunk(ids[0], neighbours=2)
     assert first["source"] == first["path"] == str(tmp_path / "topics.md")

@@ -27,7 +27,8 @@ MODES = ("sparse", "dense", "tree", "hybrid")
 
 def rows(kb: KnowledgeBase) -> list[str]:
     """The path of every file row."""
-    return [p for (p,) in kb.store.db.cursor().execute("SELECT path FROM files ORDER BY path")
+    db = kb.stores.store.db
+    return [p for (p,) in db.cursor().execute("SELECT path FROM files ORDER BY path")
             .fetchall()]
 
 
@@ -39,10 +40,10 @@ def texts(kb: KnowledgeBase, question: str) -> list[str]:
 
 def consistent(kb: KnowledgeBase) -> None:
     """BM25, hnswlib and the tree hold exactly DuckDB's chunks, with DuckDB's vectors."""
-    ids = kb.store.chunk_ids()
-    assert kb.sparse.count() == kb.dense.count == len(ids)
-    assert np.allclose(kb.dense.get(ids), kb.store.vectors(ids), atol=1e-5)
-    assert not kb.stores.tree_missing and kb.tree_index.live.n_leaves == len(ids)
+    ids = kb.stores.store.chunk_ids()
+    assert kb.stores.sparse.count() == kb.stores.dense.count == len(ids)
+    assert np.allclose(kb.stores.dense.get(ids), kb.stores.store.vectors(ids), atol=1e-5)
+    assert not kb.stores.tree_missing and kb.stores.tree_index.live.n_leaves == len(ids)
 
 
 def test_one_per_file_keeps_the_first_spelling(tmp_path: Path) -> None:
@@ -108,11 +109,11 @@ def test_another_spelling_of_a_known_file_replaces_its_row(config: Config, minil
     (folder / "a.md").write_text(OLD + "\n")
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([tmp_path / "L"])
-        chunk_ids = kb.store.chunk_ids().tolist()
+        chunk_ids = kb.stores.store.chunk_ids().tolist()
         report = kb.ingest([folder, tmp_path / "L"])
         assert report.renamed == 1 and report.chunks_embedded == 0
         assert rows(kb) == [str(folder / "a.md")]
-        assert kb.store.chunk_ids().tolist() == chunk_ids  # its vectors kept
+        assert kb.stores.store.chunk_ids().tolist() == chunk_ids  # its vectors kept
 
 
 def test_the_watcher_scanning_nested_watched_folders_stores_one_row(
@@ -125,14 +126,14 @@ def test_the_watcher_scanning_nested_watched_folders_stores_one_row(
         watcher.start()
         try:
             watcher.scan()  # both watched folders in one pass
-            wait_for(lambda: kb.store.chunk_count() and watcher.queue_size == 0)
+            wait_for(lambda: kb.stores.store.chunk_count() and watcher.queue_size == 0)
             (folder / "sub" / "b.md").write_text(NEW + "\n")  # seen by both watches
-            wait_for(lambda: kb.store.file(str(folder / "sub" / "b.md"))
+            wait_for(lambda: kb.stores.store.file(str(folder / "sub" / "b.md"))
                      and watcher.queue_size == 0)
         finally:
             watcher.stop()
         assert rows(kb) == [str(folder / "sub" / "a.md"), str(folder / "sub" / "b.md")]
-        assert kb.store.chunk_count() == 2
+        assert kb.stores.store.chunk_count() == 2
 
 
 def test_a_reindex_through_a_link_to_a_watched_folder_keeps_one_row(
@@ -146,7 +147,7 @@ def test_a_reindex_through_a_link_to_a_watched_folder_keeps_one_row(
     daemon = Daemon(config.replace("api", port=0), embedder=minilm)
     daemon.start()
     try:
-        wait_for(lambda: daemon.kb.store.file(str(note)))
+        wait_for(lambda: daemon.kb.stores.store.file(str(note)))
         for raw in ("L/sub/a.md", "L/sub", "L"):
             code, body = api(daemon, "POST", "/api/reindex", {"path": str(tmp_path / raw)})
             assert code == 200, body
@@ -198,19 +199,21 @@ def test_migration_merges_duplicate_rows(config: Config, minilm, tmp_path: Path,
             config, embedder=minilm) as kb:
         assert "1 duplicate file rows (1 chunks) merged" in caplog.text
         assert "rebuild" not in caplog.text  # the removal reached BM25, hnswlib and the tree
-        assert kb.store.meta()["schema_version"] == str(SCHEMA_VERSION)
+        assert kb.stores.store.meta()["schema_version"] == str(SCHEMA_VERSION)
         assert rows(kb) == sorted([str(note), str(note.parent / "b.md")])
-        assert kb.store.chunk_count() == 2
+        assert kb.stores.store.chunk_count() == 2
         assert not any("quokka" in text for text in texts(kb, "quokka Rottnest island"))
         assert any("penguins" in text for text in texts(kb, "emperor penguins"))
         consistent(kb)
-        generation = kb.store.generation
-        with kb.store.db.cursor() as cursor:  # one row per path from now on
+        generation = kb.stores.store.generation
+        with kb.stores.store.db.cursor() as cursor:  # one row per path from now on
             indexes = cursor.execute("SELECT index_name, is_unique FROM duckdb_indexes() "
                                      "WHERE table_name = 'files'").fetchall()
         assert (PATH_INDEX, True) in indexes
     with KnowledgeBase(config, embedder=minilm) as kb:  # nothing is rebuilt at the next start
-        assert kb.store.generation == generation == kb.sparse.generation == kb.dense.generation
+        stores = kb.stores
+        assert (stores.store.generation == generation == stores.sparse.generation
+                == stores.dense.generation)
         assert kb.stores.tree_state == {"state": "ok"}
         consistent(kb)
         note.write_text(OLD + "\n")
@@ -223,7 +226,7 @@ def test_a_path_cannot_be_stored_twice(config: Config, minilm, tmp_path: Path) -
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([tmp_path / "a.md"])
         with pytest.raises(duckdb.ConstraintException):
-            kb.store.db.cursor().execute(
+            kb.stores.store.db.cursor().execute(
                 "INSERT INTO files SELECT id + 1, path, origin, hash, size, mtime, state, "
                 "reason, chunks, updated, encoding FROM files")
         assert rows(kb) == [str(tmp_path / "a.md")]

@@ -67,7 +67,7 @@ def test_the_summary_of_the_sample_folder_names_its_subjects_without_an_llm(kb) 
     assert cited == [r["chunk_id"] for r in result["results"]]
     assert nodes and nodes == [e["node"] for e in result["overview"]]
     # the passages cover every top branch, not the ones sharing words with the question
-    view = kb.tree_index.view
+    view = kb.stores.tree_index.view
     tops = set(nodes)
     covered = set()
     for row in result["results"]:

@@ -46,13 +46,13 @@ def folder_of(path: str) -> str:
 
 def paths_of(kb: KnowledgeBase, ids) -> dict[int, str]:
     """The file path of each chunk."""
-    return {i: hit.path for i, hit in kb.store.hits([int(i) for i in ids]).items()}
+    return {i: hit.path for i, hit in kb.stores.store.hits([int(i) for i in ids]).items()}
 
 
 def join_of(kb: KnowledgeBase) -> int:
     """The layer up to which the tree is partitioned (1 for a tree that is not: its leaves'
     parents must not mix folders either)."""
-    return getattr(kb.tree_index.live, "join", None) or 1
+    return getattr(kb.stores.tree_index.live, "join", None) or 1
 
 
 def leaves_below(view, key: int) -> list[int]:
@@ -69,7 +69,7 @@ def leaves_below(view, key: int) -> list[int]:
 
 def mixing_nodes(kb: KnowledgeBase, join: int) -> list[tuple[int, set[str]]]:
     """Nodes on or below the join layer whose leaves lie in more than one folder."""
-    view = kb.tree_index.view
+    view = kb.stores.tree_index.view
     found = []
     for key, info in view.nodes.items():
         if info.layer > join:
@@ -113,11 +113,11 @@ def kb(tmp_path_factory, docs, minilm):
 def test_no_node_below_the_join_layer_mixes_folders(kb):
     join = join_of(kb)
     assert mixing_nodes(kb, join) == []
-    assert kb.tree_index.problems() == []
+    assert kb.stores.tree_index.problems() == []
 
 
 def test_abstracts_below_the_partition_roots_name_only_their_own_folder(kb):
-    view = kb.tree_index.view
+    view = kb.stores.tree_index.view
     join = join_of(kb)
     checked = 0
     for key, info in view.nodes.items():
@@ -136,8 +136,8 @@ def test_a_reader_browses_their_partition_subtree_and_its_abstracts(kb, docs, fo
     root = kb.node(access=person)
     kids = root["children"]
     assert kids and all(kid["kind"] == "node" for kid in kids)
-    readable = len(paths_of(kb, kb.tree_index.chunk_ids()))
-    mine = sum(1 for p in paths_of(kb, kb.tree_index.chunk_ids()).values()
+    readable = len(paths_of(kb, kb.stores.tree_index.chunk_ids()))
+    mine = sum(1 for p in paths_of(kb, kb.stores.tree_index.chunk_ids()).values()
                if folder_of(p) == folder)
     assert 0 < mine < readable
     assert sum(kid["leaves"] for kid in kids) == mine
@@ -154,13 +154,14 @@ def test_a_new_file_joins_its_partitions_subtree(kb, docs):
     kb.ingest([docs])
     join = join_of(kb)
     assert mixing_nodes(kb, join) == []
-    new = [i for i, p in paths_of(kb, kb.tree_index.chunk_ids()).items()
+    new = [i for i, p in paths_of(kb, kb.stores.tree_index.chunk_ids()).items()
            if p.endswith("late.md")]
     path = kb.path_of(new[0])
     under_join = [n for n in path if n["layer"] <= join]
     assert len(under_join) == join
     top = under_join[0]["id"]
-    assert len(leaves_below(kb.tree_index.view, top)) > 1  # beside other hr leaves, not alone
+    # beside other hr leaves, not alone
+    assert len(leaves_below(kb.stores.tree_index.view, top)) > 1
 
 
 def test_a_file_moved_to_another_partition_leaves_its_old_subtree(kb, docs):
@@ -193,7 +194,7 @@ def test_a_boundary_added_later_splits_the_tree_in_the_background(tmp_path, docs
     finally:
         kb.close()
     with open_kb(docs, tmp_path / "data", minilm, None) as again:  # the split was stored
-        assert again.tree_index.live.join is not None
+        assert again.stores.tree_index.live.join is not None
         assert mixing_nodes(again, join_of(again)) == []
 
 

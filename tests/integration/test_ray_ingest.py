@@ -71,12 +71,12 @@ def make_docs(root: Path, files: int = 8, big: int = 0) -> Path:
 def snapshot(kb: KnowledgeBase) -> dict[str, Any]:
     """Everything an ingest decides: chunks (by id) with text, place, location, header and
     vector; the files; the tree's nodes and leaves; the abstracts."""
-    db = kb.store._read()
+    db = kb.stores.store._read()
     chunks = db.execute(
         "SELECT c.id, f.path, c.ordinal, c.start_char, c.end_char, c.line_first, c.line_last,"
         " c.text, c.hash, c.location, c.context FROM chunks c JOIN files f ON c.file_id = f.id"
         " ORDER BY c.id").fetchall()
-    vectors = kb.store.vectors(np.array([row[0] for row in chunks]))
+    vectors = kb.stores.store.vectors(np.array([row[0] for row in chunks]))
     files = db.execute("SELECT path, hash, state, reason, chunks FROM files ORDER BY path"
                        ).fetchall()
     nodes = db.execute("SELECT id, parent, layer, ord, abstract FROM nodes ORDER BY id"
@@ -205,7 +205,7 @@ def test_a_cluster_gone_mid_ingest_leaves_the_rest_to_this_machine(
             daemon.start()
             try:
                 kb = daemon.kb
-                wait_for(lambda: kb.store.chunk_count() == len(local["chunks"])
+                wait_for(lambda: kb.stores.store.chunk_count() == len(local["chunks"])
                          and kb.ingestion.running == 0, timeout=300)
                 remote = snapshot(kb)
                 compute = kb.status()["compute"]
@@ -213,7 +213,7 @@ def test_a_cluster_gone_mid_ingest_leaves_the_rest_to_this_machine(
                 burst.mkdir()
                 for number in range(10):
                     (burst / f"b{number}.md").write_text(f"Burst note {number} on kestrels.\n")
-                wait_for(lambda: len(kb.store.files(str(burst))) == 10
+                wait_for(lambda: len(kb.stores.store.files(str(burst))) == 10
                          and kb.ingestion.running == 0, timeout=300)
                 code, health = api(daemon, "GET", "/api/health")
                 assert code == 200 and health["ok"] is True

@@ -56,8 +56,8 @@ def test_reader_exception_keeps_the_previous_chunks_and_is_retried(
     shutil.copy(DOCS / "testWORD.docx", word)
     (folder / "note.md").write_text(NOTE + "\n")
     assert kb.ingest([folder]).added == 2
-    record = kb.store.file(str(word))
-    chunks = sorted(kb.store.chunk_hashes(record.id))
+    record = kb.stores.store.file(str(word))
+    chunks = sorted(kb.stores.store.chunk_hashes(record.id))
     assert chunks
 
     _touch_zip(word)
@@ -70,7 +70,7 @@ def test_reader_exception_keeps_the_previous_chunks_and_is_retried(
     assert _problems(kb) == {"word.docx": ("failed", reason)}
     assert kb.status()["files"] == {"indexed": 1, "skipped": 0, "failed": 1}
     # its text is still found by every retriever: the chunks and their vectors were kept
-    assert sorted(kb.store.chunk_hashes(record.id)) == chunks
+    assert sorted(kb.stores.store.chunk_hashes(record.id)) == chunks
     for mode in ("sparse", "dense", "hybrid"):
         assert _sources(kb, SENTENCE, mode)[0] == "word.docx", mode
     assert _sources(kb, "walrus on the ice floe", "hybrid")[0] == "note.md"
@@ -84,7 +84,7 @@ def test_reader_exception_keeps_the_previous_chunks_and_is_retried(
     assert report.chunks_kept == len(chunks)  # unchanged text keeps its vectors
     assert _problems(kb) == {}
     assert kb.status()["files"] == {"indexed": 2, "skipped": 0, "failed": 0}
-    assert sorted(kb.store.chunk_hashes(record.id)) == chunks
+    assert sorted(kb.stores.store.chunk_hashes(record.id)) == chunks
     assert _sources(kb, SENTENCE, "hybrid")[0] == "word.docx"
 
 
@@ -128,8 +128,8 @@ def test_damaged_save_of_an_indexed_file_keeps_its_chunks(kb: KnowledgeBase,
     word = folder / "word.docx"
     shutil.copy(DOCS / "testWORD.docx", word)
     assert kb.ingest([folder]).added == 1
-    record = kb.store.file(str(word))
-    chunks = sorted(kb.store.chunk_hashes(record.id))
+    record = kb.stores.store.file(str(word))
+    chunks = sorted(kb.stores.store.chunk_hashes(record.id))
 
     _damage(word)
     _damage(folder / "never-indexed.docx")
@@ -140,7 +140,7 @@ def test_damaged_save_of_an_indexed_file_keeps_its_chunks(kb: KnowledgeBase,
     assert reason.startswith("damaged .docx: XMLSyntaxError: ")
     assert reason.endswith("; its previous version stays indexed")
     assert _problems(kb)["never-indexed.docx"][0] == "skipped"
-    assert sorted(kb.store.chunk_hashes(record.id)) == chunks
+    assert sorted(kb.stores.store.chunk_hashes(record.id)) == chunks
     assert _sources(kb, SENTENCE, "hybrid")[0] == "word.docx"
 
     shutil.copy(DOCS / "testWORD.docx", word)  # repaired

@@ -83,20 +83,20 @@ def resumed_to_the_switch(kb: KnowledgeBase, model: object) -> Gated:
 
 def right_vectors(kb: KnowledgeBase, embedder) -> None:
     """Every chunk's stored vector (and the dense index's) is `embedder`'s of its text."""
-    rows = kb.store.db.cursor().execute(
+    rows = kb.stores.store.db.cursor().execute(
         "SELECT id, context, text, vector FROM chunks ORDER BY id").fetchall()
     ids = np.asarray([r[0] for r in rows], np.int64)
     expected = embedder.embed([indexed_text(r[1], r[2]) for r in rows])
     stored = np.stack([np.asarray(r[3], np.float32) for r in rows])
     assert stored.shape == expected.shape
     assert np.allclose(stored, expected, atol=1e-4)
-    assert np.allclose(kb.dense.get(ids), expected, atol=1e-4)
-    assert kb.dense.count == len(ids)
+    assert np.allclose(kb.stores.dense.get(ids), expected, atol=1e-4)
+    assert kb.stores.dense.count == len(ids)
 
 
 def has_new_column(kb: KnowledgeBase) -> bool:
     """Whether chunks has the column of a running reembed's vectors."""
-    return bool(kb.store.db.cursor().execute(
+    return bool(kb.stores.store.db.cursor().execute(
         "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'chunks' AND column_name = ?",
         [reembed_module.COLUMN]).fetchone()[0])
 
@@ -116,7 +116,8 @@ def test_minilm_to_static_and_back_while_answering_and_indexing(
         for target, other in ((static_model, minilm), (minilm, static_model)):
             gated = Gated(target)
             status = kb.reembed(target.name, embedder=gated)
-            assert status["model"] == target.name and status["total"] == kb.store.chunk_count()
+            assert status["model"] == target.name
+            assert status["total"] == kb.stores.store.chunk_count()
             assert gated.first_done.wait(120)
             # mid-way: questions are answered with the old model, a file edit is indexed
             running = kb.status()
@@ -164,15 +165,15 @@ def test_a_stopped_reembed_resumes_where_it_was(config, minilm, static_model, tm
     with KnowledgeBase(config, embedder=minilm) as kb:
         stopped = kb.status()["reembed"]
         assert stopped == {"model": static_model.name, "state": "stopped"}
-        done = kb.store.db.cursor().execute(
+        done = kb.stores.store.db.cursor().execute(
             f"SELECT count({reembed_module.COLUMN}) FROM chunks").fetchone()[0]
-        assert 0 < done < kb.store.chunk_count()
-        cursor = int(kb.store.meta()["reembed_cursor"])
+        assert 0 < done < kb.stores.store.chunk_count()
+        cursor = int(kb.stores.store.meta()["reembed_cursor"])
         saved = config.data_dir / reembed_module.NEXT_DENSE  # the new index as far as it went
         assert (saved / "dense.generation").read_text().split()[:2] == [str(cursor), str(done)]
         counting = resumed_to_the_switch(kb, static_model)
-        assert counting.batches == -(-(kb.store.chunk_count() - done) // 8)  # only the rest
-        assert kb.reembedding.added == kb.store.chunk_count() - done  # the index's too
+        assert counting.batches == -(-(kb.stores.store.chunk_count() - done) // 8)  # only the rest
+        assert kb.reembedding.added == kb.stores.store.chunk_count() - done  # the index's too
         right_vectors(kb, static_model)
     with KnowledgeBase(config) as kb:  # the database names its model now
         assert kb.status()["model"] == static_model.name
@@ -192,7 +193,7 @@ def test_cancel_keeps_the_old_model(config, minilm, static_model, tmp_path, monk
         assert kb.cancel_reembed()["model"] == minilm.name
         assert kb.status()["model"] == minilm.name
         assert not has_new_column(kb)
-        assert "reembed_model" not in kb.store.meta()
+        assert "reembed_model" not in kb.stores.store.meta()
         assert not (config.data_dir / reembed_module.NEXT_DENSE).exists()
         right_vectors(kb, minilm)
         assert top_path(kb, "volcano in Sicily").startswith(str(folder))
@@ -231,8 +232,8 @@ def test_the_daemon_reembeds_there_and_back_while_20_clients_query_and_a_file_ch
 
     clients = [threading.Thread(target=client) for _ in range(20)]
     try:
-        wait_for(lambda: daemon.kb.store.chunk_count() == daemon.kb.sparse.count()
-                 == daemon.kb.dense.count == 24, timeout=120, what="the notes indexed")
+        wait_for(lambda: daemon.kb.stores.store.chunk_count() == daemon.kb.stores.sparse.count()
+                 == daemon.kb.stores.dense.count == 24, timeout=120, what="the notes indexed")
         for thread in clients:
             thread.start()
         edited = folder / "note05.md"
@@ -288,7 +289,7 @@ def test_a_daemon_stopped_mid_reembed_resumes_it_at_start(config, minilm, static
     daemon = Daemon(config, embedder=minilm)
     daemon.start()
     try:
-        wait_for(lambda: daemon.kb.store.chunk_count() == daemon.kb.dense.count == 24,
+        wait_for(lambda: daemon.kb.stores.store.chunk_count() == daemon.kb.stores.dense.count == 24,
                  timeout=120, what="the notes indexed")
         code, body = api(daemon, "POST", "/api/reembed", {"model": static_model.name})
         assert code == 200 and body["state"] == "running", body
@@ -310,7 +311,7 @@ def test_a_daemon_stopped_mid_reembed_resumes_it_at_start(config, minilm, static
 
 def clean_abstracts(kb: KnowledgeBase) -> dict[frozenset[int], str]:
     """The written abstract of every clean node, by the chunks it covers."""
-    live = kb.tree_index.live
+    live = kb.stores.tree_index.live
     return {frozenset(-k for k in live.leaves_under(node)): live.abstracts[node]
             for node in live.children if node not in live.dirty and live.abstracts.get(node)}
 
@@ -331,7 +332,7 @@ def test_llm_abstracts_survive_a_reembed_where_a_node_covers_the_same_chunks(
         kb.ingest_jsonl(corpus)
         assert kb.regenerate_abstracts()["failed"] == 0
         before = clean_abstracts(kb)
-        assert len(before) == len(kb.tree_index.live.children) > 10
+        assert len(before) == len(kb.stores.tree_index.live.children) > 10
         assert all(text.startswith("llm abstract number") for text in before.values())
         kb.reembed(static_model.name, embedder=static_model)
         wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
@@ -340,7 +341,7 @@ def test_llm_abstracts_survive_a_reembed_where_a_node_covers_the_same_chunks(
         assert kb.reembedding.kept == len(before)
         wait_for(lambda: kb.stores.tree_state["state"] == "ok", timeout=120,
                  what="the tree rebuilt from the new vectors")
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         same = {node: before[leaves] for node in live.children
                 if (leaves := frozenset(-k for k in live.leaves_under(node))) in before}
         assert len(same) >= 2 and kb.stores.kept_given == len(same)  # the root at least
@@ -354,14 +355,14 @@ def test_llm_abstracts_survive_a_reembed_where_a_node_covers_the_same_chunks(
                 assert node not in live.abstract_vectors
         assert live.dirty == set(live.children) - set(same)
         assert not [n for n in live.dirty if live.abstracts.get(n)]  # nothing else carried
-        assert "kept_abstracts" not in {r[0] for r in kb.store.db.cursor().execute(
+        assert "kept_abstracts" not in {r[0] for r in kb.stores.store.db.cursor().execute(
             "SELECT table_name FROM duckdb_tables()").fetchall()}
         asked = len(fake_ollama.chats)
         kb.regenerate_abstracts()
         assert len(fake_ollama.chats) - asked == len(live.children) - len(same)
         assert all(live.abstracts[node] == text for node, text in same.items())
     with KnowledgeBase(config) as kb:  # stored so
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         assert all(live.abstracts[node] == text for node, text in same.items())
         assert not live.dirty
 
@@ -374,7 +375,7 @@ def test_questions_are_answered_while_the_switch_transaction_runs(
     write_notes(folder)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([folder])
-        index, answered, inside = kb.store._index, [], []
+        index, answered, inside = kb.stores.store._index, [], []
 
         def asked_inside(*args, **kwargs):
             if kb.reembedding is not None and kb.reembedding.state == "switching":
@@ -385,7 +386,7 @@ def test_questions_are_answered_while_the_switch_transaction_runs(
                 inside.append(len(answered))
             return index(*args, **kwargs)
 
-        monkeypatch.setattr(kb.store, "_index", asked_inside)
+        monkeypatch.setattr(kb.stores.store, "_index", asked_inside)
         kb.reembed(static_model.name, embedder=static_model)
         wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
                  what="the switch")
@@ -399,8 +400,8 @@ def test_questions_are_answered_while_the_switch_transaction_runs(
 
 def test_abstracts_kept_by_a_switch_survive_a_stop_before_the_new_tree(
         config, minilm, static_model, tmp_path, monkeypatch) -> None:
-    from psirag_kb.storage import kept
-    from psirag_kb.storage.stores import Stores
+    from psirag_kb.tree import kept
+    from psirag_kb.tree.stores import Stores
 
     config = config.replace("tree", max_children=4)
     folder = tmp_path / "notes"
@@ -417,14 +418,14 @@ def test_abstracts_kept_by_a_switch_survive_a_stop_before_the_new_tree(
         assert kb.reembedding.state == "done", kb.reembedding.error
         assert kb.stores.tree_missing
     with KnowledgeBase(config, embedder=static_model) as kb:
-        assert len(kept.load(kb.store.db.cursor())) == len(before)
+        assert len(kept.load(kb.stores.store.db.cursor())) == len(before)
         kb.stores.start_tree_rebuild()
         wait_for(lambda: kb.stores.tree_state["state"] == "ok", timeout=120,
                  what="the tree rebuilt after the restart")
         after = clean_abstracts(kb)
         assert after and kb.stores.kept_given == len(after)
         assert all(before[leaves] == text for leaves, text in after.items())
-        assert kept.load(kb.store.db.cursor()) == {}
+        assert kept.load(kb.stores.store.db.cursor()) == {}
 
 
 def test_a_reembed_begun_with_the_side_table_resumes_from_its_rows(
@@ -436,22 +437,22 @@ def test_a_reembed_begun_with_the_side_table_resumes_from_its_rows(
     write_notes(folder)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([folder])
-        rows = kb.store.db.cursor().execute(
+        rows = kb.stores.store.db.cursor().execute(
             "SELECT id, context, text FROM chunks ORDER BY id LIMIT 10").fetchall()
         vectors = static_model.embed([indexed_text(r[1], r[2]) for r in rows])
 
         def as_before() -> None:
-            with kb.store.transaction() as db:
+            with kb.stores.store.transaction() as db:
                 db.executemany("INSERT INTO reembed_vectors VALUES (?, ?)",
                                [(r[0], v.tolist()) for r, v in zip(rows, vectors, strict=True)])
                 db.executemany("INSERT INTO meta VALUES (?, ?)", [
                     ("reembed_model", static_model.name), ("reembed_dim", str(static_model.dim)),
                     ("reembed_cursor", str(rows[-1][0])), ("reembed_started", "0")])
-        kb.writer.call(as_before)
+        kb.stores.writer.call(as_before)
     with KnowledgeBase(config, embedder=minilm) as kb:
         counting = resumed_to_the_switch(kb, static_model)
-        assert counting.batches == -(-(kb.store.chunk_count() - 10) // 8)
-        assert kb.reembedding.added == kb.store.chunk_count()  # no index was saved then
+        assert counting.batches == -(-(kb.stores.store.chunk_count() - 10) // 8)
+        assert kb.reembedding.added == kb.stores.store.chunk_count()  # no index was saved then
         right_vectors(kb, static_model)
-        assert kb.store.db.cursor().execute(
+        assert kb.stores.store.db.cursor().execute(
             "SELECT count(*) FROM reembed_vectors").fetchone() == (0,)

@@ -23,7 +23,7 @@ NOTE = f"{INTRO}\n\n# Route\n\n{ROUTE}\n\n# Gear\n\n{GEAR}\n"
 
 def chunks(kb: KnowledgeBase) -> dict[int, tuple[str, str]]:
     """(context, text) of every chunk, by id."""
-    return {i: (context, text) for i, context, text in kb.store.db.cursor().execute(
+    return {i: (context, text) for i, context, text in kb.stores.store.db.cursor().execute(
         "SELECT id, context, text FROM chunks").fetchall()}
 
 
@@ -43,8 +43,8 @@ def check_renamed(kb: KnowledgeBase, minilm, before: dict[int, tuple[str, str]])
     assert [after[i][0] for i in fresh] == ["matterhorn"] * len(named)
     assert {after[i][1] for i in fresh} == {before[i][1] for i in named}
     texts = [indexed_text(*after[i]) for i in fresh]
-    assert np.allclose(kb.store.vectors(np.array(fresh)), minilm.embed(texts), atol=1e-5)
-    assert np.allclose(kb.dense.get(np.array(fresh)), minilm.embed(texts), atol=1e-5)
+    assert np.allclose(kb.stores.store.vectors(np.array(fresh)), minilm.embed(texts), atol=1e-5)
+    assert np.allclose(kb.stores.dense.get(np.array(fresh)), minilm.embed(texts), atol=1e-5)
     assert sparse_names(kb, "kilimanjaro") == set()
     assert sparse_names(kb, "matterhorn") == {"matterhorn.md"}
 
@@ -77,7 +77,7 @@ def test_a_rename_refreshes_the_name_headers(config: Config, minilm, tmp_path: P
         os.rename(folder / "kilimanjaro.md", folder / "matterhorn.md")
         assert kb.rename(folder / "kilimanjaro.md", folder / "matterhorn.md")
         check_renamed(kb, minilm, before)
-        assert kb.store.file(str(folder / "matterhorn.md")).hash  # read again: not pending
+        assert kb.stores.store.file(str(folder / "matterhorn.md")).hash  # read again: not pending
         for mode in ("dense", "hybrid"):
             top = kb.query("matterhorn", mode=mode, k=1)["results"][0]
             assert top["text"].startswith(INTRO), mode

@@ -16,13 +16,13 @@ import pytest
 import tantivy
 
 from psirag_kb.answer.agent import RetrieveAndAnswer
-from psirag_kb.answer.llm import OllamaLLM
 from psirag_kb.config import Config
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.llm.client import OllamaLLM
 from psirag_kb.search.retrieval import EVAL_MODES
-from psirag_kb.search.scope import exact_top
 from psirag_kb.storage import stores as stores_module
 from psirag_kb.storage.dense import DenseIndex
+from psirag_kb.storage.scope import exact_top
 from psirag_kb.storage.sparse import SparseIndex, path_terms
 
 QUESTION = "volcano eruption with lava flows"
@@ -106,8 +106,8 @@ def test_scoped_query_fills_k_from_the_scope(kb, docs, mode):
 def test_scoped_beam_search_keeps_descending_to_k_leaves(beam_kb, docs, mode):
     hiking = docs / "hiking"
     query = beam_kb.embed_query(QUESTION)
-    unscoped = beam_kb.tree_index.search(query, 1, K)
-    paths = {h.path for h in beam_kb.store.hits(unscoped.ids.tolist()).values()}
+    unscoped = beam_kb.stores.tree_index.search(query, 1, K)
+    paths = {h.path for h in beam_kb.stores.store.hits(unscoped.ids.tolist()).values()}
     assert paths and not any(Path(p).parent == hiking for p in paths)  # a post-filter: none
     result = beam_kb.query(QUESTION, mode=mode, k=K, within=[hiking])
     assert len(result["results"]) == K and all(in_folder(r, hiking) for r in result["results"])
@@ -122,7 +122,8 @@ def test_scoped_dense_is_the_exact_top_k_of_the_scope(kb, docs, search, monkeypa
     hiking = docs / "hiking"
     scope = kb.scope_of([hiking])
     assert len(scope) == len(LAKES)
-    expected, _ = exact_top(scope.ids, kb.store.vectors(scope.ids), kb.embed_query(QUESTION), K)
+    expected, _ = exact_top(scope.ids, kb.stores.store.vectors(scope.ids),
+                            kb.embed_query(QUESTION), K)
     found = kb.rank(QUESTION, "dense", K, within=[hiking])
     assert found.ids.tolist() == expected.tolist()
 
@@ -272,8 +273,8 @@ def test_an_old_sparse_index_without_scopes_is_rebuilt_at_open(config, minilm, t
     _small(tmp_path / "docs")
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([tmp_path / "docs"])
-        generation, chunks = kb.store.generation, kb.store.chunk_count()
-        texts = [(i, t) for batch in kb.store.all_texts() for i, t, _ in batch]
+        generation, chunks = kb.stores.store.generation, kb.stores.store.chunk_count()
+        texts = [(i, t) for batch in kb.stores.store.all_texts() for i, t, _ in batch]
     folder = config.data_dir / "bm25"  # what the previous version left: id + text, in sync
     shutil.rmtree(folder)
     folder.mkdir()
@@ -289,7 +290,7 @@ def test_an_old_sparse_index_without_scopes_is_rebuilt_at_open(config, minilm, t
     del writer, index
     (folder / "GENERATION").write_text(str(generation))
     with KnowledgeBase(config, embedder=minilm) as kb:
-        assert kb.sparse.count() == chunks and kb.sparse.generation == generation
+        assert kb.stores.sparse.count() == chunks and kb.stores.sparse.generation == generation
         found = kb.query("volcano lava", mode="sparse", k=10, within=[tmp_path / "docs/x_y"])
         assert sorted(Path(r["path"]).name for r in found["results"]) == [
             "n0.md", "n1.md", "n2.md"]
@@ -302,7 +303,7 @@ def test_a_renamed_file_moves_to_its_new_scope(config, minilm, tmp_path):
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([docs])
         assert kb.rename(docs / "xzy/n0.md", docs / "x_y/moved.md")
-        assert not kb.stale and kb.sparse.generation == kb.store.generation
+        assert not kb.stores.stale and kb.stores.sparse.generation == kb.stores.store.generation
         for mode in ("sparse", "dense", "hybrid"):
             inside = kb.query("volcano lava", mode=mode, k=10, within=[docs / "x_y"])
             names = sorted(Path(r["path"]).name for r in inside["results"])

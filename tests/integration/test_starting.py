@@ -249,7 +249,7 @@ def test_a_restore_that_outlasts_the_wait_ends_the_start(
         release.set()
         restoring.join(120)
     with KnowledgeBase(target, fake_embedder) as kb:  # the restore itself went on to the end
-        assert kb.store.chunk_count() == len(NOTES)
+        assert kb.stores.store.chunk_count() == len(NOTES)
 
 
 def test_a_daemon_stopped_while_it_waits_for_a_restore_says_so(

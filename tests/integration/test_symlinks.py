@@ -56,7 +56,7 @@ def problems(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def indexed(kb: KnowledgeBase) -> list[str]:
-    return sorted(f.path for f in kb.store.files() if f.state == "indexed")
+    return sorted(f.path for f in kb.stores.store.files() if f.state == "indexed")
 
 
 def skipped(target: Path, folder: Path) -> tuple[str, str]:
@@ -118,7 +118,8 @@ def test_links_inside_the_folder_and_folder_links_behave_as_before(
         report = kb.ingest([docs])
         assert (report.added, report.skipped, report.failed) == (1, 0, 0)
         assert problems(kb.status()) == {}
-        assert [f.path for f in kb.store.files()] == [str(docs / "own.md")]  # once, as itself
+        # once, as itself
+        assert [f.path for f in kb.stores.store.files()] == [str(docs / "own.md")]
         named = kb.ingest([docs / "alias.md", docs / "round.md"])  # named links: as before
         assert (named.added, named.skipped) == (2, 0)
         assert problems(kb.status()) == {}
@@ -145,9 +146,9 @@ def test_indexed_file_replaced_by_an_external_link_is_removed(kb, docs, secret):
     note.symlink_to(secret)
     report = kb.ingest([docs])
     assert report.skipped == 1
-    assert kb.store.file(str(note)).state == "skipped"
+    assert kb.stores.store.file(str(note)).state == "skipped"
     assert str(note) not in found(kb, "wombat burrow") | found(kb, "vault combination quokka")
-    assert kb.store.chunk_count() == kb.sparse.count() == kb.dense.count == 1
+    assert kb.stores.store.chunk_count() == kb.stores.sparse.count() == kb.stores.dense.count == 1
 
 
 def test_named_link_is_judged_by_its_own_folder(kb, docs, secret):

@@ -26,14 +26,14 @@ def test_tree_is_built_on_ingest_and_valid(corpus_kb):
     assert status["leaves"] == 200 and status["equi_depth"]
     assert status["depth"] >= 2 and status["nodes_per_layer"][0] == 200
     assert sum(status["nodes_per_layer"][1:]) == status["abstract_nodes"]
-    assert corpus_kb.tree_index.problems() == []
+    assert corpus_kb.stores.tree_index.problems() == []
 
 
 def test_tree_is_persisted_and_reloaded(config, minilm, corpus_kb):
-    before = corpus_kb.tree_index.live
+    before = corpus_kb.stores.tree_index.live
     corpus_kb.close()
     with KnowledgeBase(config, embedder=minilm) as kb:
-        after = kb.tree_index.live
+        after = kb.stores.tree_index.live
         assert after is not before
         assert after.parent == before.parent and after.children == before.children
         assert after.root == before.root and after.layer == before.layer
@@ -66,9 +66,9 @@ def test_tree_follows_added_and_removed_files(config, minilm, tmp_path):
         (folder / "n0.txt").unlink()
         kb.ingest([folder])
         assert kb.status()["tree"]["leaves"] == 5
-        assert kb.tree_index.problems() == []
+        assert kb.stores.tree_index.problems() == []
         kb.remove([folder])
-        assert kb.status()["tree"]["leaves"] == 0 and kb.tree_index.empty
+        assert kb.status()["tree"]["leaves"] == 0 and kb.stores.tree_index.empty
 
 
 def test_eval_reports_recall_per_mode(config, minilm, tmp_path):
@@ -126,7 +126,7 @@ def test_reranker_orders_fused_candidates(config, minilm, tmp_path):
         per = max(5, config.retrieval.k_per_retriever)
         pool = {i for mode in ("tree", "sparse", "dense")
                 for i in kb.rank(question, mode, per).ids.tolist()}
-        texts = {i: hit.text for i, hit in kb.store.hits(sorted(pool)).items()}
+        texts = {i: hit.text for i, hit in kb.stores.store.hits(sorted(pool)).items()}
     judge = CrossEncoder(str(folder))
     scores = dict(zip(texts, judge.predict([(question, t) for t in texts.values()]), strict=True))
     assert len(result) == 5 and {r["chunk_id"] for r in result} <= pool

@@ -18,11 +18,11 @@ from psirag_kb import cli
 from psirag_kb.config import Config
 from psirag_kb.errors import StoreError
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.search.treeindex import TreeIndex
 from psirag_kb.service.client import LocalClient
 from psirag_kb.service.daemon import Daemon
 from psirag_kb.service.mcp import build_server
-from psirag_kb.storage import stores
+from psirag_kb.tree import stores
+from psirag_kb.tree.index import TreeIndex
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hotpotqa_small"
 QUESTION = "If Gallu is a demon Lilu is what?"
@@ -36,9 +36,9 @@ def broken(tmp_path_factory: pytest.TempPathFactory, minilm) -> Path:
         kb.ingest_jsonl(FIXTURES / "corpus.jsonl")
 
         def lose_leaves() -> None:
-            with kb.store.transaction() as db:
+            with kb.stores.store.transaction() as db:
                 db.execute("DELETE FROM leaves WHERE chunk_id % 3 = 0")
-        kb.writer.call(lose_leaves)
+        kb.stores.writer.call(lose_leaves)
     return data
 
 
@@ -74,10 +74,10 @@ def wait_for_state(kb: KnowledgeBase, state: str, timeout: float = 60.0) -> str:
 def test_a_rebuild_whose_read_fails_is_retried_until_the_tree_is_back(config, minilm,
                                                                       monkeypatch, caplog):
     monkeypatch.setattr(stores, "TREE_REBUILD_BACKOFF_S", (0.05, 0.2), raising=False)
-    caplog.set_level(logging.WARNING, logger="psirag_kb.storage.stores")
+    caplog.set_level(logging.WARNING, logger="psirag_kb.tree.stores")
     with KnowledgeBase(config, embedder=minilm) as kb:
         assert kb.status()["tree"]["state"] == "missing"
-        real = kb.store.all_vectors
+        real = kb.stores.store.all_vectors
         calls: list[int] = []
 
         def flaky(*args, **kwargs):
@@ -86,12 +86,12 @@ def test_a_rebuild_whose_read_fails_is_retried_until_the_tree_is_back(config, mi
                 raise StoreError("chunks changed while their vectors were read; try again")
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(kb.store, "all_vectors", flaky)
+        monkeypatch.setattr(kb.stores.store, "all_vectors", flaky)
         kb.stores.start_tree_rebuild()
         assert wait_for_state(kb, "ok") == "ok"
         assert len(calls) == 2
         assert "rebuilding the tree failed (attempt 1" in caplog.text
-        assert kb.tree_index.problems() == []
+        assert kb.stores.tree_index.problems() == []
         assert "note" not in kb.query(QUESTION, mode="tree", k=5)
 
 
@@ -103,7 +103,7 @@ def test_closing_stops_a_rebuild_that_keeps_failing(config, minilm, monkeypatch)
             calls.append(1)
             raise StoreError("chunks changed while their vectors were read; try again")
 
-        monkeypatch.setattr(kb.store, "all_vectors", failing)
+        monkeypatch.setattr(kb.stores.store, "all_vectors", failing)
         kb.stores.start_tree_rebuild()
         deadline = time.monotonic() + 30
         while len(calls) < 2 and time.monotonic() < deadline:

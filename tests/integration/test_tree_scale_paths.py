@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.search.treeindex import TreeIndex
 from psirag_kb.tree import pairs
+from psirag_kb.tree.index import TreeIndex
 from tui.format import status_markup
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hotpotqa_small"
@@ -40,8 +40,8 @@ def matrices(monkeypatch):
 def test_a_build_above_the_limit_never_makes_an_n_by_n_matrix(small_exact, minilm, matrices):
     with KnowledgeBase(small_exact, embedder=minilm) as kb:
         kb.ingest_jsonl(FIXTURES / "corpus.jsonl")
-        assert kb.tree_index.build_mode == "bucketing"
-        assert kb.tree_index.problems() == []
+        assert kb.stores.tree_index.build_mode == "bucketing"
+        assert kb.stores.tree_index.problems() == []
         assert kb.status()["tree"]["leaves"] == 200
         assert matrices and max(matrices) < 200 // 2
         hits = kb.query("If Gallu is a demon Lilu is what?", mode="tree", k=5)["results"]
@@ -51,7 +51,7 @@ def test_a_build_above_the_limit_never_makes_an_n_by_n_matrix(small_exact, minil
 def test_below_the_limit_the_build_is_exact(config, minilm, matrices):
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(FIXTURES / "corpus.jsonl")
-        assert kb.tree_index.build_mode == "exact" and 200 in matrices
+        assert kb.stores.tree_index.build_mode == "exact" and 200 in matrices
 
 
 def test_a_large_far_batch_joins_as_a_bucketed_subtree(small_exact, minilm, matrices, tmp_path):
@@ -67,16 +67,16 @@ def test_a_large_far_batch_joins_as_a_bucketed_subtree(small_exact, minilm, matr
         (folder / "many.txt").write_text("\n\n".join(sentences) + "\n")
         kb.ingest([folder])
         leaves = kb.status()["tree"]["leaves"]
-        assert leaves > EXACT_MAX and kb.tree_index.problems() == []
+        assert leaves > EXACT_MAX and kb.stores.tree_index.problems() == []
         assert matrices and max(matrices) <= 2 * EXACT_MAX  # buckets, never the ~100 at once
 
 
 def _break_tree(kb: KnowledgeBase) -> None:
     """Lose some leaf rows, as a crash between the chunks' commit and the tree's would."""
     def run() -> None:
-        with kb.store.transaction() as db:
+        with kb.stores.store.transaction() as db:
             db.execute("DELETE FROM leaves WHERE chunk_id % 3 = 0")
-    kb.writer.call(run)
+    kb.stores.writer.call(run)
 
 
 def test_a_broken_tree_is_rebuilt_in_the_background(config, minilm, tmp_path, monkeypatch):
@@ -109,9 +109,9 @@ def test_a_broken_tree_is_rebuilt_in_the_background(config, minilm, tmp_path, mo
         while kb.status()["tree"]["state"] != "ok" and time.time() < deadline:
             time.sleep(0.1)
         assert kb.status()["tree"]["state"] == "ok"
-        assert kb.tree_index.problems() == []
-        assert np.array_equal(kb.tree_index.chunk_ids(), kb.store.chunk_ids())
+        assert kb.stores.tree_index.problems() == []
+        assert np.array_equal(kb.stores.tree_index.chunk_ids(), kb.stores.store.chunk_ids())
         top = kb.query("zebra Quillfeather crater", mode="tree", k=1)["results"]
         assert top[0]["source"].endswith("late.txt")
     with KnowledgeBase(config, embedder=minilm) as kb:  # the rebuilt tree was stored
-        assert kb.status()["tree"]["state"] == "ok" and kb.tree_index.problems() == []
+        assert kb.status()["tree"]["state"] == "ok" and kb.stores.tree_index.problems() == []

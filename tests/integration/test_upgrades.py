@@ -87,8 +87,9 @@ def test_the_previous_release_opens_migrated_and_answers_as_it_did(tmp_path, min
             # release's index is read again from the database; its statistics move a little
             assert scores(got) == pytest.approx(scores(then), rel=0.1 if mode != "dense" else 1e-4)
         assert kb.stores.tree_state == {"state": "ok"}
-        for index in (kb.sparse.generation, kb.dense.generation):  # nothing was rebuilt
-            assert index == kb.store.generation == 1
+        # nothing was rebuilt
+        for index in (kb.stores.sparse.generation, kb.stores.dense.generation):
+            assert index == kb.stores.store.generation == 1
     after = meta(config.data_dir)
     assert after["schema_version"] == str(SCHEMA_VERSION)
     assert after["release"] == __version__

@@ -102,7 +102,7 @@ def running(tmp_path: Path, embedder: CountingEmbedder) -> Iterator[tuple[Daemon
 def test_watched_folder_renamed_away_is_kept_and_comes_back_without_embedding(
         running: tuple[Daemon, Path], embedder: CountingEmbedder) -> None:
     daemon, docs = running
-    chunks = sorted(daemon.kb.store.chunk_ids().tolist())
+    chunks = sorted(daemon.kb.stores.store.chunk_ids().tolist())
     embedded = embedder.embedded
     away = docs.with_name("docs-away")
     os.rename(docs, away)
@@ -128,7 +128,7 @@ def test_watched_folder_renamed_away_is_kept_and_comes_back_without_embedding(
     wait_for(lambda: any("changed while" in r["text"] for r in found(daemon, "okapi")))
     # only the changed note's chunk was embedded again; the unchanged ones kept their chunks
     assert embedder.embedded - embedded == 1
-    kept = set(daemon.kb.store.chunk_ids().tolist())
+    kept = set(daemon.kb.stores.store.chunk_ids().tolist())
     assert len(set(chunks) - kept) == 2  # the okapi's old chunk and the quokka's
 
 
@@ -263,7 +263,7 @@ def test_ingest_of_a_missing_folder_keeps_its_files(tmp_path: Path, minilm) -> N
         report = kb.ingest([docs])
         assert (report.removed, report.unavailable) == (0, len(ANIMALS))
         assert report.problems[0][1] == "unavailable" and "forget" in report.problems[0][2]
-        assert kb.store.state_counts()["unavailable"] == len(ANIMALS)
+        assert kb.stores.store.state_counts()["unavailable"] == len(ANIMALS)
         hits = kb.query("markerpangolin", mode="sparse")["results"]
         assert hits[0]["unavailable"]["reason"].startswith(f"folder {docs} is missing")
         os.rename(tmp_path / "away", docs)
@@ -273,4 +273,4 @@ def test_ingest_of_a_missing_folder_keeps_its_files(tmp_path: Path, minilm) -> N
         with pytest.raises(KBError, match="nothing is indexed"):
             kb.forget([tmp_path / "elsewhere"])
         assert kb.forget([docs]) == len(ANIMALS)
-        assert kb.store.chunk_count() == 0
+        assert kb.stores.store.chunk_count() == 0

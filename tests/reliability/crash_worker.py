@@ -24,7 +24,7 @@ from psirag_kb.service.daemon import run_daemon
 from psirag_kb.storage.dense import DenseIndex
 from psirag_kb.storage.sparse import SparseIndex
 from psirag_kb.storage.store import Store
-from psirag_kb.storage.stores import Stores
+from psirag_kb.tree.stores import Stores
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for conftest
 from conftest import FakeEmbedder  # noqa: E402

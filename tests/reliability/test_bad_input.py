@@ -253,7 +253,7 @@ def test_file_deleted_between_event_and_read(start, docs, monkeypatch):
     wait_for(lambda: vanished)
     wait_for(lambda: idle(daemon))
     assert str(gone) not in errors(daemon) and str(gone) not in problems(daemon)
-    assert daemon.kb.store.file(str(gone)) is None
+    assert daemon.kb.stores.store.file(str(gone)) is None
     assert sources(daemon, "mayfly") == []
     assert status(daemon)["files"] == {"indexed": 1, "skipped": 0, "failed": 0}
     assert_serving(daemon, "axolotl", ok)
@@ -326,7 +326,7 @@ def test_symlink_loops_terminate_and_index_once(start, docs, when):
     expected = sorted([str(ok), str(docs / "sub" / "inner.md")])
 
     def indexed() -> list[str]:
-        return sorted(f.path for f in daemon.kb.store.files() if f.state == "indexed")
+        return sorted(f.path for f in daemon.kb.stores.store.files() if f.state == "indexed")
 
     wait_for(lambda: idle(daemon))
     assert indexed() == expected  # nothing reached through a/b, sub/up or self
@@ -339,7 +339,7 @@ def test_symlink_loops_terminate_and_index_once(start, docs, when):
     }
     wait_for(lambda: idle(daemon))
     assert indexed() == expected
-    assert not any("/up/" in f.path or "/self/" in f.path for f in daemon.kb.store.files())
+    assert not any("/up/" in f.path or "/self/" in f.path for f in daemon.kb.stores.store.files())
     assert status(daemon)["chunks"] == 2
     assert sources(daemon, "wombat") == [str(ok)]
 
@@ -365,7 +365,7 @@ def test_link_to_a_file_inside_is_not_a_duplicate(start, docs, tmp_path, when):
     wait_for(lambda: idle(daemon))
     assert sources(daemon, "axolotl") == []
     assert sources(daemon, "pangolin") == [str(target)]  # inside: only under its own name
-    assert [f.path for f in daemon.kb.store.files() if f.state == "indexed"] == [str(target)]
+    assert [f.path for f in daemon.kb.stores.store.files() if f.state == "indexed"] == [str(target)]
 
 
 ODD_NAMES = [

@@ -50,7 +50,7 @@ def pristine(tmp_path_factory) -> tuple[Path, int, dict[tuple[str, str], list]]:
     config = Config().with_data_dir(root / "data")
     with KnowledgeBase(config, embedder=FakeEmbedder()) as kb:
         kb.ingest([docs])
-        chunks = kb.store.chunk_count()
+        chunks = kb.stores.store.chunk_count()
         answers = ranked(lambda text, mode: kb.query(text, mode=mode, k=5)["results"])
     return root, chunks, answers
 
@@ -75,7 +75,7 @@ def test_garbled_bm25_and_dense_files_are_rebuilt(built, fake_embedder):
             path.write_bytes(b"\x00garbage" * 10)
     (config.data_dir / "dense" / "dense.hnsw").write_bytes(b"not an index")
     with KnowledgeBase(config, embedder=fake_embedder) as kb:
-        assert kb.sparse.count() == chunks == kb.dense.count
+        assert kb.stores.sparse.count() == chunks == kb.stores.dense.count
         assert kb.query("harbour boat number 7", mode="sparse")["results"]
 
 
@@ -160,14 +160,14 @@ def test_damaged_derived_index_is_rebuilt_with_the_same_answers(
     with caplog.at_level(logging.INFO, logger="psirag_kb"):
         if via == "kb":
             with KnowledgeBase(config, embedder=fake_embedder) as kb:
-                assert kb.sparse.count() == chunks == kb.dense.count
-                assert kb.sparse.generation == kb.store.generation == 1
+                assert kb.stores.sparse.count() == chunks == kb.stores.dense.count
+                assert kb.stores.sparse.generation == kb.stores.store.generation == 1
                 after = ranked(lambda text, mode: kb.query(text, mode=mode, k=5)["results"])
         else:
             daemon = Daemon(daemon_config(config), embedder=fake_embedder)
             daemon.start()
             try:
-                assert daemon.kb.sparse.count() == chunks == daemon.kb.dense.count
+                assert daemon.kb.stores.sparse.count() == chunks == daemon.kb.stores.dense.count
                 after = ranked(lambda text, mode: api_query(daemon, text, mode))
             finally:
                 daemon.stop()
@@ -176,7 +176,7 @@ def test_damaged_derived_index_is_rebuilt_with_the_same_answers(
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="psirag_kb"):  # the rebuilt index was saved
         with KnowledgeBase(config, embedder=fake_embedder) as kb:
-            assert kb.sparse.count() == chunks == kb.dense.count
+            assert kb.stores.sparse.count() == chunks == kb.stores.dense.count
     assert "rebuild" not in caplog.text and "unreadable" not in caplog.text
 
 
@@ -254,7 +254,7 @@ def test_database_truncated_to_half_is_never_a_silent_empty_kb(built, baseline, 
         assert_recovery_message(str(exc), database)
         return
     with kb:
-        assert kb.store.chunk_count() == chunks
+        assert kb.stores.store.chunk_count() == chunks
         assert ranked(lambda text, mode: kb.query(text, mode=mode, k=5)["results"]) == baseline
 
 
@@ -271,7 +271,7 @@ def test_the_recovery_command_in_the_message_works(built, baseline, fake_embedde
     args = ingest.split()[1:-1] + [str(config.watch.folders[0])]
     assert main(args) == 0, capsys.readouterr().err
     with KnowledgeBase(config, embedder=fake_embedder) as kb:
-        assert kb.store.chunk_count() == chunks
+        assert kb.stores.store.chunk_count() == chunks
         assert ranked(lambda text, mode: kb.query(text, mode=mode, k=5)["results"]) == baseline
 
 

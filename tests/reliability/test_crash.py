@@ -159,29 +159,29 @@ def check(data: Path, folder: Folder) -> None:
     """Every file on disk is indexed once everywhere; nothing stale or deleted is findable."""
     config = Config().with_data_dir(data)
     with KnowledgeBase(config, embedder=HashEmbedder()) as kb:
-        ids, vectors = kb.store.all_vectors()
+        ids, vectors = kb.stores.store.all_vectors()
         assert len(set(ids.tolist())) == len(ids)
-        hits = kb.store.hits(ids.tolist())
+        hits = kb.stores.store.hits(ids.tolist())
         per_file = Counter((hit.path, hit.ordinal) for hit in hits.values())
         assert all(count == 1 for count in per_file.values()), "a chunk is stored twice"
-        assert kb.sparse.count() == len(ids) == kb.dense.count
-        assert np.array_equal(kb.tree_index.chunk_ids(), ids)
-        assert kb.tree_index.problems() == []
-        records = {r.path: r for r in kb.store.files()}
+        assert kb.stores.sparse.count() == len(ids) == kb.stores.dense.count
+        assert np.array_equal(kb.stores.tree_index.chunk_ids(), ids)
+        assert kb.stores.tree_index.problems() == []
+        records = {r.path: r for r in kb.stores.store.files()}
         on_disk = {str(p): p for p in folder.root.iterdir()}
         assert set(records) == set(on_disk), "indexed files differ from the folder"
         for path, record in records.items():
             assert record.state == "indexed", (path, record.state, record.reason)
             assert record.hash == hashlib.sha256(on_disk[path].read_bytes()).hexdigest()
         for name, token in folder.tokens.items():
-            found = {hits[i].path for i in kb.sparse.search(token, 5)[0].tolist()}
+            found = {hits[i].path for i in kb.stores.sparse.search(token, 5)[0].tolist()}
             assert found == {str(folder.root / name)}, f"{token} of {name} found in {found}"
         for token in folder.gone:
-            assert len(kb.sparse.search(token, 5)[0]) == 0, f"{token} came back"
+            assert len(kb.stores.sparse.search(token, 5)[0]) == 0, f"{token} came back"
             pattern = re.compile(rf"\b{token}\b")
             assert not any(pattern.search(hit.text) for hit in hits.values()), token
         rows = np.arange(0, len(ids), max(1, len(ids) // 50))
-        labels, _ = kb.dense.search_many(vectors[rows], 5)
+        labels, _ = kb.stores.dense.search_many(vectors[rows], 5)
         assert set(labels.ravel().tolist()) <= set(ids.tolist()), "hnswlib returns a lost chunk"
         assert all(ids[row] in labels[i] for i, row in enumerate(rows)), "a vector is missing"
 

@@ -34,15 +34,15 @@ def worker(data_dir: str, folder: str) -> None:
 
 
 def check_consistent(kb: KnowledgeBase) -> None:
-    ids, _ = kb.store.all_vectors()
+    ids, _ = kb.stores.store.all_vectors()
     assert len(set(ids.tolist())) == len(ids)
     per_file = Counter(
-        (hit.path, hit.ordinal) for hit in kb.store.hits(ids.tolist()).values()
+        (hit.path, hit.ordinal) for hit in kb.stores.store.hits(ids.tolist()).values()
     )
     assert all(count == 1 for count in per_file.values()), "duplicated chunk"
-    assert kb.sparse.count() == len(ids) == kb.dense.count
-    assert np.array_equal(kb.tree_index.chunk_ids(), ids)
-    assert kb.tree_index.problems() == []
+    assert kb.stores.sparse.count() == len(ids) == kb.stores.dense.count
+    assert np.array_equal(kb.stores.tree_index.chunk_ids(), ids)
+    assert kb.stores.tree_index.problems() == []
 
 
 @pytest.mark.parametrize("seed", [1])
@@ -85,9 +85,9 @@ def test_sigkill_during_ingest_then_restart(tmp_path, seed):
     with KnowledgeBase(config, embedder=HashEmbedder()) as kb:
         kb.ingest([folder])
         check_consistent(kb)
-        assert kb.store.state_counts()["indexed"] == 120
+        assert kb.stores.store.state_counts()["indexed"] == 120
         for path in folder.iterdir():
-            record = kb.store.file(str(path))
+            record = kb.stores.store.file(str(path))
             assert record is not None and record.hash == hashlib.sha256(
                 path.read_bytes()).hexdigest()
         result = kb.query("Edited after kill", mode="sparse", k=50)["results"]

@@ -59,10 +59,10 @@ def tree(daemon: Daemon) -> tuple[set[int], dict[int, str], set[int]]:
     kb = daemon.kb
 
     def read() -> tuple[set[int], dict[int, str], set[int]]:
-        live = kb.tree_index.live
+        live = kb.stores.tree_index.live
         return set(live.children), dict(live.abstracts), set(live.dirty)
 
-    return kb.writer.call(read)
+    return kb.stores.writer.call(read)
 
 
 def assert_no_junk(daemon: Daemon, *replies: str) -> None:

@@ -38,9 +38,9 @@ def drop_database(data_dir: Path) -> None:
 def only_b(kb: KnowledgeBase, b: Path) -> None:
     """Every mode finds B, the quokka words match nothing in BM25, and hnswlib holds DuckDB's
     vectors for every chunk id (not the old database's)."""
-    ids = kb.store.chunk_ids()
-    assert len(ids) == len(B) and kb.sparse.count() == kb.dense.count == len(ids)
-    assert np.allclose(kb.dense.get(ids), kb.store.vectors(ids), atol=1e-5)
+    ids = kb.stores.store.chunk_ids()
+    assert len(ids) == len(B) and kb.stores.sparse.count() == kb.stores.dense.count == len(ids)
+    assert np.allclose(kb.stores.dense.get(ids), kb.stores.store.vectors(ids), atol=1e-5)
     assert kb.query("quokka Rottnest marsupial", mode="sparse", k=5)["results"] == []
     for mode in MODES:
         found = kb.query("penguin waddles on the antarctic ice", mode=mode, k=3)["results"]
@@ -72,9 +72,9 @@ def test_another_database_put_in_place_is_not_mistaken_for_the_old_one(
     for where, folder in ((config, a), (other, b)):
         with KnowledgeBase(where, embedder=minilm) as kb:
             kb.ingest([folder])
-            state = (kb.store.generation, kb.store.chunk_count())
+            state = (kb.stores.store.generation, kb.stores.store.chunk_count())
     with KnowledgeBase(config, embedder=minilm) as kb:  # the same generation and size
-        assert (kb.sparse.generation, kb.sparse.count()) == state
+        assert (kb.stores.sparse.generation, kb.stores.sparse.count()) == state
     drop_database(config.data_dir)
     shutil.copy(other.data_dir / "kb.duckdb", config.data_dir / "kb.duckdb")
     with KnowledgeBase(config, embedder=minilm) as kb:

@@ -138,7 +138,7 @@ class Storm:
 def indexed(daemon: Daemon) -> dict[str, tuple[str, str]] | None:
     """path -> (state, content hash) of every file the knowledge base knows (None while a
     path has two records)."""
-    records = daemon.kb.store.files()
+    records = daemon.kb.stores.store.files()
     found = {r.path: (r.state, r.hash) for r in records}
     return found if len(found) == len(records) else None
 
@@ -149,9 +149,9 @@ def on_disk(docs: Path) -> dict[str, tuple[str, str]]:
 
 def difference(daemon: Daemon, docs: Path) -> dict[str, Any]:
     """What the index has wrong: files it lacks, files it should not have, stale contents."""
-    index = {r.path: (r.state, r.hash) for r in daemon.kb.store.files()}
+    index = {r.path: (r.state, r.hash) for r in daemon.kb.stores.store.files()}
     disk = on_disk(docs)
-    twice = daemon.kb.store.db.cursor().execute(
+    twice = daemon.kb.stores.store.db.cursor().execute(
         "SELECT path FROM files GROUP BY path HAVING count(*) > 1").fetchall()
     return {"missing": sorted(set(disk) - set(index)), "extra": sorted(set(index) - set(disk)),
             "stale": sorted(p for p in set(disk) & set(index) if disk[p] != index[p]),
@@ -234,8 +234,9 @@ def test_only_the_watchers_events_keep_the_index_equal_to_the_folder(tmp_path: P
         for token in sorted(storm.written - set(present)):
             body = {"text": token, "mode": "sparse", "k": 5}
             assert api(daemon, "POST", "/api/query", body)[1]["results"] == [], token
-        store = daemon.kb.store
-        assert store.chunk_count() == daemon.kb.sparse.count() == daemon.kb.dense.count
+        store = daemon.kb.stores.store
+        stores = daemon.kb.stores
+        assert store.chunk_count() == stores.sparse.count() == stores.dense.count
     finally:
         stop.set()
         if reader.is_alive():

@@ -64,7 +64,7 @@ def idle(daemon: Daemon) -> bool:
 
 def rows_per_file(kb: KnowledgeBase) -> dict[str, tuple[int, int]]:
     """path -> (chunks the file record says, chunk rows that exist)."""
-    return {path: (said, found) for path, said, found in kb.store.db.execute(
+    return {path: (said, found) for path, said, found in kb.stores.store.db.execute(
         "SELECT f.path, f.chunks, count(c.id) FROM files f LEFT JOIN chunks c ON c.file_id = f.id "
         "WHERE f.state = 'indexed' GROUP BY f.path, f.chunks").fetchall()}
 
@@ -222,14 +222,15 @@ def test_storm_of_watcher_events_rescans_and_reindex_calls_loses_nothing(tmp_pat
 
     with KnowledgeBase(config, embedder=WideEmbedder()) as stormed:
         after_storm = rows_per_file(stormed)
-        counts = (stormed.store.chunk_count(), stormed.sparse.count(), stormed.dense.count)
-        assert stormed.tree_index.problems() == []
-        assert np.array_equal(stormed.tree_index.chunk_ids(), stormed.store.all_vectors()[0])
+        stores = stormed.stores
+        counts = (stores.store.chunk_count(), stores.sparse.count(), stores.dense.count)
+        assert stormed.stores.tree_index.problems() == []
+        assert np.array_equal(stores.tree_index.chunk_ids(), stores.store.all_vectors()[0])
     clean_config = Config().with_data_dir(tmp_path / "clean")
     with KnowledgeBase(clean_config, embedder=WideEmbedder()) as clean:
         clean.ingest([docs])
         clean_rows = rows_per_file(clean)
-        clean_chunks = clean.store.chunk_count()
+        clean_chunks = clean.stores.store.chunk_count()
     assert {p: said for p, (said, _) in after_storm.items()} == \
         {p: said for p, (said, _) in clean_rows.items()}
     assert all(said == found for said, found in after_storm.values()), after_storm
@@ -264,7 +265,8 @@ def _notes(folder: Path, start: int, count: int) -> None:
 
 def _everything_found(kb: KnowledgeBase, folder: Path, count: int) -> None:
     """Every note's marker finds it by BM25 and by the dense index, and the counts agree."""
-    assert kb.sparse.count() == kb.dense.count == kb.store.chunk_count() == count
+    stores = kb.stores
+    assert stores.sparse.count() == stores.dense.count == stores.store.chunk_count() == count
     for n in range(count):
         path = str(folder / f"n{n:03d}.md")
         for mode in ("sparse", "dense", "hybrid"):
@@ -361,7 +363,7 @@ def test_queries_answer_while_a_long_write_is_in_progress(
         tmp_path: Path, write: str) -> None:
     kb, folder = kb_with_notes
     import psirag_kb.kb as kb_module
-    from psirag_kb.search.treeindex import TreeIndex
+    from psirag_kb.tree.index import TreeIndex
 
     if write == "drift repair":
         entered, release = _blocked(kb_module, "repair", monkeypatch)
@@ -523,7 +525,8 @@ def test_tree_edits_rolled_back_with_their_transaction_leave_no_rebuild_behind(
     with caplog.at_level("WARNING", logger="psirag_kb"), \
             KnowledgeBase(config, embedder=WideEmbedder()) as reopened:
         assert "cannot be used" not in caplog.text
-        assert reopened.tree_index.problems() == []
-        assert np.array_equal(reopened.tree_index.chunk_ids(), reopened.store.all_vectors()[0])
+        assert reopened.stores.tree_index.problems() == []
+        stores = reopened.stores
+        assert np.array_equal(stores.tree_index.chunk_ids(), stores.store.all_vectors()[0])
         assert reopened.tree_status()["leaves"] == 65
 

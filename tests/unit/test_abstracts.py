@@ -25,9 +25,9 @@ from psirag_kb.abstracts.writers import (
     looks_like_junk,
     messages_tokens,
 )
-from psirag_kb.answer.llm import OllamaLLM
 from psirag_kb.config import LLMConfig
 from psirag_kb.errors import ConfigError, LLMError
+from psirag_kb.llm.client import OllamaLLM
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "hotpotqa_small" / "corpus.jsonl"
 BEER = [11, 13, 14]

@@ -11,9 +11,9 @@ import pytest
 
 from psirag_kb.answer import agent_prompts as prompts
 from psirag_kb.answer.agent import RetrieveAndAnswer
-from psirag_kb.answer.llm import OllamaLLM
-from psirag_kb.answer.replies import ReplyError, parse_json, parse_reply, schema, unanswerable
 from psirag_kb.config import Config
+from psirag_kb.llm.client import OllamaLLM
+from psirag_kb.llm.replies import ReplyError, parse_json, parse_reply, schema, unanswerable
 from psirag_kb.search.multiround import (
     MAX_ROUNDS,
     MULTI_HOP_MODE,
@@ -26,7 +26,7 @@ from psirag_kb.search.multiround import (
     salient_phrases,
     sentence_start,
 )
-from psirag_kb.search.retrieval import Ranking
+from psirag_kb.storage.records import Ranking
 
 MODEL = "llama3.1:8b"
 QUESTION = "The Oberoi family is part of a hotel company that has a head office in what city?"

@@ -13,7 +13,7 @@ import pytest
 
 from psirag_kb.errors import KBError, NodeNotFound
 from psirag_kb.service.api import APIServer, is_loopback
-from psirag_kb.service.auth import FailureLimiter, TokenError, check_token
+from psirag_kb.serving.auth import FailureLimiter, TokenError, check_token
 
 
 class FakeApp:

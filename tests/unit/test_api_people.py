@@ -22,8 +22,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from psirag_kb.access import OWNER, Access
 from psirag_kb.people import People
 from psirag_kb.service.api import APIServer
-from psirag_kb.service.audit import AuditLog
 from psirag_kb.service.mcp import build_server, http_access
+from psirag_kb.serving.audit import AuditLog
 
 OWNER_TOKEN = "owner-token-" + "o" * 40
 

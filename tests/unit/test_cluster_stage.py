@@ -80,7 +80,7 @@ def test_an_unreachable_cluster_leaves_the_ingest_here(tmp_path: Path, fake_embe
               .replace("compute", ray_address=f"127.0.0.1:{closed_port()}"))
     with KnowledgeBase(config, embedder=fake_embedder) as kb, caplog.at_level(logging.WARNING):
         report = kb.ingest([docs])
-        assert report.added == 3 and kb.store.chunk_count() == 3
+        assert report.added == 3 and kb.stores.store.chunk_count() == 3
     assert any("no Ray cluster answers" in r.getMessage() and "this machine" in r.getMessage()
                for r in caplog.records)
 

@@ -120,9 +120,9 @@ def test_the_writer_rebuilds_a_worn_dense_index(config, fake_embedder, tmp_path,
         for version in range(12):
             (notes / "n0.md").write_text(f"Note 0, version {version}, about harbour{version}.\n")
             kb.ingest([notes / "n0.md"])
-            most = max(most, kb.dense.index.get_current_count())
-        assert kb.dense.count == kb.store.chunk_count() == 3
-        assert kb.dense.deleted <= 4 and most <= 3 + 5  # rebuilt, never more than 5 deleted
+            most = max(most, kb.stores.dense.index.get_current_count())
+        assert kb.stores.dense.count == kb.stores.store.chunk_count() == 3
+        assert kb.stores.dense.deleted <= 4 and most <= 3 + 5  # rebuilt, never more than 5 deleted
         for text, path in (("harbour11", "n0.md"), ("lighthouse1", "n1.md")):
             ranking = kb.rank(text, "dense", 1)
             assert kb.sources(ranking.ids) == [str(notes / path)]

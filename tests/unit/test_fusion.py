@@ -8,7 +8,8 @@ import pytest
 from psirag_kb.config import Config, ConfigError, parse_config
 from psirag_kb.search.fusion import CERTAIN_MAX, certain_hits, fuse, promote
 from psirag_kb.search.phrases import no_match_note, quoted, required
-from psirag_kb.search.retrieval import Ranking, rrf
+from psirag_kb.search.retrieval import rrf
+from psirag_kb.storage.records import Ranking
 from psirag_kb.storage.sparse import SparseIndex
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from psirag_kb.abstracts.writers import EXAMPLE_VOCABULARY
 from psirag_kb.answer.agent_prompts import EXAMPLE_ENTITIES
-from psirag_kb.answer.grounding import check_abstract, check_answer, restates
+from psirag_kb.llm.grounding import check_abstract, check_answer, restates
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "grounding"
 

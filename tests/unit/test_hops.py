@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from psirag_kb.answer.hops import (
+from psirag_kb.errors import KBError
+from psirag_kb.search.hops import (
     FEATURE_NAMES,
     HopDiscriminator,
     evaluate,
@@ -18,7 +19,6 @@ from psirag_kb.answer.hops import (
     metrics,
     question_features,
 )
-from psirag_kb.errors import KBError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "hops_holdout_sample.jsonl"
 QUESTIONS = [
@@ -146,7 +146,7 @@ def test_shipped_model_on_holdout_sample(minilm) -> None:
 def test_inference_does_not_import_torch() -> None:
     code = (
         "import sys, numpy as np\n"
-        "from psirag_kb.answer.hops import HopDiscriminator\n"
+        "from psirag_kb.search.hops import HopDiscriminator\n"
         "m = HopDiscriminator.load()\n"
         "v = np.ones(m.dim, dtype=np.float32)\n"
         "assert m.predict('Who directed Kiss and Tell?', v) in (1, 2, 3, 4)\n"

@@ -22,11 +22,11 @@ def test_failed_commit_keeps_the_old_version(config, fake_embedder, tmp_path, mo
 
         monkeypatch.setattr(Store, "_insert_chunks", boom)
         with pytest.raises(RuntimeError):
-            kb.writer.call(lambda: kb.ingestion._ingest_batch([doc], IngestReport()))
+            kb.stores.writer.call(lambda: kb.ingestion._ingest_batch([doc], IngestReport()))
         monkeypatch.undo()
         texts = [r["text"] for r in kb.query("lighthouses submarines", mode="sparse")["results"]]
         assert texts == ["Original text about lighthouses and their keepers."]
-        assert kb.store.chunk_count() == 1
+        assert kb.stores.store.chunk_count() == 1
         report = kb.ingest([doc])
         assert report.updated == 1
         texts = [r["text"] for r in kb.query("lighthouses submarines", mode="sparse")["results"]]
@@ -49,7 +49,7 @@ def test_vanished_file_is_removed_not_failed(config, fake_embedder, tmp_path, mo
         monkeypatch.setattr(kb.ingestion, "_walk", walk_then_delete)
         report = kb.ingest([folder])
         assert report.removed == 1 and report.failed == 0
-        assert kb.store.chunk_count() == 0 and kb.sparse.count() == 0
+        assert kb.stores.store.chunk_count() == 0 and kb.stores.sparse.count() == 0
 
 
 def test_ignored_and_hidden_paths_are_not_indexed(config, fake_embedder, tmp_path):
@@ -62,7 +62,7 @@ def test_ignored_and_hidden_paths_are_not_indexed(config, fake_embedder, tmp_pat
     with KnowledgeBase(config, embedder=fake_embedder) as kb:
         report = kb.ingest([folder])
         assert report.added == 1 and report.skipped == 0
-        assert [r.path for r in kb.store.files()] == [str(folder / "note.md")]
+        assert [r.path for r in kb.stores.store.files()] == [str(folder / "note.md")]
 
 
 def test_data_dir_inside_a_folder_is_not_indexed(fake_embedder, tmp_path):
@@ -72,7 +72,7 @@ def test_data_dir_inside_a_folder_is_not_indexed(fake_embedder, tmp_path):
     (tmp_path / "note.txt").write_text("a note\n")
     with KnowledgeBase(config, embedder=fake_embedder) as kb:
         kb.ingest([tmp_path])
-        assert [r.path for r in kb.store.files()] == [str(tmp_path / "note.txt")]
+        assert [r.path for r in kb.stores.store.files()] == [str(tmp_path / "note.txt")]
 
 
 def test_plain_query_strips_syntax():
@@ -101,6 +101,6 @@ def test_watcher_ingest_keeps_a_file_that_vanishes_mid_read(config, fake_embedde
 
         monkeypatch.setattr(kb.ingestion, "_walk", walk_then_move)
         report = kb.ingest([folder], keep_vanished=True)
-        assert report.removed == 0 and kb.store.chunk_count() == 1
+        assert report.removed == 0 and kb.stores.store.chunk_count() == 1
         assert kb.rename(folder / "a.txt", tmp_path / "a.txt")
-        assert kb.store.file(str(tmp_path / "a.txt")).chunks == 1
+        assert kb.stores.store.file(str(tmp_path / "a.txt")).chunks == 1

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from psirag_kb.answer.llm import DEFAULT_HOST, FormatRefused, OllamaLLM, ollama_host
 from psirag_kb.config import LLMConfig
 from psirag_kb.errors import LLMError
+from psirag_kb.llm.client import DEFAULT_HOST, FormatRefused, OllamaLLM, ollama_host
 
 HELLO = [{"role": "user", "content": "hello"}]
 SCHEMA = {"type": "object", "properties": {"action": {"type": "string", "enum": ["a", "b"]},

@@ -9,16 +9,15 @@ from mcp import Client
 from mcp.server.mcpserver.exceptions import ToolError
 
 from psirag_kb.errors import ChunkNotFound, KBError
-from psirag_kb.service.mcp import (
+from psirag_kb.service.mcp import build_server, within
+from psirag_kb.serving.shapes import (
     NO_LLM_NOTE,
     answer_result,
-    build_server,
     location,
     node_result,
     search_result,
     snippet,
     status_result,
-    within,
 )
 
 PASSAGE = {"rank": 1, "score": 0.123456, "source": "/notes/a.md", "lines": [3, 7],
@@ -248,7 +247,7 @@ async def test_fetch_browse_and_answer_shapes(backend):
 
 
 def test_a_passage_from_a_vanished_folder_says_so() -> None:
-    from psirag_kb.service.mcp import passage
+    from psirag_kb.serving.shapes import passage
 
     row = {"chunk_id": 3, "source": "/d/a.md", "score": 1.0, "text": "okapi", "lines": [1, 2],
            "location": None}

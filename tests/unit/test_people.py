@@ -14,8 +14,8 @@ from daemon_helpers import wait_for
 from psirag_kb.access import OWNER, Access
 from psirag_kb.cli import main
 from psirag_kb.people import People, PeopleError, UnknownPerson, token_hash
-from psirag_kb.service.audit import AuditLog
-from psirag_kb.service.auth import PersonLimiter
+from psirag_kb.serving.audit import AuditLog
+from psirag_kb.serving.auth import PersonLimiter
 
 
 def files_text(folder: Path) -> str:

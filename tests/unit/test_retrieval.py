@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from psirag_kb.search.retrieval import Ranking, rrf
+from psirag_kb.search.retrieval import rrf
+from psirag_kb.storage.records import Ranking
 
 
 def ranking(*ids: int) -> Ranking:

@@ -8,10 +8,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from psirag_kb.search.treeview import TreeView
 from psirag_kb.tree import build_tree
 from psirag_kb.tree.live import LiveTree
 from psirag_kb.tree.vectors import normalise
+from psirag_kb.tree.view import TreeView
 
 DIM = 8
 

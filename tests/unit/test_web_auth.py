@@ -7,8 +7,8 @@ from pathlib import Path
 
 from psirag_kb.config import AuthConfig, GroupConfig, ProxyConfig
 from psirag_kb.people import People
-from psirag_kb.service.auth import FailureLimiter, HostPolicy
-from psirag_kb.service.proxy import Proxy
+from psirag_kb.serving.auth import FailureLimiter, HostPolicy
+from psirag_kb.serving.proxy import Proxy
 from psirag_kb.web.app import Web
 
 GROUPS = (GroupConfig("eng", "reader", ("/srv/eng",)),)

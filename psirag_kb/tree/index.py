@@ -8,13 +8,13 @@ from collections.abc import Callable
 import numpy as np
 
 from psirag_kb.config import TreeConfig
-from psirag_kb.search.retrieval import Ranking
-from psirag_kb.search.scope import Scope
-from psirag_kb.search.treeview import TreeView
+from psirag_kb.storage.records import Ranking
+from psirag_kb.storage.scope import Scope
 from psirag_kb.tree import build_tree
 from psirag_kb.tree.build import resolve_mode
 from psirag_kb.tree.live import LabelOf, LeafLookup, LiveTree, Nearest
 from psirag_kb.tree.partition import build_partitioned
+from psirag_kb.tree.view import TreeView
 
 Neighbours = Callable[..., tuple[np.ndarray, np.ndarray]]
 """neighbours(query, k, scope=None) -> (chunk ids, cosines) of the most similar leaves (an ANN

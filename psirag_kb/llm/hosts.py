@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from psirag_kb.answer.llm import OllamaLLM, ollama_host
 from psirag_kb.config import LLMConfig
 from psirag_kb.errors import LLMError, LLMUnavailable
+from psirag_kb.llm.client import OllamaLLM, ollama_host
 
 log = logging.getLogger(__name__)
 

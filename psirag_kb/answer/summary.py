@@ -9,8 +9,8 @@ from typing import Any
 from psirag_kb.access import OWNER, Access
 from psirag_kb.answer import agent_prompts as prompts
 from psirag_kb.answer.agent import citation, llm_for
-from psirag_kb.answer.grounding import check_abstract
 from psirag_kb.errors import KBError, LLMError
+from psirag_kb.llm.grounding import check_abstract
 from psirag_kb.search.overview import overview_text
 
 log = logging.getLogger(__name__)

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from psirag_kb.config import Config
 from psirag_kb.errors import KBError
 
 TOKEN_FILE = "api.token"
@@ -285,3 +286,10 @@ def bearer(header: str | None) -> str:
     if not header or not header.startswith("Bearer "):
         return ""
     return header[len("Bearer "):].strip()
+
+
+def api_token(config: Config) -> str:
+    """The API token a client sends: PSIRAG_KB_TOKEN, [api] token or token_file, else the
+    token the local daemon generated in the data directory ("" when there is none)."""
+    return (configured_token(config.api.token, config.api.token_file, "the config")
+            or read_token_file(config.data_dir / TOKEN_FILE))

@@ -22,18 +22,19 @@ import numpy as np
 from psirag_kb.config import Config
 from psirag_kb.errors import KBError, StoreError
 from psirag_kb.people import People
-from psirag_kb.search.scope import Scope, exact_top
-from psirag_kb.search.treeindex import TreeIndex
-from psirag_kb.search.treeview import TreeView
-from psirag_kb.storage import kept, migrations
+from psirag_kb.storage import migrations
 from psirag_kb.storage.backup import check_not_restoring
 from psirag_kb.storage.dense import DenseIndex, SharedLock, exact_scope
 from psirag_kb.storage.partitions import Partitions
+from psirag_kb.storage.scope import Scope, exact_top
 from psirag_kb.storage.sparse import SparseIndex
 from psirag_kb.storage.store import Delta, FileChange, Store
 from psirag_kb.storage.writer import Writer, WriterClosed
+from psirag_kb.tree import kept
+from psirag_kb.tree.index import TreeIndex
 from psirag_kb.tree.live import LiveTree
 from psirag_kb.tree.partition import MIXED
+from psirag_kb.tree.view import TreeView
 
 log = logging.getLogger(__name__)
 
