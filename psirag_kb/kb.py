@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -556,7 +556,8 @@ class KnowledgeBase:
             model = Reembed.pending(self.stores)
             if model is None:
                 raise ReembedError("no reembed runs")
-            job = Reembed(self.stores, _Named(model), self._switch_embedder)
+            # cancelling reads only the model's name
+            job = Reembed(self.stores, cast(Embedder, _Named(model)), self._switch_embedder)
         job.cancel()
         self.reembedding = job
         return {"cancelled": job.embedder.name, "model": self.embedder.name}

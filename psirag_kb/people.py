@@ -394,14 +394,14 @@ class People:
             person = known  # nothing changed: no write on every proxied request
         else:
             with self._editing() as people:
-                person = people.get(name)
-                if person is not None and person.source != source:
+                before = people.get(name)
+                if before is not None and before.source != source:
                     raise SignInRefused(
-                        f"{name!r} is a person made by `users add`" if person.source == "token"
-                        else f"{name!r} signs in through the {person.source}, not the {source}")
-                if person is None:
-                    person = Person(name, role, (), "", now, source=source)
-                person = replace(person, role=role, groups=groups, group_grants=granted,
+                        f"{name!r} is a person made by `users add`" if before.source == "token"
+                        else f"{name!r} signs in through the {before.source}, not the {source}")
+                if before is None:
+                    before = Person(name, role, (), "", now, source=source)
+                person = replace(before, role=role, groups=groups, group_grants=granted,
                                  last_sign_in=now)
                 people[name] = person
         if person.role != "admin" and not person.all_grants:

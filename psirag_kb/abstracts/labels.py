@@ -128,12 +128,19 @@ def prose_lines(text: str) -> list[tuple[str, bool]]:
     return out
 
 
+class Weights(dict[str, float]):
+    """Weights by phrase; a phrase not seen weighs 0 (and is not added by reading it)."""
+
+    def __missing__(self, key: str) -> float:
+        return 0.0
+
+
 @dataclass
 class Profile:
     """Weighted phrases of one node, by `phrase_key`, with their most frequent written forms."""
 
-    weights: Counter[str] = field(default_factory=Counter)
-    forms: dict[str, Counter[str]] = field(default_factory=dict)
+    weights: Weights = field(default_factory=lambda: Weights())
+    forms: dict[str, Weights] = field(default_factory=dict)
 
     def add(self, phrase: str, weight: float) -> None:
         """Count a heading-like phrase `weight` times (others are ignored)."""
@@ -141,7 +148,7 @@ class Profile:
             return
         key = phrase_key(phrase)
         self.weights[key] += weight
-        self.forms.setdefault(key, Counter())[phrase] += weight
+        self.forms.setdefault(key, Weights())[phrase] += weight
 
     def form(self, key: str) -> str:
         """The written form of a phrase key (its commonest; capitalised forms win ties)."""
@@ -152,7 +159,7 @@ class Profile:
         """Add another profile's weights, times `scale`."""
         for key, weight in other.weights.items():
             self.weights[key] += weight * scale
-            mine = self.forms.setdefault(key, Counter())
+            mine = self.forms.setdefault(key, Weights())
             for form, count in other.forms[key].items():
                 mine[form] += count * scale
 
@@ -172,7 +179,7 @@ def _quality(key: str) -> float:
 def passage_profile(texts: Sequence[str], contexts: Sequence[str] = ()) -> Profile:
     """The profile of a node over passages: their prose's phrases, headings counted
     HEADING_WEIGHT times, each chunk header's phrases CONTEXT_WEIGHT times."""
-    counts: Counter[str] = Counter()  # by written form first: each form is checked once
+    counts = Weights()  # by written form first: each form is checked once
     for text in texts:
         for line, heading in prose_lines(text):
             weight = HEADING_WEIGHT if heading else 1.0

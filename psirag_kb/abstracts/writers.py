@@ -6,7 +6,7 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -302,8 +302,7 @@ class KeywordAbstractor:
         ranked: dict[str, None] = {}
         per_child = max(1, self.max_candidates // (2 * len(children)))
         # ties keep the children's own order (a keyword list's first phrases come first)
-        best = [sorted(tf, key=lambda k, tf=tf: -weight(k, tf[k]))[:per_child]
-                for tf in child_tf]
+        best = [_best(tf, weight, per_child) for tf in child_tf]
         for rank in range(per_child):  # round robin: every child's best phrase, then second...
             ranked.update(dict.fromkeys(local[rank] for local in best if rank < len(local)))
         ranked.update(dict.fromkeys(sorted(score, key=lambda k: -score[k])))
@@ -695,3 +694,8 @@ def _split_long(text: str, limit: int) -> list[str]:
     if text:
         pieces.append(text)
     return pieces
+
+
+def _best(tf: Counter[str], weight: Callable[[str, int], float], limit: int) -> list[str]:
+    """A child's `limit` best phrases by weight; ties keep the child's own order."""
+    return sorted(tf, key=lambda k: -weight(k, tf[k]))[:limit]

@@ -157,7 +157,9 @@ class _Conversation:
         out = [{"role": "system", "content": prompts.agent_system(structured)}]
         for kind, value in self.turns:
             if kind == "turn":
-                out.append({"role": "user", "content": prompts.agent_turn(*value, structured)})
+                question, docs, remaining = value
+                out.append({"role": "user",
+                            "content": prompts.agent_turn(question, docs, remaining, structured)})
             elif kind == "refuse":
                 out.append({"role": "user", "content": prompts.no_retrieval_left(structured)})
             elif kind == "echo":
@@ -176,7 +178,9 @@ class RetrieveAndAnswer:
     def __init__(self, engine: Any, llm: Any | None, model: str, hops_model: Any | None = None,
                  reason: str = "", within: Any | None = None, structured: bool = True,
                  grounding: bool = True) -> None:
-        self.engine, self.llm, self.model = engine, llm, model
+        self.engine, self.model = engine, model
+        self.llm: Any = llm
+        """The LLM client (None: no LLM, multi-round retrieval alone)."""
         self.hops_model = hops_model
         self.reason = reason or "no LLM is configured ([llm] enabled = false)"
         self.within = within

@@ -192,8 +192,9 @@ def _split_line(
             if space < 0:
                 space = _first_space(text, cut, min(end, cut + 4 * width))
             cut = space if space > pos else cut
-        s, e = _trim(text, pos, cut)
-        if s is not None:
+        span = _trim(text, pos, cut)
+        if span is not None:
+            s, e = span
             n = count_tokens(text[s:e])
             pieces.extend(_bisect(text, s, e, n, count_tokens, hard_max_tokens))
         pos = cut
@@ -217,8 +218,9 @@ def _bisect(
     candidates = [c for c in (before, after) if start < c < end]
     cut = min(candidates, key=lambda c: abs(c - mid)) if candidates else mid
     out: list[tuple[int, int, int]] = []
-    for s, e in (_trim(text, start, cut), _trim(text, cut, end)):
-        if s is not None:
+    for span in (_trim(text, start, cut), _trim(text, cut, end)):
+        if span is not None:
+            s, e = span
             out.extend(_bisect(text, s, e, count_tokens(text[s:e]), count_tokens, hard_max_tokens))
     return out
 
@@ -239,12 +241,18 @@ def _first_space(text: str, lo: int, hi: int) -> int:
     return -1
 
 
-def _trim(text: str, start: int, end: int) -> tuple[int, int] | tuple[None, None]:
-    """Shrink a span to exclude surrounding whitespace; (None, None) when nothing is left."""
+def _skip_space(text: str, pos: int, end: int) -> int:
+    """The first position at or after pos (before end) that is not whitespace, else end."""
+    found = _NEXT_NONSPACE.match(text, pos, end)
+    return end if found is None else found.end()
+
+
+def _trim(text: str, start: int, end: int) -> Span | None:
+    """Shrink a span to exclude surrounding whitespace; None when nothing is left."""
     piece = text[start:end]
     stripped = piece.lstrip()
     if not stripped:
-        return (None, None)
+        return None
     s = start + len(piece) - len(stripped)
     return (s, s + len(stripped.rstrip()))
 
@@ -256,9 +264,9 @@ def _line_spans(text: str, start: int, end: int) -> list[Span]:
     while pos < end:
         nl = text.find("\n", pos, end)
         stop = end if nl < 0 else nl
-        s, e = _trim(text, pos, stop)
-        if s is not None:
-            spans.append((s, e))
+        span = _trim(text, pos, stop)
+        if span is not None:
+            spans.append(span)
         pos = stop + 1
     return spans
 
@@ -313,15 +321,14 @@ def _segments(text: str) -> list[tuple[int, int, bool]]:
     pos = 0
     size = len(text)
     while pos <= size:
-        blank = text.rfind("\n", pos, _NEXT_NONSPACE.match(text, pos).end())
+        blank = text.rfind("\n", pos, _skip_space(text, pos, len(text)))
         if blank >= pos:  # a run of blank lines separates like a single one
             lines.append(None)
             pos = blank + 1
             continue
         nl = text.find("\n", pos)
         stop = size if nl < 0 else nl
-        s, e = _trim(text, pos, stop)
-        lines.append(None if s is None else _classify(text, pos, stop))
+        lines.append(None if _trim(text, pos, stop) is None else _classify(text, pos, stop))
         pos = stop + 1
     segments: list[tuple[int, int, bool]] = []
     prev: _Line | None = None
@@ -348,7 +355,7 @@ def _sentence_units(text: str) -> list[tuple[int, int, bool]]:
         first = len(units)
         cur = seg_start
         for match in _SENTENCE_END.finditer(text, seg_start, seg_end):
-            nxt = _NEXT_NONSPACE.match(text, match.end(), seg_end).end()
+            nxt = _skip_space(text, match.end(), seg_end)
             if nxt >= seg_end or text[nxt].islower() or _is_abbreviation(text, match, cur):
                 continue
             _append_trimmed(units, text, cur, match.end())
@@ -370,6 +377,6 @@ def _is_abbreviation(text: str, match: re.Match[str], floor: int) -> bool:
 
 def _append_trimmed(units: list[tuple[int, int, bool]], text: str, start: int, end: int) -> None:
     """Append a span without its surrounding whitespace, if anything is left."""
-    s, e = _trim(text, start, end)
-    if s is not None:
-        units.append((s, e, False))
+    span = _trim(text, start, end)
+    if span is not None:
+        units.append((*span, False))

@@ -45,7 +45,7 @@ def distill_static(out_dir: Path, source: str = DEFAULT_MODEL,
     try:
         from sentence_transformers.sentence_transformer.modules import StaticEmbedding
     except ImportError:  # sentence-transformers before 6
-        from sentence_transformers.models import StaticEmbedding
+        from sentence_transformers.models import StaticEmbedding  # type: ignore[no-redef]
 
     started = time.perf_counter()
     static = distill(path, pca_dims=pca_dims, device="cpu", quantize_to="float32")

@@ -29,7 +29,11 @@ class Embedder(Protocol):
     """Turns texts into L2-normalised float32 vectors."""
 
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int:
+        """Length of each vector."""
+        ...
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Return an (n, dim) float32 array of unit vectors."""
@@ -194,7 +198,8 @@ class QueryEmbedder:
             question.done.wait()
             if question.error is not None:
                 raise question.error
-        return np.stack([q.vector for q in questions]) if questions else np.zeros((0, 0))
+        return (np.stack([q.vector for q in questions if q.vector is not None]) if questions
+                else np.zeros((0, 0)))
 
     def _run(self) -> None:
         while True:

@@ -88,7 +88,8 @@ def _myst_prose(token: Token) -> bool:
 def _is_fence(line: str) -> bool:
     """Tell whether a line is a closing code fence."""
     stripped = line.strip()
-    return len(stripped) >= 3 and set(stripped) <= {"`"} or set(stripped) <= {"~"} and stripped
+    return bool(len(stripped) >= 3 and set(stripped) <= {"`"}
+                or set(stripped) <= {"~"} and stripped)
 
 
 def _inline_lines(token: Token) -> list[str]:

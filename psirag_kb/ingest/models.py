@@ -78,5 +78,6 @@ class TokenCounter:
         """Number of tokens in `text`."""
         if self._plain is not None:
             return len(self._plain.encode(text, add_special_tokens=False).ids)
+        assert self._transformers is not None  # one of the two is set
         ids = self._transformers(text, add_special_tokens=False, truncation=False)["input_ids"]
         return len(ids)

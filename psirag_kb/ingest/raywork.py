@@ -109,13 +109,13 @@ def serve(conn: Connection, address: str, config: Any, actors: int | None) -> No
     try:
         import ray
 
-        ray.init(address=address, logging_level="ERROR", log_to_driver=False,
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False,
                  configure_logging=False)
         count = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
         remote = ray.remote(num_cpus=1, max_restarts=-1,
                             max_task_retries=TASK_RETRIES)(BatchWorker)
-        pool = [remote.remote(config) for _ in range(count)]
-        nodes = ray.get([actor.ready.remote() for actor in pool])
+        pool = [remote.remote(config) for _ in range(count)]  # type: ignore[attr-defined]
+        nodes = ray.get([actor.ready.remote() for actor in pool])  # type: ignore[attr-defined]
         conn.send(("ready", count, nodes))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which falls back
         conn.send(("failed", 0, f"{type(exc).__name__}: {exc}"))

@@ -90,7 +90,7 @@ class OllamaLLM:
             )
         return LLMUnavailable(f"Ollama at {self.host} sent an unreadable reply to {what}: {exc}")
 
-    def _errors(self) -> tuple[type[BaseException], ...]:
+    def _errors(self) -> tuple[type[Exception], ...]:
         """Exception types the client raises for transport and protocol failures."""
         import httpx
         import ollama
@@ -163,7 +163,7 @@ class OllamaLLM:
         extra = {} if schema is None else {"format": schema}
         started = time.perf_counter()
         try:
-            response = self._client.chat(
+            response = self._client.chat(  # type: ignore[call-overload]  # format in extra
                 model=model, messages=messages, options=options, stream=False, **extra
             )
             content = response.message.content if response.message else None

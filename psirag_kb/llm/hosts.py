@@ -265,15 +265,16 @@ def spread(work: Callable[[T], R], items: Iterable[T], width: int,
     stopped: BaseException | None = None
     while True:
         while stopped is None and flying < width:
-            item = next(pending, _END)
-            if item is _END:
+            following: Any = next(pending, _END)
+            if following is _END:
                 break
             try:
                 between()
             except BaseException as exc:  # noqa: BLE001 - raised once the flying ones are in
                 stopped = exc
                 break
-            threading.Thread(target=run, args=(item,), name="psirag-llm", daemon=True).start()
+            threading.Thread(target=run, args=(following,), name="psirag-llm",
+                             daemon=True).start()
             flying += 1
         if not flying:
             break

@@ -89,7 +89,7 @@ class JSONProtocol(H11Protocol):
         if self.conn.their_state is not h11.IDLE:
             self._cancel_head_timer()
 
-    def eof_received(self) -> bool | None:
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio's signature
         """The client ended its side: answer what it sent in full, then close."""
         if self.conn.their_state is h11.SEND_BODY:
             self.conn.receive_data(b"")  # h11 refuses the short body: send_400_response

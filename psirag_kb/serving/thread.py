@@ -6,7 +6,7 @@ import logging
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -36,8 +36,8 @@ class ServedInThread:
         self._thread: threading.Thread | None = None
         self._failed: BaseException | None = None
 
-    def serve(self, asgi: ASGIApp, max_connections: int, lifespan: str,
-              graceful_s: float) -> None:
+    def serve(self, asgi: ASGIApp, max_connections: int, lifespan: Literal["on", "off"],
+              graceful_s: int) -> None:
         """Make the server for `asgi` (each connection's head and keep-alive bounded)."""
         protocol = type("Protocol", (JSONProtocol,), {"head_timeout_s": TIMEOUT_S,
                                                       "max_connections": max_connections})

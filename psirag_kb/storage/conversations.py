@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 
 from psirag_kb.errors import ConversationNotFound, StoreError
+from psirag_kb.storage.sql import scalar
 
 TITLE_CHARS = 120
 """A title (given, or the first question) is cut to this many characters."""
@@ -169,8 +170,8 @@ class Conversations:
                                [conversation, owner]).fetchone()
             if found is None:
                 raise _not_found(conversation)
-            number = db.execute("SELECT coalesce(max(ord), 0) + 1 FROM turns "
-                                "WHERE conversation = ?", [conversation]).fetchone()[0]
+            number = scalar(db, "SELECT coalesce(max(ord), 0) + 1 FROM turns "
+                            "WHERE conversation = ?", [conversation])
             db.execute("INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        [conversation, number, turn.question, turn.searched, turn.rewrite,
                         turn.mode, turn.answer, turn.status, list(turn.chunk_ids),

@@ -339,7 +339,7 @@ class DenseIndex:
             ids.append(label)
         vectors = np.asarray(rows, np.float32).reshape(len(ids), self.dim)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors = vectors / np.where(norms > 0, norms, 1.0)
+        vectors = (vectors / np.where(norms > 0, norms, 1.0)).astype(np.float32)
         self._small = (changes, np.asarray(ids, np.int64), vectors)
         return self._small[1], self._small[2]
 

@@ -41,6 +41,7 @@ class Scope:
     def ids(self) -> np.ndarray:
         """Chunk ids in scope, ascending."""
         if self._ids is None:
+            assert self._lookup is not None  # ids are given or looked up
             self._ids = _sorted(self._lookup())
         return self._ids
 

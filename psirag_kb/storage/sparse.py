@@ -267,7 +267,7 @@ class SparseIndex:
 
     def close(self) -> None:
         """Release the writer lock."""
-        writer, self.writer = self.writer, None
+        writer, self.writer = self.writer, None  # type: ignore[assignment]  # closed
         if writer is not None:
             writer.wait_merging_threads()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class TreeIndex:
         one subtree per partition label, joined only above them (`tree/partition.py`)."""
         started = time.perf_counter()
         timings: dict = {}
-        options = {"mode": config.pair_mode, "max_children": config.max_children,
+        options: dict[str, Any] = {"mode": config.pair_mode, "max_children": config.max_children,
                    "knn": config.knn, "exact_max": config.exact_max_leaves}
         if label_of is None:
             tree = build_tree(leaf_vectors, timings=timings, **options)
@@ -147,6 +148,7 @@ class TreeIndex:
         query = np.asarray(query, dtype=np.float32)
         wanted = min(max(CANDIDATES, k), view.n_leaves if scope is None else len(scope))
         if near is None or len(near[0]) < wanted:
+            assert self.neighbours is not None  # checked above when near is None
             near = (self.neighbours(query, max(CANDIDATES, k)) if scope is None
                     else self.neighbours(query, max(CANDIDATES, k), scope))
         ids, scores = near

@@ -20,6 +20,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from psirag_kb.storage.sql import scalar
 from psirag_kb.tree.coverage import signatures
 from psirag_kb.tree.live import LiveTree
 
@@ -55,13 +56,12 @@ def save(db: duckdb.DuckDBPyConnection, live: LiveTree) -> int:
 
 
 def _exists(db: duckdb.DuckDBPyConnection) -> bool:
-    return bool(db.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?",
-                           [TABLE]).fetchone()[0])
+    return bool(scalar(db, "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [TABLE]))
 
 
 def held(db: duckdb.DuckDBPyConnection) -> int:
     """Rows kept (0 when there is no table)."""
-    return int(db.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]) if _exists(db) else 0
+    return int(scalar(db, f"SELECT count(*) FROM {TABLE}")) if _exists(db) else 0
 
 
 def load(db: duckdb.DuckDBPyConnection) -> Kept:

@@ -225,7 +225,8 @@ class LiveTree:
         index = {key: i for i, key in enumerate(keys)}
         parent = np.array([index[self.parent[k]] if k in self.parent else -1 for k in keys],
                           dtype=np.int64)
-        children = [[] for _ in leaves] + [[index[c] for c in self.children[k]] for k in abstract]
+        children: list[list[int]] = ([[] for _ in leaves]
+                                     + [[index[c] for c in self.children[k]] for k in abstract])
         layer = np.array([0] * len(leaves) + [self.layer[k] for k in abstract], np.int32)
         return Tree(len(leaves), parent, children, layer, index[self.root]), np.array(keys)
 
@@ -355,6 +356,7 @@ class LiveTree:
             return
         if self.join is not None:
             self._raise_join()
+            assert self.label_of is not None  # set with join by `partition`
             labels = self.label_of(chunk_ids)
             near_ids, similarity = nearest(vectors, labels)
             near_ids = np.asarray(near_ids, np.int64)
@@ -616,7 +618,8 @@ class LiveTree:
         index = {key: i for i, key in enumerate(keys)}
         parent = np.array([index.get(self.parent.get(k, 0), -1) if k != node else -1
                            for k in keys], dtype=np.int64)
-        children = [[] for _ in leaves] + [[index[c] for c in self.children[k]] for k in abstract]
+        children: list[list[int]] = ([[] for _ in leaves]
+                                     + [[index[c] for c in self.children[k]] for k in abstract])
         layer = np.array([0] * len(leaves) + [self.layer[k] for k in abstract], dtype=np.int32)
         tree = Tree(len(leaves), parent, children, layer, index[node])
         return tree, -np.array(leaves, dtype=np.int64), self.vectors_of(leaves)

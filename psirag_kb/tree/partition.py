@@ -9,6 +9,8 @@ mix partitions.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from psirag_kb.tree.build import build_tree
@@ -28,7 +30,8 @@ def build_partitioned(vectors: np.ndarray, labels: np.ndarray, *, mode: str = "a
     n = vectors.shape[0]
     if labels.shape != (n,):
         raise ValueError(f"need one label per leaf: {labels.shape} labels for {n} leaves")
-    options = {"mode": mode, "max_children": max_children, "knn": knn, "exact_max": exact_max}
+    options: dict[str, Any] = {"mode": mode, "max_children": max_children, "knn": knn,
+                               "exact_max": exact_max}
     order = np.argsort(labels, kind="stable")
     cuts = np.flatnonzero(np.diff(labels[order])) + 1
     groups = np.split(order, cuts)

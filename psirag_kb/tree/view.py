@@ -61,7 +61,8 @@ class TreeView:
         nodes: dict[int, NodeInfo] = {}
         for node in sorted(live.children, key=live.level):
             nodes[node] = _info(live, node, nodes)
-        ids, parents = [], []
+        ids: list[int] = []
+        parents: list[int] = []
         for node, kids in live.children.items():
             if live.layer[node] == 1:
                 ids.extend(-k for k in kids)

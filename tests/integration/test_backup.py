@@ -20,10 +20,10 @@ from psirag_kb.errors import KBError
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.service.daemon import Daemon
 from psirag_kb.storage import backup as backup_module
-from psirag_kb.storage import stores as stores_module
 from psirag_kb.storage.backup import MANIFEST, RESTORING, BackupError, read_manifest, restore
 from psirag_kb.storage.dense import DenseIndex
 from psirag_kb.storage.sparse import SparseIndex
+from psirag_kb.tree import stores as stores_module
 
 WORDS = ("heron", "glacier", "copper", "violin", "orchard", "lantern", "saffron", "harbour",
          "meteor", "falcon", "granite", "tulip")

@@ -20,10 +20,10 @@ from psirag_kb.config import Config
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.llm.client import OllamaLLM
 from psirag_kb.search.retrieval import EVAL_MODES
-from psirag_kb.storage import stores as stores_module
 from psirag_kb.storage.dense import DenseIndex
 from psirag_kb.storage.scope import exact_top
 from psirag_kb.storage.sparse import SparseIndex, path_terms
+from psirag_kb.tree import stores as stores_module
 
 QUESTION = "volcano eruption with lava flows"
 K = 5

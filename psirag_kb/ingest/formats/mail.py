@@ -46,7 +46,7 @@ _POLICY = _BoundedPolicy()
 def read_eml(data: bytes, kind: str = "eml") -> Extracted:
     """Read a MIME message: header fields, the preferred body, attachment names."""
     message: EmailMessage = email.message_from_bytes(  # type: ignore[assignment]
-        data, policy=_POLICY
+        data, policy=_POLICY  # type: ignore[arg-type]  # an EmailPolicy subclass
     )
     headers = {name: _header(message, name) for name in _HEADER_FIELDS}
     if not any(headers.values()) and not message.get("Message-ID"):

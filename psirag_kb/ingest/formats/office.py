@@ -126,7 +126,7 @@ def _docx_cell_text(cell: Any) -> str:
     """Return a table cell's text on one line, nested tables included."""
     from docx.table import Table
 
-    parts = []
+    parts: list[str] = []
     for item in cell.iter_inner_content():
         if isinstance(item, Table):
             parts.extend(" | ".join(v for v in row if v) for row in _docx_rows(item))
