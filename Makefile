@@ -64,6 +64,8 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check psirag_kb tui tests
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .psirag-data
