@@ -19,7 +19,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from psirag_kb.abstracts.writers import STOP_WORDS, _is_keyword_list, candidate_phrases
+from psirag_kb.abstracts.writers import _is_keyword_list, candidate_phrases
+from psirag_kb.text import STOP_WORDS
 
 PROFILE_SIZE = 30
 """Phrases in a node's long list (its offline abstract)."""

@@ -8,15 +8,12 @@ holds them. A tie or no match at all counts as a miss.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 
 from psirag_kb.abstracts.labels import phrase_key
-from psirag_kb.abstracts.writers import STOP_WORDS
+from psirag_kb.text import ALNUM_RUN, STOP_WORDS
 from psirag_kb.tree.view import TreeView
-
-_WORD = re.compile(r"[^\W_]+")
 
 Shown = Callable[[int], str]
 """What routing reads of an abstract node: shown(node) -> its label."""
@@ -24,7 +21,7 @@ Shown = Callable[[int], str]
 
 def terms(text: str) -> list[str]:
     """Lower-cased words without stop words, a plural 's' dropped (as label phrases compare)."""
-    return [phrase_key(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
+    return [phrase_key(w) for w in ALNUM_RUN.findall(text.lower()) if w not in STOP_WORDS]
 
 
 class LabelBM25:

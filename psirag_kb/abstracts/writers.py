@@ -15,6 +15,7 @@ from psirag_kb.errors import ConfigError, LLMError, Ungrounded
 from psirag_kb.ingest.embedding import Embedder, normalise
 from psirag_kb.llm.client import OllamaLLM
 from psirag_kb.llm.grounding import check_abstract
+from psirag_kb.text import LETTER_WORD, STOP_WORDS
 
 log = logging.getLogger(__name__)
 
@@ -23,24 +24,6 @@ MAX_CANDIDATES = 60
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 8
 MAX_ROUNDS = 6
-
-STOP_WORDS = frozenset("""
-a about above across after again against all almost along also although always am among an and
-another any anyone anything are around as at away back be became because become becomes been
-before being below between both but by can cannot could did do does doing done down during each
-either else etc even ever every few for from further get gets got had has have having he her here
-hers herself him himself his how however i if in including into is it its itself just known last
-later least less like made make many may me might more most much must my myself near never new no
-nor not now of off often on once one only onto or other others our ours ourselves out over own per
-perhaps rather same several she should since so some still such than that the their theirs them
-themselves then there these they this those though through thus to too toward towards under until
-up upon us used using very via was we well were what when where whether which while who whom whose
-why will with within without would yet you your yours yourself yourselves
-according appeared based began begun born called considered created currently described died
-directed established featured features followed formed founded held include included includes
-joined led located married moved named opened operated owned played previously produced published
-received recorded released returned said says served signed sold starred took won worked written
-""".split())
 
 NAME_JOINERS = frozenset("of for the de del la le von van der du da".split())
 """Lower-case words allowed inside a name, between capitalised words ("Bank of America")."""
@@ -516,7 +499,6 @@ def looks_like_junk(text: str) -> bool:
     return letters < 2 or bool(_ERRORISH.match(text.strip()))
 
 
-_WORD = re.compile(r"[^\W\d_]+(?:[-'’][^\W\d_]+)*")
 _GENERIC = frozenset("hotel hotels group summary indian august suites ballroom".split())
 """Capitalised words of the example that are not names of its own."""
 _ABSTRACT_WORDS = frozenset("""
@@ -529,13 +511,13 @@ ownership part passed phases runs sale sales serves summary tower
 
 def _words(text: str) -> set[str]:
     """The distinct lower-cased words of a text."""
-    return {w.lower() for w in _WORD.findall(text)}
+    return {w.lower() for w in LETTER_WORD.findall(text)}
 
 
 def _example_names() -> frozenset[str]:
     """Distinctive names of the one-shot example (Tallcorn, Marshalltown, Oberoi, ...)."""
     text = " ".join((_EXAMPLE_INPUT, _EXAMPLE_SUMMARY, _EXAMPLE_KEYWORDS))
-    return frozenset(w.lower() for w in _WORD.findall(text)
+    return frozenset(w.lower() for w in LETTER_WORD.findall(text)
                      if w[:1].isupper() and len(w) >= 4 and w.lower() not in STOP_WORDS
                      and w.lower() not in _GENERIC)
 
@@ -552,7 +534,8 @@ EXAMPLE_VOCABULARY = _EXAMPLE_NAMES | _EXAMPLE_WORDS
 """Words of the one-shot example an abstract may use only when its children do."""
 _EXAMPLE_MARKERS = frozenset({"tallcorn", "marshalltown", "oberoi", "bahadur", "ritz-carlton"})
 """Names so particular to the example that one of them, absent from the input, is a copy."""
-_EXAMPLE_PHRASES = tuple(" ".join(_WORD.findall(p.lower())) for p in _EXAMPLE_KEYWORDS.split(", "))
+_EXAMPLE_PHRASES = tuple(" ".join(LETTER_WORD.findall(p.lower()))
+                         for p in _EXAMPLE_KEYWORDS.split(", "))
 """The example's key phrases, as lower-case words."""
 
 
@@ -565,7 +548,7 @@ def copies_example(text: str, sources: Sequence[str]) -> bool:
     names = (own & _EXAMPLE_NAMES) - given
     if len(names) >= 2 or names & _EXAMPLE_MARKERS:
         return True
-    flat = f" {' '.join(_WORD.findall(text.lower()))} "
+    flat = f" {' '.join(LETTER_WORD.findall(text.lower()))} "
     phrases = [p for p in _EXAMPLE_PHRASES if f" {p} " in flat and not set(p.split()) <= given]
     if len(phrases) >= 2:
         return True

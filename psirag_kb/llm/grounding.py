@@ -6,6 +6,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from psirag_kb.text import ALNUM_RUN, CLAIM_STOP_WORDS, JOINED_WORD
+
 MIN_SUPPORT = 0.6
 """Share of an abstract's content words that must occur in its sources."""
 MIN_ANSWER_SUPPORT = 0.5
@@ -13,9 +15,7 @@ MIN_ANSWER_SUPPORT = 0.5
 MAX_ECHO = 0.75
 """Share of the question's content words an answer repeats (adding little) to restate it."""
 
-_WORD = re.compile(r"[^\W_]+(?:['’.-][^\W_]+)*")
 _CITATION = re.compile(r"\[\d{1,3}\]")
-_PART = re.compile(r"[^\W_]+")
 _URL = re.compile(r"(?:https?://|www\.)\S+|\b[\w-]+\.(?:com|org|net|io|edu|gov)\b\S*", re.I)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _NAME = re.compile(r"(?<![\w.])[A-Z][\w’'-]*[a-z][\w’'-]*")
@@ -26,20 +26,6 @@ _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n)\s*[\"'“(]*$")
 _CODE = re.compile(r"\w[\[\]{}()=<>*+\\|@$_:]|[\[\]{}()=<>*+\\|@$_:]\w")
 """Punctuation against a word character: an identifier, a call, a slice, an expression."""
 _EDGES = "\"'`“”‘’.,;:!?()[]{}"
-
-STOP = frozenset("""
-a about above after again against all also am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further had
-has have having he her here hers him his how i if in into is it its itself just me more most my
-no nor not now of off on once only or other our out over own same she should so some such than
-that the their them then there these they this those through to too under until up very was we
-were what when where which while who whom why will with would you your yours
-include includes including covers cover covering describes describe described topics topic
-overview summary information documents document text texts key phrases phrase various related
-main general details detail list lists section sections using used use based part parts one two
-many several other others new well way ways like also
-""".split())
-"""Words that carry no claim: function words and the vocabulary of describing a text."""
 
 
 @dataclass(frozen=True)
@@ -66,9 +52,9 @@ def _stem(word: str) -> str:
 def content_words(text: str) -> list[str]:
     """The stems of a text's content words (no function words, no bare numbers), in order."""
     out = []
-    for word in _WORD.findall(text):
+    for word in JOINED_WORD.findall(text):
         low = word.lower()
-        if low in STOP or len(low) < 2 or _NUMBER.fullmatch(low):
+        if low in CLAIM_STOP_WORDS or len(low) < 2 or _NUMBER.fullmatch(low):
             continue
         out.append(_stem(low))
     return out
@@ -77,8 +63,8 @@ def content_words(text: str) -> list[str]:
 def _vocabulary(sources: Iterable[str]) -> tuple[set[str], str]:
     """The stems and the lower-cased, space-joined text of the sources."""
     text = " ".join(sources)
-    stems = {_stem(w) for w in _WORD.findall(text)}
-    stems |= {_stem(w) for w in _PART.findall(text)}  # "debian-releases.csv" holds "debian"
+    stems = {_stem(w) for w in JOINED_WORD.findall(text)}
+    stems |= {_stem(w) for w in ALNUM_RUN.findall(text)}  # "debian-releases.csv" holds "debian"
     stems |= {_stem(w) for w in _CAMEL.findall(text)}  # "osiApproved" holds "osi"
     return stems, " ".join(text.lower().split())
 
@@ -90,7 +76,7 @@ def names_of(text: str) -> set[str]:
     for match in _NAME.finditer(text):
         if _SENTENCE_START.search(text[: match.start()]):
             continue
-        if match.group().lower() in STOP:
+        if match.group().lower() in CLAIM_STOP_WORDS:
             continue
         found.add(match.group())
     return found
@@ -111,7 +97,7 @@ def _unsupported_specifics(text: str, source_text: str, stems: set[str]) -> str:
         if not re.search(rf"(?<!\d)(?<!\d[.,]){re.escape(number)}(?!\d)(?![.,]\d)", source_text):
             return f"the number {number!r} is not in the text"
     for name in sorted(names_of(without_urls)):
-        parts = [_stem(w) for w in _PART.findall(name) if not w.isdigit()]
+        parts = [_stem(w) for w in ALNUM_RUN.findall(name) if not w.isdigit()]
         if parts and not all(p in stems for p in parts):
             return f"the name {name!r} is not in the text"
     return ""
@@ -171,7 +157,7 @@ def check_answer(answer: str, question: str, passages: Sequence[str],
         return Verdict(False, "the answer restates the question")
     stems, source_text = _vocabulary(passages)
     question_stems = set(content_words(question))
-    said = {_stem(w) for w in _WORD.findall(answer)}
+    said = {_stem(w) for w in JOINED_WORD.findall(answer)}
     leaked = sorted(n for n in example_names
                     if _stem(n) in said and _stem(n) not in stems | question_stems)
     if leaked:

@@ -23,10 +23,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from psirag_kb.text import QUESTION_STOP_WORDS, TECHNICAL_WORD
+
 AS_IS, OFFLINE, LLM = "as_is", "offline", "llm"
 METHODS = (AS_IS, OFFLINE, LLM)
 
-_WORD = re.compile(r"(?:--?(?=[^\W\d_]))?[^\W_](?:[\w.+#/'’-]*[\w+#])?", re.UNICODE)
 POINTERS = frozenset("""it its it's itself they them their theirs themselves this these those
 he him his she her hers there thereof therein such same latter former one's""".split())
 """Words that point back to something named earlier."""
@@ -38,13 +39,7 @@ CONTINUERS = ("and", "also", "but", "or", "then", "so", "plus", "what about", "h
 """Openings that continue the last turn."""
 QUESTION_WORDS = frozenset("""what which who whom whose when where why how is are was were do
 does did can could should would will shall may might must have has had be been being""".split())
-STOPWORDS = frozenset("""a an the of in on at to for from by with without about into onto over
-under and or but nor not no yes so as than then too very just also only even still yet i me my
-mine we us our you your yours one ones some any all each every both either neither more most
-much many few less least other others another there here please tell show give explain describe
-know want need get got use used using make made list find say said mean means meant like else
-thing things something anything way ways kind kinds sort type types does do done doing s
-about's whats what's hows how's""".split()) | QUESTION_WORDS | POINTERS | {THAT}
+STOPWORDS = QUESTION_STOP_WORDS | QUESTION_WORDS | POINTERS | {THAT}
 """Words that say nothing about a subject."""
 SHORT = 1
 """A question of this many content words or fewer leans on the history."""
@@ -85,7 +80,7 @@ Rewriter = Callable[[Sequence[Turn], str], "str | None"]
 
 def words(text: str) -> list[str]:
     """The words of a text as written (apostrophes and inner dots, dashes kept)."""
-    return [w.replace("’", "'") for w in _WORD.findall(text)]
+    return [w.replace("’", "'") for w in TECHNICAL_WORD.findall(text)]
 
 
 def content_words(text: str) -> list[str]:

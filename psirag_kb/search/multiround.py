@@ -19,6 +19,7 @@ from psirag_kb.ingest.context import SEPARATOR
 from psirag_kb.search.phrases import required
 from psirag_kb.search.rows import result_row
 from psirag_kb.storage.records import Ranking
+from psirag_kb.text import LOWER_WORD
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,6 @@ _DISCOURSE = frozenset(
 )
 """Words that open a clause; never the first word of a name found in a passage."""
 _STOP = _COMMON | _DISCOURSE
-_WORD = re.compile(r"\b[a-z][\w'’\-]*")
-"""A word written in lower case."""
 _OPENERS = re.compile(r"[\s\"'“‘(\[*>#\-–—•]+$")
 _BULLET = re.compile(r"(?:^|\n)[ \t]*(?:\d+[.)]|[a-z][.)])$")
 
@@ -144,7 +143,7 @@ def capitalised_spans(text: str) -> list[str]:
                 words = words[:cut]
         inside.update(words[1:] if starts else words)
         found.extend([(words, starts), *reversed(pieces)])
-    lower = set(_WORD.findall(text))
+    lower = set(LOWER_WORD.findall(text))
     spans = []
     for words, starts in found:
         if starts and len(words) == 1 and words[0] not in inside and (

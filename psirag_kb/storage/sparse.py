@@ -14,6 +14,7 @@ import tantivy
 
 from psirag_kb.errors import StoreError
 from psirag_kb.storage.scripts import ANALYZER, segment
+from psirag_kb.text import BM25_STOP_WORDS
 
 log = logging.getLogger(__name__)
 
@@ -21,25 +22,12 @@ _SYNTAX = re.compile(r"[+\-&|!(){}\[\]^\"~*?:\\/<>=']")
 _OPERATORS = re.compile(r"\b(AND|OR|NOT|IN|TO)\b")
 
 
-STOPWORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further had
-has have having he her here hers herself him himself his how i if in into is it its itself just
-me more most my myself no nor not of off on once only or other our ours ourselves out over own
-same she should so some such than that the their theirs them themselves then there these they
-this those through to too under until up very was we were what when where which while who whom
-why will with would you your yours yourself yourselves
-""".split())
-"""Words left out of queries (not of the index): their BM25 weight is near zero, but over a
-million chunks each one's postings cost milliseconds to walk."""
-
-
 def plain_query(text: str) -> str:
     """Turn user text into a query of plain words (no Tantivy syntax, no stopwords unless the
     query has nothing else)."""
     text = _OPERATORS.sub(lambda m: m.group(0).lower(), _SYNTAX.sub(" ", text)).strip()
     words = text.split()
-    kept = [w for w in words if w.lower() not in STOPWORDS]
+    kept = [w for w in words if w.lower() not in BM25_STOP_WORDS]
     return " ".join(kept or words)
 
 

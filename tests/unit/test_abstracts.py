@@ -14,7 +14,6 @@ from psirag_kb.abstracts.job import Progress
 from psirag_kb.abstracts.writers import (
     _EXAMPLE_KEYWORDS,
     _EXAMPLE_SUMMARY,
-    STOP_WORDS,
     KeywordAbstractor,
     LLMAbstractor,
     candidate_phrases,
@@ -28,6 +27,7 @@ from psirag_kb.abstracts.writers import (
 from psirag_kb.config import LLMConfig
 from psirag_kb.errors import ConfigError, LLMError
 from psirag_kb.llm.client import OllamaLLM
+from psirag_kb.text import STOP_WORDS
 
 CORPUS = Path(__file__).parents[1] / "fixtures" / "hotpotqa_small" / "corpus.jsonl"
 BEER = [11, 13, 14]
