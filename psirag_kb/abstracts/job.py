@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from psirag_kb.abstracts.labels import Work, label_batch, offline_abstracts
 from psirag_kb.abstracts.writers import KeywordAbstractor, LLMAbstractor
+from psirag_kb.backoff import Backoff
 from psirag_kb.errors import LLMError, LLMUnavailable, Ungrounded
 from psirag_kb.llm.hosts import spread
 
@@ -119,7 +120,8 @@ class AbstractJob:
         self.last_junk = ""
         self._node_retry: dict[int, tuple[int, float]] = {}
         """Per node whose reply was junk: its failures in a row and when to ask again."""
-        self._failures = 0
+        self._backoff = Backoff(*BACKOFF_S)
+        """The LLM's failures in a row and the wait after them."""
         self._retry_at = 0.0
         self._stopping = threading.Event()
         self._running = threading.Lock()
@@ -199,8 +201,7 @@ class AbstractJob:
     def _junk(self, node: int, exc: LLMError) -> None:
         """Record a junk reply for one node and back that node off (the LLM goes on)."""
         failures = self._node_retry.get(node, (0, 0.0))[0] + 1
-        first, longest = NODE_BACKOFF_S
-        self._node_retry[node] = (failures, time.time() + min(longest, first * 2 ** (failures - 1)))
+        self._node_retry[node] = (failures, time.time() + Backoff(*NODE_BACKOFF_S).delay(failures))
         self.junk += 1
         self.last_junk = self.last_error = str(exc)
         log.info("unusable LLM reply for node %d (asked again later): %s", node, exc)
@@ -218,9 +219,7 @@ class AbstractJob:
 
     def _fail(self, exc: LLMError) -> None:
         """Record an LLM failure and back off exponentially."""
-        self._failures += 1
-        first, longest = BACKOFF_S
-        self._retry_at = time.time() + min(longest, first * 2 ** (self._failures - 1))
+        self._retry_at = time.time() + self._backoff.next_delay()
         self.last_error = str(exc)
         log.warning("abstract generation failed: %s", exc)
 
@@ -316,7 +315,7 @@ class AbstractJob:
             if not finished:
                 self.last_result["interrupted"] = True
         if done and not failed:
-            self._failures = 0
+            self._backoff.reset()
             if use_llm:
                 self.last_error = ""  # Ollama answered again: the old error is history
         return self.last_result

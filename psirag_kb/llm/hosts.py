@@ -7,9 +7,10 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from psirag_kb.backoff import Backoff
 from psirag_kb.config import LLMConfig
 from psirag_kb.errors import LLMError, LLMUnavailable
 from psirag_kb.llm.client import OllamaLLM, ollama_host
@@ -63,7 +64,8 @@ class _Host:
     busy: int = 0
     answered: int = 0
     backoffs: int = 0
-    streak: int = 0
+    backoff: Backoff = field(default_factory=lambda: Backoff(*HOST_BACKOFF_S))
+    """Its failures in a row and the wait after them."""
     retry_at: float = 0.0
     last_used: int = 0
     last_error: str = ""
@@ -120,7 +122,8 @@ class LLMPool:
                 errors.append((h, exc))
                 continue
             with self._free:
-                h.streak, h.retry_at = 0, 0.0
+                h.retry_at = 0.0
+                h.backoff.reset()
             return
         raise self._all_failed(errors)
 
@@ -208,16 +211,15 @@ class LLMPool:
             h.busy -= 1
             if answered:
                 h.answered += 1
-                h.streak, h.retry_at = 0, 0.0
+                h.retry_at = 0.0
+                h.backoff.reset()
             self._free.notify_all()
 
     def _failed(self, h: _Host, exc: LLMError) -> None:
         """Count a failure and back the host off (doubling up to the longest wait)."""
-        first, longest = HOST_BACKOFF_S
         with self._free:
             h.backoffs += 1
-            h.streak += 1
-            h.retry_at = time.monotonic() + min(longest, first * 2 ** (h.streak - 1))
+            h.retry_at = time.monotonic() + h.backoff.next_delay()
             h.last_error = str(exc)
             self._free.notify_all()
         if len(self._hosts) > 1:

@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from psirag_kb.backoff import Backoff
 from psirag_kb.config import Config
 from psirag_kb.errors import KBError, StoreError
 from psirag_kb.people import People
@@ -304,9 +305,8 @@ class Stores:
                     ids, vectors = self.store.all_vectors()
                     self.dense.rebuild(generation, ids, vectors)
             except Exception as exc:  # noqa: BLE001 - retried later; queries go on without it
-                first, longest = REPAIR_BACKOFF_S
-                wait = min(longest, first * 2 ** entry["attempts"])
                 entry["attempts"] += 1
+                wait = Backoff(*REPAIR_BACKOFF_S).delay(entry["attempts"])
                 entry["retry_at"] = time.time() + wait
                 entry["reason"] = f"rebuild failed: {type(exc).__name__}: {exc}"
                 log.warning("rebuilding the %s index failed (%s); next try in %.0f s",
@@ -454,7 +454,7 @@ class Stores:
         """Build from a snapshot of the chunks, then adopt the tree on the writer; a failed
         attempt (a chunk deleted while the vectors were read, ...) is logged and retried with
         backoff until it succeeds, the attempts run out or the stores close."""
-        first, longest = TREE_REBUILD_BACKOFF_S
+        backoff = Backoff(*TREE_REBUILD_BACKOFF_S)
         for attempt in range(1, TREE_REBUILD_ATTEMPTS + 1):
             if self._closing.is_set():
                 return
@@ -470,7 +470,7 @@ class Stores:
                 if self.splitting:  # the current tree goes on serving: retry, else give up
                     log.warning("splitting the tree failed (attempt %d: %s)", attempt, exc)
                     if attempt == TREE_REBUILD_ATTEMPTS or self._closing.wait(
-                            min(longest, first * 2 ** (attempt - 1))):
+                            backoff.delay(attempt)):
                         self.splitting = False
                         return
                     continue
@@ -481,7 +481,7 @@ class Stores:
                     self.tree_state = {"state": "missing", "since": time.time(),
                                        "reason": f"{reason} ({attempt} attempts)"}
                     return
-                wait = min(longest, first * 2 ** (attempt - 1))
+                wait = backoff.delay(attempt)
                 log.warning("rebuilding the tree failed (attempt %d of %d: %s); next try in "
                             "%.0f s", attempt, TREE_REBUILD_ATTEMPTS, exc, wait, exc_info=True)
                 self.tree_state = self.tree_state | {
