@@ -52,18 +52,6 @@ class LabelBM25:
         return scores.index(top)
 
 
-def leaves_under(view: TreeView, node: int) -> list[int]:
-    """Chunk ids below a node of the view."""
-    out, stack = [], [node]
-    while stack:
-        current = stack.pop()
-        if current < 0:
-            out.append(-current)
-        else:
-            stack.extend(view.nodes[current].children)
-    return out
-
-
 def route(view: TreeView, node: int, shown: Shown,
           texts: Callable[[Iterable[int]], dict[int, str]]) -> tuple[int, int, int]:
     """(passages routed to the child holding them, passages, the largest child's passages) for
@@ -74,7 +62,7 @@ def route(view: TreeView, node: int, shown: Shown,
     bm25 = LabelBM25([shown(k) for k in kids])
     right = total = largest = 0
     for number, kid in enumerate(kids):
-        ids = leaves_under(view, kid)
+        ids = view.leaves_under(kid)
         largest = max(largest, len(ids))
         found = texts(ids)
         for chunk_id in ids:

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from psirag_kb.tree.model import Tree
+from psirag_kb.tree.model import Tree, leaves_under
 from psirag_kb.tree.pairs import exact_mst, knn_pairs, spanning_forest
 from psirag_kb.tree.rebalance import rebalance
 from psirag_kb.tree.vectors import normalise, segment_sum
@@ -104,15 +104,9 @@ class Forest:
         self.parent[node] = target
 
     def leaves_under(self, node: int) -> list[int]:
-        """Leaf ids below a node (the node itself for a leaf)."""
-        out, stack = [], [node]
-        while stack:
-            current = stack.pop()
-            if current < self.n_leaves:
-                out.append(current)
-            else:
-                stack.extend(self.children[current])
-        return out
+        """Leaf ids below a node (the node itself for a leaf), right to left: the order the
+        sums of their vectors were always taken in (float32 sums depend on it)."""
+        return leaves_under(node, self.children.__getitem__, lambda n: n < self.n_leaves)[::-1]
 
     def labels(self) -> np.ndarray:
         """Component representative of every leaf."""

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from psirag_kb.tree.build import build_tree
-from psirag_kb.tree.model import Tree
+from psirag_kb.tree.model import Tree, leaves_under
 from psirag_kb.tree.partition import MIXED, build_partitioned
 from psirag_kb.tree.rebalance import principal_halves
 from psirag_kb.tree.vectors import abstract_vectors, normalise
@@ -34,6 +34,11 @@ LabelOf = Callable[[np.ndarray], np.ndarray]
 def leaf_key(chunk_id: int) -> int:
     """Node key of a chunk's leaf."""
     return -int(chunk_id)
+
+
+def is_leaf_key(key: int) -> bool:
+    """Whether a node key is a leaf's (leaves have negative keys, abstract nodes positive)."""
+    return key < 0
 
 
 class LiveTree:
@@ -127,14 +132,7 @@ class LiveTree:
 
     def leaves_under(self, node: int) -> list[int]:
         """Chunk ids below a node, left to right."""
-        out, stack = [], [node]
-        while stack:
-            current = stack.pop()
-            if current < 0:
-                out.append(-current)
-            else:
-                stack.extend(reversed(self.children[current]))
-        return out
+        return [-key for key in leaves_under(node, self.children.__getitem__, is_leaf_key)]
 
     # -- conversion -------------------------------------------------------------------------
 

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+
+def leaves_under(node: int, children: Callable[[int], Sequence[int]],
+                 is_leaf: Callable[[int], bool]) -> list[int]:
+    """The leaves below a node (the node itself for a leaf), left to right, for any tree that
+    says what a node's children are and which ids are leaves (negative keys, ids < n_leaves)."""
+    out, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        if is_leaf(current):
+            out.append(current)
+        else:
+            stack.extend(reversed(children(current)))
+    return out
 
 
 @dataclass
@@ -37,16 +52,8 @@ class Tree:
 
     def leaves_under(self, node: int) -> np.ndarray:
         """Leaf ids below a node (the node itself for a leaf), left to right."""
-        out: list[int] = []
-        stack = [node]
-        while stack:
-            current = stack.pop()
-            kids = self.children[current]
-            if kids:
-                stack.extend(reversed(kids))
-            else:
-                out.append(current)
-        return np.asarray(out, dtype=np.int64)
+        leaves = leaves_under(node, self.children.__getitem__, lambda n: not self.children[n])
+        return np.asarray(leaves, dtype=np.int64)
 
     def leaf_depths(self) -> np.ndarray:
         """Number of edges from each leaf up to the top of its ancestor chain."""

@@ -11,7 +11,8 @@ import numpy as np
 
 from psirag_kb.errors import KBError, NodeNotFound
 from psirag_kb.storage.store import Hit
-from psirag_kb.tree.live import LiveTree
+from psirag_kb.tree.live import LiveTree, is_leaf_key
+from psirag_kb.tree.model import leaves_under
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,11 @@ class TreeView:
     def depth(self) -> int:
         """Layer of the root (0 for one leaf or none)."""
         return 0 if self.root is None or self.root < 0 else self.nodes[self.root].layer
+
+    def leaves_under(self, node: int) -> list[int]:
+        """Chunk ids below a node of the view, left to right."""
+        keys = leaves_under(node, lambda n: self.nodes[n].children, is_leaf_key)
+        return [-key for key in keys]
 
     def parents_of(self, chunk_ids: np.ndarray) -> np.ndarray:
         """Parent node of each chunk id (0 for none, or for a chunk that is not a leaf)."""
