@@ -289,12 +289,6 @@ class QueryEngine(OverStores):
         for everything."""
         return None if scope is None else Visibility(self.tree_index.view, scope)
 
-    def global_overview(self, within: Within | None = None,
-                        access: Access = OWNER) -> list[dict[str, Any]]:
-        """The tree's top branches as this person sees them (see `search/overview.py`)."""
-        return overview(self.tree_index.view,
-                        self.tree_visibility(self.scope_of(within, access)))
-
     def _coverage_passages(self, k: int, visible: Visibility | None,
                            shown: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """k leaves covering the tree's top branches, in corpus order; each entry of `shown`

@@ -96,11 +96,6 @@ class TreeView:
         return TreeView(live.root, nodes, leaf_parent, live.n_leaves, len(live.dirty))
 
     @property
-    def is_empty(self) -> bool:
-        """Whether the tree has no leaves."""
-        return self.root is None
-
-    @property
     def depth(self) -> int:
         """Layer of the root (0 for one leaf or none)."""
         return 0 if self.root is None or self.root < 0 else self.nodes[self.root].layer
