@@ -485,7 +485,7 @@ def server_url(config: Config) -> str:
     return (os.environ.get("PSIRAG_KB_URL", "") or config.api.server).strip()
 
 
-# -- [auth]: sign-in through an identity provider or a trusted proxy (issue 33) ----------------
+# -- [auth]: sign-in through an identity provider or a trusted proxy ---------------------------
 
 GROUP_ROLES = ("reader", "editor", "admin")
 

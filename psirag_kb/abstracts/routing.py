@@ -1,4 +1,4 @@
-"""Label routing: a measure of topic labels that needs no person (issue 27).
+"""Label routing: a measure of topic labels that needs no person.
 
 Each passage under a node is routed to one of the node's children by BM25 of the passage's text
 against the children's labels alone; a label set is good when passages land in the child that
