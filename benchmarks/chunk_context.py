@@ -1,4 +1,4 @@
-"""Chunk headers and merged results on real files built from the dev sets (issue 17).
+"""Chunk headers and merged results on real files built from the dev sets.
 
     .venv/bin/python benchmarks/chunk_context.py $D/musique_train100 $D/hotpotqa_train100 \
         $D/2wiki_corpus $D/popqa_dev500 --work /tmp/chunk-context --layout article

@@ -1,4 +1,4 @@
-"""Chinese, Japanese and Korean known items (issue 35, point 4): does a phrase taken from a
+"""Chinese, Japanese and Korean known items: does a phrase taken from a
 document find that document first, by BM25 and in the default mode, under each tokenisation of
 CJK runs?
 

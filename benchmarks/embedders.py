@@ -1,4 +1,4 @@
-"""Embedding options side by side in one run (issue 14): torch MiniLM, ONNX fp32, ONNX int8 and a
+"""Embedding options side by side in one run: torch MiniLM, ONNX fp32, ONNX int8 and a
 static model distilled from MiniLM. For each: load time, passages/s on real passages (batch size
 from the config) and recall of `psirag-kb eval` on the given corpora and questions.
 

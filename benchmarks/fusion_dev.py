@@ -1,4 +1,4 @@
-"""Dev-set recall@5 of every mode under several fusion settings, on one index (issue 27).
+"""Dev-set recall@5 of every mode under several fusion settings, on one index.
 
     python benchmarks/fusion_dev.py --work /tmp/fusion-dev \
         --kb multi=$D/musique_train100,$D/hotpotqa_train100,$D/2wiki_corpus \

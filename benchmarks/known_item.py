@@ -1,4 +1,4 @@
-"""Known-item search (issue 27): does a pasted sentence, identifier, error line or number find
+"""Known-item search: does a pasted sentence, identifier, error line or number find
 its own file first, per mode and per fusion setting?
 
     python benchmarks/known_item.py --work /tmp/known-item                # builds the folder
@@ -20,7 +20,7 @@ A query whose words occur in the same order in another file (case, spacing and p
 ignored, so stricter than "verbatim") is dropped. The folder is indexed once with the default
 config (`--work/data`, reused by a second run), then every query is asked in each mode (k = 5,
 results merged as a user gets them) under each `--variants` setting (sparse and dense, which
-fuse nothing, once): `rrf` is plain reciprocal rank fusion (as before issue 27), the others name
+fuse nothing, once): `rrf` is plain reciprocal rank fusion (the earlier fusion), the others name
 the signals of `[retrieval] certain_first` joined by `+` (`phrase#N`: a phrase may be held by up
 to N chunks; `margin@R`: certain_margin R). Prints one JSON line per (variant, mode), then a
 table: how often the right file is first, per kind.

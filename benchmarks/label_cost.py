@@ -1,4 +1,4 @@
-"""What the offline abstracts and labels cost, earlier picker against sibling labels (issue 27).
+"""What the offline abstracts and labels cost, earlier picker against sibling labels.
 
     .venv/bin/python benchmarks/label_cost.py --n 10000 100000 \
         --data /work/shared/data/*/corpus.jsonl --work /tmp/label-cost

@@ -1,4 +1,4 @@
-"""Label routing: do a node's children's labels say where its passages are? (issue 27)
+"""Label routing: do a node's children's labels say where its passages are?
 
     .venv/bin/python benchmarks/label_routing.py examples/docs /tmp/heldout \
         --devset $D/popqa_dev500 --work /tmp/label-routing

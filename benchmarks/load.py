@@ -5,7 +5,7 @@
     python benchmarks/load.py ... --clients 20 --duration 30 --burst 0    # no burst
     python benchmarks/load.py ... --clients 20 --duration 30 --readers 20  # team server
 
-With `--readers R` (issue 25) the N leaves are written as files, one passage each, into 20 shard
+With `--readers R` the N leaves are written as files, one passage each, into 20 shard
 folders of the watched folder (corpus records belong to no folder, so no grant covers them), R
 people are made as `psirag-kb users add` makes them (reader i may read 15 of the 20 shard
 folders, a different 15 for each),

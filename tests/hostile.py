@@ -1,6 +1,6 @@
 """Hostile files made from the repository's fixtures with a fixed seed: truncated, bytes flipped,
 zip members swapped, cut, renamed or dropped, XML nested deep or given a huge attribute,
-invalid UTF-8, JSON nested deep (issue 35, point 6). The same seed gives the same files."""
+invalid UTF-8, JSON nested deep. The same seed gives the same files."""
 
 from __future__ import annotations
 

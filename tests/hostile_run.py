@@ -1,5 +1,5 @@
 """Runs hostile files through tests/hostile_worker.py under a memory and a per-file time limit,
-and tells what became of each (issue 35, point 6).
+and tells what became of each.
 
 One worker process reads many files in turn; one that dies (a crash, the memory limit) or does
 not answer within the time limit is killed, its file recorded as `crash` or `hang`, and a new

@@ -1,5 +1,5 @@
 """Reads hostile files with the real readers, one path per line of stdin, and reports each as a
-JSON line: `start` before it, then its outcome (issue 35, point 6).
+JSON line: `start` before it, then its outcome.
 
 Run by tests/hostile_run.py in a process whose address space is limited (RLIMIT_AS): a crash,
 a hang or a MemoryError shows as a missing or a `memory` outcome, never as a killed test run.

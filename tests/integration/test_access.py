@@ -276,7 +276,7 @@ def test_a_scope_over_everything_never_returns_a_chunk_committed_since(kb, docs,
 @pytest.mark.parametrize("mode", ["auto", "hybrid", "tree", "dense", "sparse"])
 def test_a_quoted_phrase_stays_within_the_grants(kb, docs, people, mode):
     """Quotes narrow a person's scope, never widen it: a phrase both folders hold gives hr/'s
-    diaries alone, one only eng/ holds gives nothing and says so (issue 27)."""
+    diaries alone, one only eng/ holds gives nothing and says so."""
     result = kb.query('"past an old volcano" lake', mode=mode, k=K, access=people["hr"])
     paths = [r["path"] for r in result["results"]]
     assert paths and all(Path(p).parent == docs / "hr" for p in paths)

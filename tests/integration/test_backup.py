@@ -1,4 +1,4 @@
-"""Online backups and restores (issue 34): a backup taken while the daemon indexes a burst of
+"""Online backups and restores: a backup taken while the daemon indexes a burst of
 files restores to the knowledge base as it was at the backup's generation, with no embedding
 and no index rebuilt; damaged, partial and non-empty targets are refused."""
 

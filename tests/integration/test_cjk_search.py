@@ -1,5 +1,5 @@
 """A phrase of Chinese, Japanese or Korean text finds its document first by BM25 and in the
-default mode (issue 35, point 4); an index the previous release tokenised is rebuilt at open.
+default mode; an index the previous release tokenised is rebuilt at open.
 Real files (lessons of the Vim tutor, tests/fixtures/cjk), the real MiniLM, DuckDB, Tantivy and
 hnswlib."""
 
@@ -79,7 +79,7 @@ def test_an_index_of_the_previous_release_is_rebuilt_when_opened(
         patch.setattr(sparse_module, "segment", lambda text: text)
         with KnowledgeBase(config, embedder=minilm) as old:
             old.ingest([docs])
-            assert first(old, "句子修正", "sparse") == ""  # what issue 35 reported
+            assert first(old, "句子修正", "sparse") == ""  # what was reported
     (tmp_path / "data" / "bm25" / "ANALYZER").unlink()
     with KnowledgeBase(config, embedder=minilm) as kb:
         assert first(kb, "句子修正", "sparse") == "vimtutor-zh-1.3.txt"

@@ -1,4 +1,4 @@
-"""Issue 32's stored conversations on the real stores and model: a follow-up found through the
+"""Stored conversations on the real stores and model: a follow-up found through the
 conversation, only its owner opens it (anyone else gets the answer of an id that does not
 exist), it survives a restart of the KnowledgeBase and of the daemon, reopened passages follow
 the grants of now, a removed person's conversations go, and keep_days prunes old ones.

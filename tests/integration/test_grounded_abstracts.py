@@ -1,4 +1,4 @@
-"""LLM abstracts are stored only when their children's text supports them (issue 29)."""
+"""LLM abstracts are stored only when their children's text supports them."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from psirag_kb.kb import KnowledgeBase
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "docs"
 FILES = ["licenses/MPL-2.0.txt", "licenses/Pallets-BSD-3-Clause.txt", "data/debian-releases.csv"]
-INVENTED = [  # what SmolLM2-135M wrote for the sample folder's licence nodes (issue 29)
+INVENTED = [  # what SmolLM2-135M wrote for the sample folder's licence nodes
     "Limitation of Liability, including hotels",
     "The official Debian 12 package version is Ubuntu-Debian, including Ubuntu and Fedora",
     "CERN licence, https://www.openldap-zlib2018_345679/",
@@ -63,7 +63,7 @@ def test_invented_abstracts_are_refused_and_the_offline_ones_stay(config, minilm
 
 
 def test_junk_replies_fail_their_nodes_only(config, minilm, folder, fake_ollama):
-    # a small model's junk reply (issue 29: 12 in a real run) must not pause the whole LLM
+    # a small model's junk reply (12 in a real run) must not pause the whole LLM
     junk: dict[str, bool] = {}  # per prompt, decided at first sight: every other node is junk
 
     def reply(body: dict) -> str:

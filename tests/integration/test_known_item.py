@@ -1,4 +1,4 @@
-"""Known items (issue 27): a pasted sentence, an identifier or a quoted phrase finds its file
+"""Known items: a pasted sentence, an identifier or a quoted phrase finds its file
 first in every fused mode, although dense and tree prefer a close neighbour. Real files, the real
 MiniLM, DuckDB, Tantivy and hnswlib.
 

@@ -1,4 +1,4 @@
-"""`maintain` with a daemon running is handed to the daemon, which owns the stores (issue 29)."""
+"""`maintain` with a daemon running is handed to the daemon, which owns the stores."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""/metrics in Prometheus' text format and /api/ready (issue 34): parsed with Prometheus' own
+"""/metrics in Prometheus' text format and /api/ready: parsed with Prometheus' own
 parser, route patterns as labels, the monitor role, and readiness while an index is rebuilt."""
 
 from __future__ import annotations

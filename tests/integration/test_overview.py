@@ -1,4 +1,4 @@
-"""Questions about the whole collection are answered from the tree's top branches (issue 29)."""
+"""Questions about the whole collection are answered from the tree's top branches."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def test_an_llm_summary_is_kept_only_when_the_branches_support_it(config, minilm
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([sample])
         kb.regenerate_abstracts(offline=True)
-        # what SmolLM2 wrote from passages picked by word similarity (issue 29)
+        # what SmolLM2 wrote from passages picked by word similarity
         fake_ollama.script("The work and productivity of computer scientists at Google.")
         refused = kb.query(QUESTION, summarize=True)
         assert "refused" in refused["message"] and names_the_subjects(refused["summary"])

@@ -1,4 +1,4 @@
-"""A starting daemon answers on its port (issue 34): while it migrates the schema of the previous
+"""A starting daemon answers on its port: while it migrates the schema of the previous
 release's data directory, or waits for a restore writing it, /api/health is 200 with the state,
 /api/ready and every other route 503 naming what runs, then the real API serves on the same
 port; an abandoned restore and one that outlasts the wait end the start with a clear error

@@ -1,4 +1,4 @@
-"""Issue 25's three-person test: a daemon on the real model with two readers of different
+"""A three-person test: a daemon on the real model with two readers of different
 folders and an editor. Through every API route, every MCP tool and the remote CLI nobody sees a
 passage, path, abstract or count from outside their grants (marker words per folder would show
 it), each gets k results from what they may read, grants and revocations take effect within

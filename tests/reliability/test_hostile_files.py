@@ -1,4 +1,4 @@
-"""Readers survive hostile files (issue 35, point 6): a seeded corpus of fixtures truncated,
+"""Readers survive hostile files: a seeded corpus of fixtures truncated,
 bit-flipped, with zip members swapped, cut, renamed or dropped, XML nested deep or with huge
 attributes, invalid UTF-8 and JSON nested deep, each read by the real readers in a worker
 process under a memory limit (RLIMIT_AS) and a time limit per file, must end as indexed,

@@ -318,7 +318,7 @@ def test_junk_is_never_stored_and_retried(running: Daemon, fake_ollama: FakeOlla
 
 def test_a_copy_of_the_example_is_refused_once_and_the_offline_abstract_stays(
         running: Daemon, fake_ollama: FakeOllama) -> None:
-    daemon = running  # a small model copying the prompt's one-shot example (issue 29)
+    daemon = running  # a small model copying the prompt's one-shot example
     nodes = tree(daemon)[0]
     fake_ollama.script(fn=lambda body: _EXAMPLE_KEYWORDS)
     report = maintain_with_llm(daemon, fake_ollama)

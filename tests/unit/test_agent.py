@@ -513,7 +513,7 @@ def test_auto_follows_the_names_of_one_hop_questions_too(monkeypatch, hops: int,
     assert len(ranking.ids) == 5
 
 
-# -- grounded answers and retrievals (issue 29) ---------------------------------------------------
+# -- grounded answers and retrievals --------------------------------------------------------------
 
 @pytest.fixture
 def grounded(fake_ollama):

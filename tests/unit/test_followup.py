@@ -1,4 +1,4 @@
-"""Follow-up resolution (issue 32): which questions lean on the history, the offline rewrite,
+"""Follow-up resolution: which questions lean on the history, the offline rewrite,
 the LLM's rewrite checked against the conversation's words, and the history forms clients send.
 """
 

@@ -1,4 +1,4 @@
-"""BM25's certain hits and the one fusion (issue 27); quoted phrases in a query."""
+"""BM25's certain hits and the one fusion; quoted phrases in a query."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def phrase_in(*ids: int):
 
 
 def test_two_agreeing_votes_outvote_bm25_under_plain_rrf() -> None:
-    """The failure of issue 27: BM25 ranks 1 first, tree and dense agree on 2."""
+    """The reported failure: BM25 ranks 1 first, tree and dense agree on 2."""
     bm25, tree, dense = ranking(1, 2), ranking(2, 1, 3), ranking(2, 3, 1)
     assert rrf([tree, bm25, dense]).ids[0] == 2
     assert fuse([tree, bm25, dense], 60).ids[0] == 2  # no certain hit: plain RRF

@@ -1,5 +1,5 @@
 """CJK, kana and hangul in the BM25 index: bigrams, phrases across scripts, and the rebuild of
-an index an older release tokenised (issue 35, point 4). Real Tantivy on disk."""
+an index an older release tokenised. Real Tantivy on disk."""
 
 from __future__ import annotations
 
