@@ -1,13 +1,13 @@
 # Two commands: `make run` sets up, indexes the bundled sample folder and prints the top of its
 # topic tree, starts the daemon on it in the background and opens the TUI (quitting it stops the
 # daemon; without a terminal it runs one query through the daemon instead); `make test` runs the
-# suite.
+# suite (what CI runs), `make test-fast` its pure-logic tier (tests/conftest.py says which).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint clean setup
+.PHONY: run test test-fast lint clean setup
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -61,6 +61,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# no subprocesses, knowledge bases or real model: pytest -m fast (under 2 min on 2 cores)
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m fast tests/unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check psirag_kb tui tests
