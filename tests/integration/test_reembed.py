@@ -19,7 +19,8 @@ from psirag_kb.kb import KnowledgeBase
 from psirag_kb.storage.store import indexed_text
 
 # the first test to ask for `static_model` distils it (six to eight minutes on two loaded cores
-# when pytest's cache is cold, as in CI's fresh clone): more than the suite's timeout
+# when pytest's cache is cold, as in CI's fresh clone), then runs its own test: more room than
+# the suite's timeout gives
 pytestmark = pytest.mark.timeout(1800)
 
 TOPICS = [
