@@ -59,6 +59,8 @@ run: $(STAMP)
 	  $(KB) query "$(SAMPLE_QUERY)" -k 3 && $(KB) status | tail -n 1; \
 	fi
 
+# serial: pytest-xdist's -n 2 was slower on 2 cores for the daemon and model tests (2026-12:
+# 90 integration tests 174 s serial, 202 s with -n 2; tests/unit 398 s and 272 s, load 11-16)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
