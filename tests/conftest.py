@@ -40,6 +40,27 @@ pytest_plugins = ["fake_ollama", "browser_plugin", "oidc_provider"]  # fixtures:
 # `browser`; oidc_provider says at the end of the run when the OIDC tests were skipped
 
 
+UNIT = Path(__file__).parent / "unit"
+NOT_FAST_FIXTURES = frozenset({"minilm"})
+"""Fixtures that make a test more than pure logic (the real MiniLM model)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tiers: a test under tests/unit is `fast` (`make test-fast`, `pytest -m fast`) unless
+    it is marked `integration` or `slow`, or uses a fixture in NOT_FAST_FIXTURES. A unit test
+    module that spawns processes or opens a KnowledgeBase says so with `pytestmark =
+    pytest.mark.integration` (one test of a pure module: `@pytest.mark.integration`)."""
+    for item in items:
+        if not item.path.is_relative_to(UNIT):
+            continue
+        if item.get_closest_marker("integration") or item.get_closest_marker("slow"):
+            continue
+        if NOT_FAST_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            continue
+        item.add_marker(pytest.mark.fast)
+
+
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep the user's config, data, token and Ollama out of every test."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -13,18 +12,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from waiting import wait_until
+
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "") -> Any:
-    """Poll until the predicate holds; fail at the deadline (saying `what` was awaited)."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"{what or 'condition'} not met before the deadline "
-                         f"(last value {last!r})")
+    """Poll until the predicate holds; fail at the deadline (saying `what` was awaited): the
+    shared `waiting.wait_until` under the name and arguments the daemon tests use."""
+    return wait_until(predicate, timeout, message=what)
 
 
 class AuditTail:

@@ -118,13 +118,17 @@ class FakeOllama:
         schema, the reply stays queued) or "pass" (sent as is); both record it in violations."""
         self.violations: list[str] = []
         """Scripted replies that broke the request's `format`, and why."""
+        self.holding = 0
+        """Requests a "slow" mode is holding right now (answered once their delay is over)."""
         self._queue: deque[Reply] = deque()
         self._fn: Callable[[dict[str, Any]], str] | None = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # a short poll: shutdown() returns within it, not the default 0.5 s, at every teardown
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,),
+                                        daemon=True)
         self._thread.start()
 
     @property
@@ -289,7 +293,13 @@ def _handler_for(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
             model = str(body.get("model", ""))
             mode = fake.current_mode()
             if mode == "slow":
-                fake.wait(fake.delay)
+                with fake._lock:
+                    fake.holding += 1
+                try:
+                    fake.wait(fake.delay)
+                finally:
+                    with fake._lock:
+                        fake.holding -= 1
             if mode == "close":
                 self.close_connection = True
                 return

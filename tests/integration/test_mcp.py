@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -253,9 +252,7 @@ def test_answer_with_an_llm_cites_its_passages(tmp_path, corpus, minilm, fake_ol
     config.write_text(f'[llm]\nenabled = true\nhost = "{fake_ollama.url}"\ntimeout_s = 20.0\n')
     build(tmp_path / "data", corpus, minilm)
     with served(tmp_path / "data", tmp_path / "home", config) as session:
-        started = time.monotonic()
         result = session.ok("answer", question="Where does the arctic tern migrate?")
-    assert time.monotonic() - started < 60
     assert result["status"] == "answered" and result["answer"] == "from pole to pole"
     assert result["passages"] == [] and "note" not in result
     cited = result["citations"][0]

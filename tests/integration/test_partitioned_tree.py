@@ -8,10 +8,10 @@ unpartitioned tree pairs the twins under abstract nodes whose abstracts name two
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from psirag_kb.access import Access
 from psirag_kb.config import Config
@@ -169,11 +169,12 @@ def test_a_file_moved_to_another_partition_leaves_its_old_subtree(kb, docs):
     new.parent.mkdir()
     old.rename(new)  # the same name: its chunks and leaves stay, only their path changes
     assert kb.rename(old, new)
-    deadline = time.monotonic() + 120
-    while kb.tree_status().get("splitting") or mixing_nodes(kb, join_of(kb)):
-        assert time.monotonic() < deadline, "the moved file still shares nodes with eng/"
-        assert len(kb.query("volcano lava", k=3)["results"]) == 3
-        time.sleep(0.2)
+
+    def parted() -> bool:
+        assert len(kb.query("volcano lava", k=3)["results"]) == 3  # queries go on meanwhile
+        return not (kb.tree_status().get("splitting") or mixing_nodes(kb, join_of(kb)))
+
+    wait_until(parted, 120, 0.2, "the moved file out of the nodes it shared with eng/")
     assert kb.tree_status()["state"] == "ok"
 
 
@@ -183,10 +184,12 @@ def test_a_boundary_added_later_splits_the_tree_in_the_background(tmp_path, docs
         kb.ingest([docs])
         assert mixing_nodes(kb, join_of(kb))  # twins share nodes: one partition
         assert kb.set_boundaries([str(docs / "eng"), str(docs / "hr")])
-        deadline = time.monotonic() + 120
-        while kb.tree_status().get("splitting"):  # queries go on with the current tree
-            assert time.monotonic() < deadline, "the split did not finish"
+
+        def split() -> bool:  # queries go on with the current tree
             assert len(kb.query("hiking diary by the lake", k=3)["results"]) == 3
+            return not kb.tree_status().get("splitting")
+
+        wait_until(split, 120, 0.0, "the split")
         assert kb.tree_status()["state"] == "ok"
         assert mixing_nodes(kb, join_of(kb)) == []
         assert len(kb.query("hiking diary by the lake", k=3, mode="tree")["results"]) == 3

@@ -18,6 +18,11 @@ from psirag_kb.ingest.embedding import SentenceTransformerEmbedder
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.storage.store import indexed_text
 
+# the first test to ask for `static_model` distils it (six to eight minutes on two loaded cores
+# when pytest's cache is cold, as in CI's fresh clone), then runs its own test: more room than
+# the suite's timeout gives
+pytestmark = pytest.mark.timeout(1800)
+
 TOPICS = [
     "The arctic tern migrates from pole to pole every single year.",
     "Mount Etna is an active stratovolcano on the east coast of Sicily.",

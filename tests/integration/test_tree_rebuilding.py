@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from daemon_helpers import api
 from mcp import Client
+from waiting import wait_until
 
 from psirag_kb import cli
 from psirag_kb.config import Config
@@ -64,11 +64,9 @@ def held_build(monkeypatch) -> Iterator[threading.Event]:
     release.set()
 
 
-def wait_for_state(kb: KnowledgeBase, state: str, timeout: float = 60.0) -> str:
-    deadline = time.monotonic() + timeout
-    while (now := kb.status()["tree"]["state"]) != state and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return now
+def tree_ok(kb: KnowledgeBase) -> bool:
+    """Whether the tree is back ("ok"), waited for with `wait_until`."""
+    return kb.status()["tree"]["state"] == "ok"
 
 
 def test_a_rebuild_whose_read_fails_is_retried_until_the_tree_is_back(config, minilm,
@@ -88,7 +86,7 @@ def test_a_rebuild_whose_read_fails_is_retried_until_the_tree_is_back(config, mi
 
         monkeypatch.setattr(kb.stores.store, "all_vectors", flaky)
         kb.stores.start_tree_rebuild()
-        assert wait_for_state(kb, "ok") == "ok"
+        wait_until(lambda: tree_ok(kb), 60, message="the tree back after a rebuild")
         assert len(calls) == 2
         assert "rebuilding the tree failed (attempt 1" in caplog.text
         assert kb.stores.tree_index.problems() == []
@@ -105,10 +103,8 @@ def test_closing_stops_a_rebuild_that_keeps_failing(config, minilm, monkeypatch)
 
         monkeypatch.setattr(kb.stores.store, "all_vectors", failing)
         kb.stores.start_tree_rebuild()
-        deadline = time.monotonic() + 30
-        while len(calls) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert len(calls) >= 2 and kb.status()["tree"]["state"] == "rebuilding"
+        wait_until(lambda: len(calls) >= 2, 30, 0.02, "a second attempt at the rebuild")
+        assert kb.status()["tree"]["state"] == "rebuilding"
         assert "retrying" in kb.status()["tree"]["reason"]
     threads = [t for t in threading.enumerate() if t.name == "psirag-tree-rebuild"]
     for thread in threads:
@@ -168,7 +164,7 @@ def test_the_api_and_mcp_say_the_tree_is_rebuilding(config, minilm, held_build, 
         found = anyio.run(search)
         assert found["results"] and found["note"].startswith("the tree is rebuilding")
         held_build.set()
-        assert wait_for_state(daemon.kb, "ok") == "ok"
+        wait_until(lambda: tree_ok(daemon.kb), 60, message="the tree built once released")
         assert "note" not in api(daemon, "POST", "/api/query",
                                  {"text": QUESTION, "mode": "tree", "k": 5})[1]
     finally:

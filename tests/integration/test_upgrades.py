@@ -186,6 +186,52 @@ def test_a_newer_release_is_refused_naming_both_versions(tmp_path, minilm) -> No
     assert (config.data_dir / "kb.duckdb").read_bytes() == before
 
 
+def oldest_release() -> Path:
+    """The fixture of the oldest release kept (folders are named VERSION-COMMIT)."""
+    def version(folder: Path) -> tuple[int, ...]:
+        return tuple(int(part) for part in folder.name.split("-")[0].split("."))
+
+    return min((f for f in RELEASES.iterdir() if (f / "data.tar.gz").is_file()), key=version)
+
+
+def schema(data: Path) -> dict[str, list[tuple]]:
+    """kb.duckdb's tables, columns (in order: name, type, nullability, default) and indexes,
+    read by a connection of its own (the database must be closed)."""
+    db = duckdb.connect(str(data / "kb.duckdb"), read_only=True)
+    try:
+        return {
+            "tables": db.execute(
+                "SELECT table_name, table_type FROM information_schema.tables "
+                "WHERE table_schema = 'main' ORDER BY table_name").fetchall(),
+            "columns": db.execute(
+                "SELECT table_name, ordinal_position, column_name, data_type, is_nullable, "
+                "column_default FROM information_schema.columns WHERE table_schema = 'main' "
+                "ORDER BY table_name, ordinal_position").fetchall(),
+            "indexes": db.execute(
+                "SELECT table_name, index_name, is_unique, is_primary, sql FROM duckdb_indexes() "
+                "WHERE schema_name = 'main' ORDER BY table_name, index_name").fetchall(),
+        }
+    finally:
+        db.close()
+
+
+def test_the_oldest_release_migrated_has_the_schema_of_a_new_database(tmp_path, minilm) -> None:
+    """Every migration step and `Store`'s CREATE TABLEs agree: a database migrated all the way
+    from the oldest release kept is, table by table, the one a new knowledge base creates."""
+    migrated = unpack(oldest_release(), tmp_path)
+    assert int(meta(migrated.data_dir)["schema_version"]) < SCHEMA_VERSION  # steps will run
+    with KnowledgeBase(migrated, embedder=minilm):  # the normal opening migrates it
+        pass
+    fresh = Config().with_data_dir(tmp_path / "fresh")
+    with KnowledgeBase(fresh, embedder=minilm):
+        pass
+    assert meta(migrated.data_dir)["schema_version"] == meta(fresh.data_dir)["schema_version"]
+    old, new = schema(migrated.data_dir), schema(fresh.data_dir)
+    assert new["tables"] and new["columns"] and new["indexes"]
+    for part in ("tables", "columns", "indexes"):
+        assert old[part] == new[part], part
+
+
 def test_steps_are_numbered_one_after_another() -> None:
     versions = [m.version for m in migrations.MIGRATIONS]
     assert versions == list(range(2, SCHEMA_VERSION + 1))

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from waiting import wait_until
 
 from psirag_kb.config import Config
 from psirag_kb.kb import KnowledgeBase
@@ -147,10 +148,7 @@ def reconcile(data: Path, folder: Path, timeout: float = 120.0) -> None:
     """Start the daemon clean, wait until its reconciliation is done, stop it with SIGTERM."""
     proc, url = start(data, folder)
     assert url, f"daemon did not start (exit status {proc.returncode})"
-    deadline = time.monotonic() + timeout
-    while not idle(url, data):
-        assert time.monotonic() < deadline, "reconciliation did not finish"
-        time.sleep(0.2)
+    wait_until(lambda: idle(url, data), timeout, 0.2, "reconciliation")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
 

@@ -259,8 +259,12 @@ def test_a_folder_created_in_a_folder_renamed_at_once_is_still_watched(tmp_path:
             (docs / f"p{n}" / "d").mkdir(parents=True)
             os.rename(docs / f"p{n}", docs / f"q{n}")
             time.sleep(0.02)
-        wait_for(lambda: daemon.watcher is not None and daemon.watcher.queue_size == 0)
-        time.sleep(0.5)  # let watchdog settle what it will settle
+        watcher = daemon.watcher
+        assert watcher is not None
+        # settled: nothing queued, the folders that arrived watched afresh and the old watches
+        # dropped, so the notes below are seen by the fresh watch or not at all
+        wait_for(lambda: watcher.queue_size == 0 and not watcher._arrived
+                 and not watcher._retiring, what="the watches settled after the renames")
         for n in range(25):
             (docs / f"q{n}" / "d" / "note.md").write_text(text_of(f"later{n:03d}"))
         agrees(daemon, docs, timeout=30)

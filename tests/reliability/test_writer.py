@@ -191,8 +191,19 @@ def test_storm_of_watcher_events_rescans_and_reindex_calls_loses_nothing(tmp_pat
         stop.set()
         for thread in threads:
             thread.join()
-        time.sleep(0.5)
-        wait_for(lambda: idle(daemon), timeout=120)
+
+        def caught_up() -> bool:
+            """The watcher has seen the last writes: nothing queued, and BM25 finds every
+            file's current word in that file."""
+            if not idle(daemon):
+                return False
+            for path in docs.iterdir():
+                token = f"storm{int(path.stem[1:]):03d}v{version[int(path.stem[1:])]:04d}"
+                if not any(r["source"] == str(path) for r in query(daemon, token, "sparse")):
+                    return False
+            return True
+
+        wait_for(caught_up, timeout=120, what="the index caught up with the storm's last writes")
         assert api(daemon, "POST", "/api/reindex", {"path": str(docs)})[0] == 200
         wait_for(lambda: idle(daemon), timeout=120)
         assert {code for code, _ in statuses} == {200}, sorted(set(statuses))[:5]

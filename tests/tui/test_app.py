@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
 import pytest
 from textual.widgets import OptionList, Select, Static, Tree
+from waiting import wait_until_async
 
 from tui.app import PsiragApp
 from tui.format import editor_command
@@ -30,13 +30,9 @@ def text_of(widget: Static) -> str:
     return str(widget.render())
 
 
-async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 5.0) -> None:
-    """Let the app run until the condition holds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        await pilot.pause(0.02)
+async def until(pilot: Any, condition: Callable[[], Any], timeout: float = 15.0) -> None:
+    """Let the app run until the condition holds (the shared wait, pausing the pilot)."""
+    await wait_until_async(condition, timeout, 0.02, "the app's condition", pause=pilot.pause)
 
 
 async def ask(pilot: Any, text: str) -> None:

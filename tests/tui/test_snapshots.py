@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from typing import Any
 
+import pytest
 from textual.widgets import OptionList, Static, Tree
 
 from .conftest import make_app
 from .fakes import FakeClient
 from .test_app import SIZE, until
+
+DRAWN_WITH = "8.2.8"
+"""The Textual release the SVGs in __snapshots__ were drawn with (pyproject pins it): another
+release draws some cells differently, so there the comparison says nothing and is skipped. After
+a Textual upgrade: `pytest tests/tui/test_snapshots.py --snapshot-update`, look at the SVGs, and
+change this and the pin together."""
+
+pytestmark = pytest.mark.skipif(
+    version("textual") != DRAWN_WITH,
+    reason=f"the snapshots were drawn with Textual {DRAWN_WITH}, this is {version('textual')}")
 
 
 def test_query_screen(snap_compare) -> None:

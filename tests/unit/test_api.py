@@ -5,11 +5,11 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from waiting import ManualClock, wait_until
 
 from psirag_kb.errors import KBError, NodeNotFound
 from psirag_kb.service.api import APIServer, is_loopback
@@ -293,13 +293,20 @@ def test_wrong_tokens_never_lock_out_the_right_token() -> None:
         server.stop()
 
 
-def test_failure_limiter_forgets_after_the_window() -> None:
+def test_failure_limiter_forgets_after_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = ManualClock()  # the limiter's window runs on this clock, moved by hand
+    monkeypatch.setattr(f"{FailureLimiter.__module__}.time", clock)
     limiter = FailureLimiter(limit=2, window_s=0.2)
     limiter.failed("a")
+    clock.now += 0.05
     limiter.failed("a")
-    assert limiter.retry_after("a") > 0 and limiter.retry_after("b") == 0
-    time.sleep(0.25)
+    assert limiter.retry_after("a") == pytest.approx(0.15) and limiter.retry_after("b") == 0
+    clock.now += 0.1  # the first failure is 0.15 s old: still inside the window
+    assert limiter.retry_after("a") == pytest.approx(0.05)
+    clock.now += 0.06  # now it is out of the window, and one failure is under the limit
     assert limiter.retry_after("a") == 0
+    limiter.failed("a")  # two inside the window again: the older one, 0.16 s old, counts
+    assert limiter.retry_after("a") == pytest.approx(0.04)
 
 
 def test_keep_alive_serves_many_requests_on_one_connection(api) -> None:
@@ -315,20 +322,26 @@ def test_keep_alive_serves_many_requests_on_one_connection(api) -> None:
         connection.close()
 
 
+def refused(answer: tuple[int, Any]) -> tuple[int, Any] | None:
+    """A (status, body) answer when it is a 503, else None (to wait for one)."""
+    return answer if answer[0] == 503 else None
+
+
 def test_connections_beyond_the_limit_are_refused() -> None:
     server, _ = serve(max_connections=2)
     held = []
     try:
         for _ in range(2):
             held.append(socket.create_connection(("127.0.0.1", server.server_address[1])))
-        time.sleep(0.2)
-        status, body = call(server, "GET", "/api/health", headers={})
+        # the server counts a connection once it has accepted it: wait for that, not a while
+        status, body = wait_until(lambda: refused(call(server, "GET", "/api/health", headers={})),
+                                  message="a third connection refused")
         assert status == 503 and "connections" in body["error"]
         for sock in held:
             sock.close()
         held.clear()
-        time.sleep(0.2)
-        assert call(server, "GET", "/api/health", headers={})[0] == 200
+        wait_until(lambda: call(server, "GET", "/api/health", headers={})[0] == 200,
+                   message="a connection served again once the held ones closed")
     finally:
         for sock in held:
             sock.close()

@@ -83,7 +83,7 @@ class RedirectingHandler(BaseHTTPRequestHandler):
 
 
 def _serving(server: ThreadingHTTPServer) -> Iterator[Any]:
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)  # quick stop
     thread.start()
     try:
         yield server

@@ -50,6 +50,7 @@ def test_an_unanswered_address_is_refused_quickly(monkeypatch: pytest.MonkeyPatc
     assert resolve_address("10.0.0.9:6379") == "10.0.0.9:6379"
 
 
+@pytest.mark.integration  # a KnowledgeBase
 def test_a_file_a_worker_cannot_see_is_refused_not_removed(tmp_path: Path,
                                                            fake_embedder: Any) -> None:
     here = tmp_path / "docs" / "a.md"
@@ -67,6 +68,7 @@ def test_a_file_a_worker_cannot_see_is_refused_not_removed(tmp_path: Path,
             stage.receive([here, gone], {}, outcome)
 
 
+@pytest.mark.integration  # a KnowledgeBase
 def test_an_unreachable_cluster_leaves_the_ingest_here(tmp_path: Path, fake_embedder: Any,
                                                        caplog: pytest.LogCaptureFixture,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,6 +87,7 @@ def test_an_unreachable_cluster_leaves_the_ingest_here(tmp_path: Path, fake_embe
                for r in caplog.records)
 
 
+@pytest.mark.integration  # a KnowledgeBase
 def test_ray_address_without_ray_installed_is_a_config_error(
         tmp_path: Path, fake_embedder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cluster_module.importlib.util, "find_spec", lambda name: None)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from psirag_kb.config import Config
 from psirag_kb.errors import KBError
@@ -22,13 +22,6 @@ from psirag_kb.storage.datadir import (
 )
 
 
-def poll(predicate, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met before the deadline"
-        time.sleep(0.01)
-
-
 def test_a_waiting_daemon_asks_the_session_and_takes_over(tmp_path: Path) -> None:
     session = DataDirLock(tmp_path)
     assert session.try_acquire(SESSION, "mcp") is None
@@ -39,7 +32,8 @@ def test_a_waiting_daemon_asks_the_session_and_takes_over(tmp_path: Path) -> Non
     stop = threading.Event()
     waiter = threading.Thread(target=daemon.acquire, args=(DAEMON, None, stop), daemon=True)
     waiter.start()
-    poll(lambda: takeover_requested(tmp_path) == os.getpid())
+    wait_until(lambda: takeover_requested(tmp_path) == os.getpid(), 10, 0.01,
+               "the waiting daemon's takeover request")
     session.release()  # what the session does once its stores are closed
     waiter.join(10)
     assert not waiter.is_alive()

@@ -106,6 +106,7 @@ def test_a_small_index_is_searched_exactly(tmp_path):
     assert many[:, 0].tolist() == [i for i, _ in churn.current.values()]
 
 
+@pytest.mark.integration  # a KnowledgeBase
 def test_the_writer_rebuilds_a_worn_dense_index(config, fake_embedder, tmp_path, monkeypatch):
     """Edits through the knowledge base: once deleted vectors outnumber live ones (and
     COMPACT_MIN), the graph is rebuilt from DuckDB and every note stays findable."""

@@ -61,6 +61,7 @@ def test_the_model_is_loaded_on_the_picked_device(accelerators, monkeypatch):
     assert device_of(embedder) == ("cuda", "auto: CUDA found (Fake GPU)")
 
 
+@pytest.mark.integration  # a KnowledgeBase
 def test_status_names_the_device(config, tmp_path):
     from psirag_kb.kb import KnowledgeBase
 

@@ -141,6 +141,7 @@ def test_replies_in_either_protocol() -> None:
     assert "Query:" in plain[0]["content"] and "JSON" not in plain[0]["content"]
 
 
+@pytest.mark.integration  # a KnowledgeBase
 def test_the_facade_asks_the_configured_llm_and_says_so(fake_ollama, fake_embedder,
                                                          tmp_path) -> None:
     from psirag_kb.config import Config
@@ -166,6 +167,7 @@ def test_the_facade_asks_the_configured_llm_and_says_so(fake_ollama, fake_embedd
     assert len(fake_ollama.chats) == 2  # a standalone question never asks the LLM
 
 
+@pytest.mark.integration  # a KnowledgeBase
 def test_an_agent_turn_keeps_its_answer_and_citation_numbers(fake_ollama, fake_embedder,
                                                              tmp_path) -> None:
     from psirag_kb.config import Config

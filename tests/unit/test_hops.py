@@ -143,6 +143,7 @@ def test_shipped_model_on_holdout_sample(minilm) -> None:
     assert model.metadata["holdout_metrics"]["balanced_accuracy"] > 0.6
 
 
+@pytest.mark.integration  # a subprocess
 def test_inference_does_not_import_torch() -> None:
     code = (
         "import sys, numpy as np\n"

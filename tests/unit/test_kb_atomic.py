@@ -10,6 +10,7 @@ from psirag_kb.storage.sparse import plain_query
 from psirag_kb.storage.store import Store
 
 
+@pytest.mark.integration  # a KnowledgeBase
 def test_failed_commit_keeps_the_old_version(config, fake_embedder, tmp_path, monkeypatch):
     doc = tmp_path / "doc.txt"
     doc.write_text("Original text about lighthouses and their keepers.\n")
@@ -33,6 +34,7 @@ def test_failed_commit_keeps_the_old_version(config, fake_embedder, tmp_path, mo
         assert texts == ["Replacement text about submarines and sonar."]
 
 
+@pytest.mark.integration  # a KnowledgeBase
 def test_vanished_file_is_removed_not_failed(config, fake_embedder, tmp_path, monkeypatch):
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -52,6 +54,7 @@ def test_vanished_file_is_removed_not_failed(config, fake_embedder, tmp_path, mo
         assert kb.stores.store.chunk_count() == 0 and kb.stores.sparse.count() == 0
 
 
+@pytest.mark.integration  # a KnowledgeBase
 def test_ignored_and_hidden_paths_are_not_indexed(config, fake_embedder, tmp_path):
     folder = tmp_path / "docs"
     (folder / ".git").mkdir(parents=True)
@@ -65,6 +68,7 @@ def test_ignored_and_hidden_paths_are_not_indexed(config, fake_embedder, tmp_pat
         assert [r.path for r in kb.stores.store.files()] == [str(folder / "note.md")]
 
 
+@pytest.mark.integration  # a KnowledgeBase
 def test_data_dir_inside_a_folder_is_not_indexed(fake_embedder, tmp_path):
     from psirag_kb.config import Config
 
@@ -85,6 +89,7 @@ def test_plain_query_leaves_out_stopwords_unless_nothing_else_is_left():
     assert plain_query("to be or not to be") == "to be or not to be"
 
 
+@pytest.mark.integration  # a KnowledgeBase
 def test_watcher_ingest_keeps_a_file_that_vanishes_mid_read(config, fake_embedder, tmp_path,
                                                             monkeypatch):
     folder = tmp_path / "docs"

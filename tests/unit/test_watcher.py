@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from daemon_helpers import wait_for
+from waiting import ManualClock
 
 from psirag_kb.ingest.ingestion import IngestReport
 from psirag_kb.service.watcher import FolderWatcher
@@ -87,17 +87,31 @@ def ingested(kb: RecordingKB) -> list[str]:
     return [p for batch in kb.of("ingest") for p in batch]
 
 
-def test_writes_coalesce_into_one_ingest_after_the_quiet_period(setup) -> None:
-    watcher, kb, folder = setup
-    target = folder / "a.md"
-    started = time.monotonic()
-    for n in range(5):
-        target.write_text(f"version {n}")
-        time.sleep(0.05)
-    wait_for(lambda: str(target) in ingested(kb))
-    assert time.monotonic() - started >= QUIET
-    wait_for(lambda: watcher.queue_size == 0)
-    assert ingested(kb).count(str(target)) == 1
+def test_writes_coalesce_into_one_ingest_after_the_quiet_period(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    clock = ManualClock()  # the watcher's quiet period runs on this clock, moved by hand
+    monkeypatch.setattr(f"{FolderWatcher.__module__}.time", clock)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    kb = RecordingKB()
+    watcher = FolderWatcher(kb, [folder], QUIET, tmp_path / "docs" / ".data")
+    watcher.start()
+    try:
+        target = folder / "a.md"
+        for n in range(5):  # five writes 50 ms apart on the watcher's clock
+            target.write_text(f"version {n}")
+            clock.now += 0.05
+        # inotify reports in order: once a note written after them is queued too, every event
+        # of the five writes has been handled
+        (folder / "later.md").write_text("written after the five")
+        wait_for(lambda: watcher.queue_size == 2, what="a.md and later.md queued")
+        assert kb.calls == []  # within the quiet period nothing is ingested
+        clock.now += QUIET + 0.05  # past the quiet period of the last event
+        wait_for(lambda: str(target) in ingested(kb) and watcher.queue_size == 0)
+        assert ingested(kb).count(str(target)) == 1
+        assert str(folder / "later.md") in ingested(kb)
+    finally:
+        watcher.stop()
 
 
 def test_ignored_and_data_dir_paths_are_not_processed(setup) -> None:
