@@ -45,9 +45,9 @@ class Renames:
         """(vanished path, new path) of new files with a vanished file's content (hashed here,
         off the writer)."""
         by_hash: dict[str, str] = {}
-        for path, record in expected.items():
+        for gone, record in expected.items():
             if record.state == "indexed" and record.hash:
-                by_hash.setdefault(record.hash, path)
+                by_hash.setdefault(record.hash, gone)
         if not by_hash:
             return []
         known = self.store.records(str(p) for p in files)
