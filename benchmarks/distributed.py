@@ -65,7 +65,7 @@ def run(folder: Path, data: Path, passages: int, address: str = "", actors: int 
     with KnowledgeBase(config) as kb:
         kb.embedder.embed(["warm up the model"])
         if address:
-            kb.ingestion.ray_actors = actors
+            kb.ingestion.compute.ray_actors = actors
             warm = folder.parent / f"warm-{actors}"
             warm.mkdir()
             (warm / "w.md").write_text("A note that starts the cluster.\n")
@@ -78,7 +78,7 @@ def run(folder: Path, data: Path, passages: int, address: str = "", actors: int 
         seconds = time.perf_counter() - started
         chunks = kb.stores.store.chunk_count() - (1 if address else 0)
         if address and roundtrips:
-            cluster = kb.ingestion._ray
+            cluster = kb.ingestion.compute.ray
             assert cluster is not None and cluster.alive, "the ingest fell back to local"
             times = []
             for _ in range(roundtrips):
@@ -110,8 +110,8 @@ def transfer_ms(chunks: int = 256, rounds: int = 20) -> float:
 
     import numpy as np
 
-    from psirag_kb.ingest.ingestion import IngestReport
     from psirag_kb.ingest.raywork import Outcome
+    from psirag_kb.ingest.report import IngestReport
     from psirag_kb.storage.store import ChunkRow, FileChange
 
     rng = np.random.default_rng(0)

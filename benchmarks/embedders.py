@@ -27,8 +27,8 @@ import numpy as np
 
 from psirag_kb.config import Config, load_config
 from psirag_kb.evaluation import evaluate
+from psirag_kb.ingest.corpora import read_records
 from psirag_kb.ingest.embedding import CachedEmbedder, Embedder, make_embedder
-from psirag_kb.ingest.ingestion import read_records
 from psirag_kb.kb import KnowledgeBase
 
 OPTIONS = ("torch", "onnx", "onnx-int8", "static")

@@ -28,8 +28,9 @@ import time
 from pathlib import Path
 
 from psirag_kb.config import Config
+from psirag_kb.ingest.corpora import read_records
 from psirag_kb.ingest.embedding import CachedEmbedder, make_embedder
-from psirag_kb.ingest.ingestion import IngestReport, read_records
+from psirag_kb.ingest.report import IngestReport
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.storage.store import FileChange
 
@@ -69,7 +70,7 @@ def main() -> None:
 
         def base() -> None:
             with kb.stores.bulk():
-                kb.ingestion._reuse_and_embed([change], IngestReport())
+                kb.ingestion.reuse_and_embed([change], IngestReport())
                 kb.stores.apply([change])
 
         kb.stores.writer.call(base)  # store writes belong to the writer thread

@@ -141,7 +141,7 @@ def evaluate(
 def _score_whole(kb: Any, embedder: Embedder, corpora: Sequence[Path],
                  questions: list[dict[str, Any]]) -> dict[str, Any]:
     """The baseline of exact cosine search over whole passages, each embedded in one piece."""
-    from psirag_kb.ingest.ingestion import read_records
+    from psirag_kb.ingest.corpora import read_records
 
     rows = [row for corpus in corpora for row in read_records(corpus, Path(corpus).read_bytes())]
     sources = np.array([row.source for row in rows])

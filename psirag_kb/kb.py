@@ -30,7 +30,8 @@ from psirag_kb.ingest.embedding import (
     make_embedder,
     yield_cores,
 )
-from psirag_kb.ingest.ingestion import CLOSE_WAIT_S, Ingestion, IngestReport, Progress
+from psirag_kb.ingest.ingestion import CLOSE_WAIT_S, Ingestion
+from psirag_kb.ingest.report import IngestReport, Progress
 from psirag_kb.paths import resolved
 from psirag_kb.search.engine import QueryEngine, Within, asked
 from psirag_kb.search.followup import Rewrite, Turn, history_turns, resolve
@@ -574,7 +575,7 @@ class KnowledgeBase:
     def _switch_embedder(self, embedder: Embedder, dense: Any) -> None:
         """Swap the new model in for files, abstracts and questions (on the writer, right
         after the switch committed; the dense index is swapped by the caller)."""
-        from psirag_kb.ingest.ingestion import BatchReader
+        from psirag_kb.ingest.reading import BatchReader
 
         self.embedder = embedder
         self.dim = self.stores.dim

@@ -9,17 +9,20 @@ import os
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from psirag_kb.errors import KBError
 from psirag_kb.ingest.cluster import Cluster, ClusterGone
 from psirag_kb.ingest.pipeline import Prepared
 from psirag_kb.ingest.raywork import Batch, Outcome
-from psirag_kb.storage.store import FileRecord
+from psirag_kb.ingest.reading import Known
+from psirag_kb.ingest.report import IngestReport
+from psirag_kb.storage.store import FileChange, FileRecord
 
 if TYPE_CHECKING:
-    from psirag_kb.ingest.ingestion import Ingestion
+    from psirag_kb.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -95,21 +98,44 @@ class ClusterPipeline:
         return self.cluster.submit(batch), paths, context
 
 
+class Reader(Protocol):
+    """What a cluster stage needs of the local ingest: the store, a stop check, stored chunk
+    hashes, and files read here."""
+
+    @property
+    def store(self) -> Store:
+        """The DuckDB store."""
+
+    def reading(self) -> AbstractContextManager[None]:
+        """Count a batch being read, so closing can wait until no reader uses the store."""
+
+    def check_stop(self) -> None:
+        """Raise `Cancelled` when closing."""
+
+    def known(self, records: dict[str, FileRecord]) -> Known:
+        """The stored chunks (id, hash) of known files."""
+
+    def read_batch(self, paths: list[Path], records: dict[str, FileRecord],
+                   report: IngestReport, keep_vanished: bool = False,
+                   max_chunks: int | None = None) -> tuple[list[FileChange], int]:
+        """Read and chunk files; returns the changes and how many paths were taken."""
+
+
 class ClusterStage:
     """What a cluster ingest does on this machine around a batch: the snapshot it is read
     against, and the outcome turned into a batch for the writer."""
 
-    def __init__(self, ingestion: Ingestion, keep_vanished: bool, max_chunks: int) -> None:
-        self.ingestion, self.keep_vanished, self.max_chunks = ingestion, keep_vanished, max_chunks
+    def __init__(self, reader: Reader, keep_vanished: bool, max_chunks: int) -> None:
+        self.reader, self.keep_vanished, self.max_chunks = reader, keep_vanished, max_chunks
 
     def send(self, paths: list[Path]) -> tuple[Batch, dict[str, FileRecord]]:
         """The batch for a worker (with the records and stored chunk hashes, read here)."""
-        ingestion = self.ingestion
-        with ingestion._reading():
-            ingestion._check_stop()
-            records = ingestion.store.records(str(p) for p in paths)
-            known = ingestion._known({path: record for path, record in records.items()
-                                      if _maybe_changed(record)})
+        reader = self.reader
+        with reader.reading():
+            reader.check_stop()
+            records = reader.store.records(str(p) for p in paths)
+            known = reader.known({path: record for path, record in records.items()
+                                  if _maybe_changed(record)})
         batch = Batch([str(p) for p in paths], records, known, self.keep_vanished,
                       self.max_chunks)
         return batch, records
@@ -128,8 +154,8 @@ class ClusterStage:
                     f"{f' (and {len(here) - 1} more files)' if len(here) > 1 else ''}: every "
                     "node of the cluster must see the files at the same paths (a shared "
                     "mount); mount it there, or ingest without [compute] ray_address")
-            gone, _ = self.ingestion._read_batch([Path(p) for p in outcome.unseen], records,
-                                                 report, self.keep_vanished)
+            gone, _ = self.reader.read_batch([Path(p) for p in outcome.unseen], records,
+                                             report, self.keep_vanished)
             changes.extend(gone)
         taken = set(outcome.taken) | set(outcome.unseen)
         done = [p for p in paths if str(p) in taken]

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+Progress = Callable[[int, int, str], None]
+"""progress(done, total, current item)"""
 
 
 @dataclass

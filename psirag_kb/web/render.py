@@ -85,3 +85,27 @@ def file_name(source: str) -> str:
 def title(node: dict[str, Any]) -> str:
     """A topic's display label, else its abstract, else (not summarised yet) its number."""
     return str(node.get("label") or node.get("abstract") or f"Topic {node.get('id', '')}".strip())
+
+
+def shaped(result: dict[str, Any]) -> dict[str, Any]:
+    """An agent result as the page shows it: MCP's shape (the same note without an LLM), with
+    the answer's [n] markers linked to their citations."""
+    from psirag_kb.serving.shapes import answer_result
+
+    out = dict(answer_result(result))
+    numbers = {int(c.get("number") or i + 1): c for i, c in enumerate(out["citations"])}
+    out["answer_html"] = cited(out.get("answer") or "", numbers)
+    return out
+
+
+def cited(text: str, numbers: dict[int, Any]) -> Markup:
+    """The answer escaped, each known [n] made a link to its source view."""
+    escaped = str(escape(text))
+
+    def link(match: re.Match[str]) -> str:
+        citation = numbers.get(int(match.group(1)))
+        if citation is None:
+            return match.group(0)
+        return f'<a class="cite" href="/source/{int(citation["id"])}">[{int(match.group(1))}]</a>'
+
+    return Markup(re.sub(r"\[(\d{1,4})\]", link, escaped))

@@ -10,7 +10,8 @@ from psirag_kb.people import People
 from psirag_kb.serving.audit import AuditLog
 from psirag_kb.serving.auth import FailureLimiter, HostPolicy, PersonLimiter
 from psirag_kb.serving.thread import ServedInThread, served_url
-from psirag_kb.web.app import Web, build_web_app
+from psirag_kb.web.app import build_web_app
+from psirag_kb.web.site import Web
 
 
 class WebServer(ServedInThread):

@@ -19,7 +19,7 @@ import pytest
 from daemon_helpers import stop_process, wait_for
 
 from psirag_kb.config import Config
-from psirag_kb.ingest.ingestion import IngestReport
+from psirag_kb.ingest.report import IngestReport
 from psirag_kb.kb import KnowledgeBase
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import pytest
 from daemon_helpers import api, wait_for
 
 from psirag_kb.config import Config
-from psirag_kb.ingest.ingestion import one_per_file
+from psirag_kb.ingest.walk import one_per_file
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.paths import spelled_under
 from psirag_kb.service.daemon import Daemon

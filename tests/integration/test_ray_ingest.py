@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from daemon_helpers import api, wait_for  # noqa: E402
 from ray_helpers import LocalRay  # noqa: E402
 
+import psirag_kb.ingest.compute as compute_module  # noqa: E402
 import psirag_kb.ingest.ingestion as ingestion  # noqa: E402
 from psirag_kb.config import Config  # noqa: E402
 from psirag_kb.ingest.cluster import Cluster  # noqa: E402
@@ -249,7 +250,7 @@ def test_ingest_ray_says_where_the_work_ran(tmp_path: Path, head: LocalRay, caps
     printed = capsys.readouterr().out
     assert f"ran on Ray at {head.address}: 2 worker(s) on " in printed, printed
     assert "chunks/s" in printed
-    monkeypatch.setattr(ingestion, "CLUSTER_RETRY_S", 0.0)
+    monkeypatch.setattr(compute_module, "CLUSTER_RETRY_S", 0.0)
     gone = "127.0.0.1:9"  # nothing listens there
     (docs / "notes" / "n02.md").write_text("# Topic two\n\nRewritten about terns.\n")
     assert main([*data, "ingest", str(docs), "--ray", gone, "--json"]) == 0

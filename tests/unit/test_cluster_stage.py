@@ -15,8 +15,8 @@ from psirag_kb.errors import ConfigError, KBError
 from psirag_kb.ingest import cluster as cluster_module
 from psirag_kb.ingest.cluster import ClusterGone, probe, resolve_address
 from psirag_kb.ingest.clusterpipe import ClusterStage
-from psirag_kb.ingest.ingestion import IngestReport
 from psirag_kb.ingest.raywork import Outcome
+from psirag_kb.ingest.report import IngestReport
 from psirag_kb.kb import KnowledgeBase
 
 

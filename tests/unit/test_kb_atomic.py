@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from psirag_kb.ingest.ingestion import IngestReport
+from psirag_kb.ingest.report import IngestReport
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.storage.sparse import plain_query
 from psirag_kb.storage.store import Store
@@ -41,14 +41,14 @@ def test_vanished_file_is_removed_not_failed(config, fake_embedder, tmp_path, mo
     (folder / "a.txt").write_text("Alpha document.\n")
     with KnowledgeBase(config, embedder=fake_embedder) as kb:
         kb.ingest([folder])
-        original = kb.ingestion._walk
+        original = kb.ingestion.walker.files
 
         def walk_then_delete(path):
             found = list(original(path))
             (folder / "a.txt").unlink()
             return iter(found)
 
-        monkeypatch.setattr(kb.ingestion, "_walk", walk_then_delete)
+        monkeypatch.setattr(kb.ingestion.walker, "files", walk_then_delete)
         report = kb.ingest([folder])
         assert report.removed == 1 and report.failed == 0
         assert kb.stores.store.chunk_count() == 0 and kb.stores.sparse.count() == 0
@@ -97,14 +97,14 @@ def test_watcher_ingest_keeps_a_file_that_vanishes_mid_read(config, fake_embedde
     (folder / "a.txt").write_text("Alpha document.\n")
     with KnowledgeBase(config, embedder=fake_embedder) as kb:
         kb.ingest([folder])
-        original = kb.ingestion._walk
+        original = kb.ingestion.walker.files
 
         def walk_then_move(path):
             found = list(original(path))
             (folder / "a.txt").rename(tmp_path / "a.txt")  # a move event will follow
             return iter(found)
 
-        monkeypatch.setattr(kb.ingestion, "_walk", walk_then_move)
+        monkeypatch.setattr(kb.ingestion.walker, "files", walk_then_move)
         report = kb.ingest([folder], keep_vanished=True)
         assert report.removed == 0 and kb.stores.store.chunk_count() == 1
         assert kb.rename(folder / "a.txt", tmp_path / "a.txt")

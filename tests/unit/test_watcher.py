@@ -12,7 +12,7 @@ import pytest
 from daemon_helpers import wait_for
 from waiting import ManualClock
 
-from psirag_kb.ingest.ingestion import IngestReport
+from psirag_kb.ingest.report import IngestReport
 from psirag_kb.service.watcher import FolderWatcher
 
 QUIET = 0.3

@@ -9,7 +9,7 @@ from psirag_kb.config import AuthConfig, GroupConfig, ProxyConfig
 from psirag_kb.people import People
 from psirag_kb.serving.auth import FailureLimiter, HostPolicy
 from psirag_kb.serving.proxy import Proxy
-from psirag_kb.web.app import Web
+from psirag_kb.web.site import Web
 
 GROUPS = (GroupConfig("eng", "reader", ("/srv/eng",)),)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from psirag_kb.web.app import safe_next
 from psirag_kb.web.render import excerpt, highlight, title, where
 from psirag_kb.web.sessions import Sessions, same_token
+from psirag_kb.web.site import safe_next
 
 
 def test_highlight_escapes_the_document_and_marks_terms() -> None:
