@@ -16,7 +16,7 @@ from psirag_kb.errors import KBError
 from psirag_kb.ingest.cluster import Cluster, ClusterGone
 from psirag_kb.ingest.pipeline import Prepared
 from psirag_kb.ingest.raywork import Batch, Outcome
-from psirag_kb.storage.store import FileRecord
+from psirag_kb.storage.records import FileRecord
 
 if TYPE_CHECKING:
     from psirag_kb.ingest.ingestion import Ingestion

@@ -29,12 +29,7 @@ from psirag_kb.ingest.reading import BatchReader, Known, path_hash, reuse
 from psirag_kb.ingest.report import IngestReport
 from psirag_kb.paths import inside, resolved
 from psirag_kb.storage.backup import save_behind
-from psirag_kb.storage.store import (
-    UNAVAILABLE,
-    ChunkRow,
-    FileChange,
-    FileRecord,
-)
+from psirag_kb.storage.records import UNAVAILABLE, ChunkRow, FileChange, FileRecord
 from psirag_kb.storage.writer import WriterClosed
 
 if TYPE_CHECKING:

@@ -10,7 +10,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,16 @@ from psirag_kb.errors import ModelMismatchError, StoreError
 from psirag_kb.storage import migrations
 from psirag_kb.storage.conversations import create_conversation_tables
 from psirag_kb.storage.migrations import DUPLICATE_FILES, SCHEMA_VERSION
-from psirag_kb.tree import kept
-from psirag_kb.tree.live import LeafLookup, LiveTree
+from psirag_kb.storage.records import (
+    NOTE_SEP,
+    UNAVAILABLE,
+    Delta,
+    FileChange,
+    FileRecord,
+    Hit,
+    unavailable_reason,
+)
+from psirag_kb.storage.reports import Reports
 
 log = logging.getLogger(__name__)
 
@@ -40,24 +47,15 @@ INDEXES = (("chunks_id", "chunks", "id"), ("chunks_file", "chunks", "file_id"),
 """(name, table, column) of each index: id lookups went from 10 to 1.5 ms at 1M chunks."""
 PATH_INDEX = "files_path_unique"
 """The unique index on files.path (schema 4; version 3 had a plain one named files_path)."""
-UNAVAILABLE = "unavailable"
-"""The state of an indexed file whose folder vanished: its chunks stay searchable."""
-NOTE_SEP = "\nnote: "
-"""Between an unavailable file's reason and the note it had while indexed (kept for its return)."""
-
 MEMORY_LIMIT = "1GB"
 LEAN_MEMORY_LIMIT = "256MB"
 """The buffer pool while a large tree build needs the memory."""
 """DuckDB's buffer pool: it spills beyond this instead of growing with the database."""
 
-TreeUpdate = Callable[[np.ndarray, np.ndarray, np.ndarray], "LiveTree | None"]
-"""tree_update(added chunk ids, their vectors, removed chunk ids) -> the tree to write."""
-
-
-def indexed_text(context: str | None, text: str) -> str:
-    """What the dense and BM25 indexes see of a chunk: its context header, a newline, its text
-    (the text alone without a header)."""
-    return f"{context}\n{text}" if context else text
+TreeUpdate = Callable[[np.ndarray, np.ndarray, np.ndarray], object]
+"""tree_update(added chunk ids, their vectors, removed chunk ids): run inside the transaction of
+a change, after its chunk rows; it updates the tree and writes the tree's rows (what it returns
+is ignored)."""
 
 
 def reembedded_model(path: Path) -> str | None:
@@ -86,108 +84,6 @@ def _stack(vectors: list[np.ndarray], dim: int) -> np.ndarray:
     return np.stack(vectors).astype(np.float32)
 
 
-@dataclass(frozen=True)
-class FileRecord:
-    """One file (or benchmark corpus) known to the knowledge base."""
-
-    id: int
-    path: str
-    origin: str
-    hash: str
-    size: int
-    mtime: float
-    state: str
-    reason: str
-    chunks: int
-
-
-@dataclass
-class ChunkRow:
-    """A chunk as it should be after a change: kept (id set) or new (vector set)."""
-
-    ordinal: int
-    source: str
-    start: int | None
-    end: int | None
-    line_first: int | None
-    line_last: int | None
-    text: str
-    hash: str
-    id: int | None = None
-    vector: np.ndarray | None = None
-    location: str | None = None
-    """Where the chunk is in its document, as JSON ({"page": 4}); None for text files."""
-    context: str = ""
-    """The header embedded and indexed with the text, never shown: "Title > Heading"."""
-
-    @property
-    def indexed(self) -> str:
-        """The text the embedder and BM25 see (`indexed_text`)."""
-        return indexed_text(self.context, self.text)
-
-
-@dataclass
-class FileChange:
-    """The new state of one file: its record and the full list of its chunks."""
-
-    path: str
-    origin: str
-    hash: str
-    size: int
-    mtime: float
-    state: str
-    reason: str = ""
-    chunks: list[ChunkRow] = field(default_factory=list)
-    keep_chunks: bool = False
-    """Only record the state; leave the file's previous chunks as they are (a failed re-read)."""
-    encoding: str = ""
-    """The character encoding a text file was decoded from ("" for other documents)."""
-
-
-@dataclass
-class Delta:
-    """What a committed write changed, for the derived indexes."""
-
-    generation: int
-    added_ids: np.ndarray
-    added_vectors: np.ndarray
-    added_texts: list[str]
-    removed_ids: np.ndarray
-    added_paths: list[str | None] = field(default_factory=list)
-    """The file of each added chunk (None for a corpus record), for the BM25 index's scopes."""
-    moved: list[tuple[int, str, str]] = field(default_factory=list)
-    """(chunk id, text, new path) of chunks whose file was renamed: only their path changed."""
-
-
-def restored_note(reason: str) -> str:
-    """The note an unavailable file had while indexed ('' for none)."""
-    return reason.partition(NOTE_SEP)[2]
-
-
-def unavailable_reason(reason: str) -> str:
-    """Why a file is unavailable, without the note kept for its return."""
-    return reason.partition(NOTE_SEP)[0]
-
-
-@dataclass(frozen=True)
-class Hit:
-    """A chunk with everything a result needs."""
-
-    id: int
-    path: str
-    origin: str
-    source: str
-    ordinal: int
-    line_first: int | None
-    line_last: int | None
-    text: str
-    location: dict[str, Any] | None = None
-    """Where the chunk is in its document ({"slide": 3}), None for text files and old chunks."""
-    unavailable: dict[str, Any] | None = None
-    """{"since": time, "reason": why} when the chunk's file is unavailable (its folder
-    vanished), else None."""
-
-
 def _unavailable(state: str, reason: str | None, since: float | None) -> dict[str, Any] | None:
     """A hit's `unavailable` value from its file's row."""
     if state != UNAVAILABLE:
@@ -206,7 +102,7 @@ def _location(value: str | None) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-class Store:
+class Store(Reports):
     """The knowledge base's DuckDB database (one writer process, one writer thread).
 
     The owner thread writes through `db`; every other thread reads through a cursor of its own,
@@ -351,7 +247,7 @@ class Store:
         """Close the connection."""
         self.db.close()
 
-    def _read(self) -> duckdb.DuckDBPyConnection:
+    def reader(self) -> duckdb.DuckDBPyConnection:
         """The connection for reads: `db` on the owner thread, else a new cursor (about 10 us),
         closed when the caller drops it. A cursor kept per thread would outlive its request
         on a pooled thread (the API's, the MCP server's) and block CHECKPOINT."""
@@ -362,7 +258,7 @@ class Store:
     # -- meta -------------------------------------------------------------------------------
 
     def _meta(self, key: str) -> str:
-        row = self._read().execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        row = self.reader().execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
         return row[0] if row else ""
 
     def _set_meta(self, key: str, value: str) -> None:
@@ -377,7 +273,7 @@ class Store:
     def chunk_files(self) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
         """(chunk ids, row of each chunk's file in the list, the file paths; None for records
         of a corpus): every chunk's file, read as arrays."""
-        db = self._read()
+        db = self.reader()
         files = db.execute("SELECT id, path, origin FROM files ORDER BY id").fetchall()
         chunks = db.execute("SELECT id, file_id FROM chunks ORDER BY id").fetchnumpy()
         file_ids = np.asarray([f[0] for f in files], np.int64)
@@ -387,7 +283,7 @@ class Store:
 
     def chunk_paths(self, ids: np.ndarray) -> dict[int, str | None]:
         """The file path of each of these chunks (None for records of a corpus)."""
-        rows = self._read().execute(
+        rows = self.reader().execute(
             """SELECT c.id, f.path, f.origin FROM chunks c JOIN files f ON c.file_id = f.id
                WHERE c.id IN (SELECT unnest(?))""", [np.asarray(ids, np.int64).tolist()]
         ).fetchall()
@@ -429,7 +325,7 @@ class Store:
 
     def file(self, path: str) -> FileRecord | None:
         """The record of one path, if known."""
-        row = self._read().execute(
+        row = self.reader().execute(
             "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
             "WHERE path = ?",
             [path],
@@ -441,7 +337,7 @@ class Store:
         paths = list(paths)
         if not paths:
             return {}
-        rows = self._read().execute(
+        rows = self.reader().execute(
             "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
             "WHERE path IN (SELECT unnest(?::VARCHAR[]))",
             [paths],
@@ -455,12 +351,12 @@ class Store:
         if under is not None:
             sql += " WHERE path = ? OR starts_with(path, ?)"
             params = [under, under.rstrip("/") + "/"]
-        rows = self._read().execute(sql + " ORDER BY path", params).fetchall()
+        rows = self.reader().execute(sql + " ORDER BY path", params).fetchall()
         return [FileRecord(*row) for row in rows]
 
     def chunk_hashes(self, file_id: int) -> list[tuple[int, str]]:
         """(chunk id, hash) of a file's chunks, in order."""
-        return self._read().execute(
+        return self.reader().execute(
             "SELECT id, hash FROM chunks WHERE file_id = ? ORDER BY ordinal", [file_id]
         ).fetchall()
 
@@ -568,12 +464,10 @@ class Store:
             if kept_rows:
                 self._update_positions(kept_rows)
             if tree_update is not None:
-                live = tree_update(
+                tree_update(
                     np.asarray(added_ids, dtype=np.int64), _stack(added_vectors, self.dim),
                     np.asarray(removed, dtype=np.int64),
                 )
-                if live is not None:
-                    self.write_tree(live)
             generation = self.generation + 1
             self._set_meta("generation", str(generation))
         return Delta(
@@ -661,7 +555,7 @@ class Store:
 
     def chunk_count(self) -> int:
         """Number of chunks (leaves)."""
-        return int(self._read().execute("SELECT count(*) FROM chunks").fetchone()[0])
+        return int(self.reader().execute("SELECT count(*) FROM chunks").fetchone()[0])
 
     def rename(self, old: str, new: str, name_header: str | None = None) -> Delta | None:
         """Give a file (and its chunks' source) a new path; its leaves stay where they are.
@@ -714,9 +608,7 @@ class Store:
                            [drop])
                 db.execute("DELETE FROM files WHERE id IN (SELECT unnest(?::BIGINT[]))", [drop])
                 if tree_update is not None and len(removed):
-                    live = tree_update(empty, np.zeros((0, self.dim), np.float32), removed)
-                    if live is not None:
-                        self.write_tree(live)
+                    tree_update(empty, np.zeros((0, self.dim), np.float32), removed)
                 generation = self.generation + 1
                 self._set_meta("generation", str(generation))
             db.execute("DELETE FROM meta WHERE key = 'merge_pending'")
@@ -731,7 +623,7 @@ class Store:
 
     def chunk_ids(self) -> np.ndarray:
         """Ids of every chunk, ascending."""
-        data = self._read().execute("SELECT id FROM chunks ORDER BY id").fetchnumpy()
+        data = self.reader().execute("SELECT id FROM chunks ORDER BY id").fetchnumpy()
         return np.asarray(data["id"], dtype=np.int64)
 
     def all_vectors(self, dtype: type = np.float32,
@@ -740,7 +632,7 @@ class Store:
         (float16 halves the memory of a large tree build)."""
         ids = self.chunk_ids()
         out = np.empty((len(ids), self.dim), dtype=dtype)
-        db = self._read()
+        db = self.reader()
         for start in range(0, len(ids), batch):
             part = ids[start:start + batch]
             data = db.execute(
@@ -757,7 +649,7 @@ class Store:
         ids = np.asarray(ids, dtype=np.int64)
         if len(ids) == 0:
             return np.zeros((0, self.dim), np.float32)
-        data = self._read().execute(
+        data = self.reader().execute(
             "SELECT id, vector FROM chunks WHERE id = ANY(?::BIGINT[])",
             [ids.tolist()],
         ).fetchnumpy()
@@ -773,7 +665,7 @@ class Store:
         ids = np.asarray(ids, dtype=np.int64)
         if len(ids) == 0:
             return ids, np.zeros((0, self.dim), np.float32)
-        data = self._read().execute(
+        data = self.reader().execute(
             "SELECT id, vector FROM chunks WHERE id = ANY(?::BIGINT[]) ORDER BY id",
             [ids.tolist()],
         ).fetchnumpy()
@@ -801,7 +693,7 @@ class Store:
             return np.zeros(0, dtype=np.int64)
         tests = " OR ".join(["f.path = ? OR starts_with(f.path, ?)"] * len(paths))
         params = [v for p in paths for v in (p, p.rstrip("/") + "/")]
-        data = self._read().execute(
+        data = self.reader().execute(
             f"""SELECT c.id FROM chunks c JOIN files f ON c.file_id = f.id
                 WHERE f.origin = 'file' AND ({tests}) ORDER BY c.id""", params,
         ).fetchnumpy()
@@ -812,7 +704,7 @@ class Store:
         ids = [int(i) for i in ids]
         if not ids:
             return {}
-        db = self._read()
+        db = self.reader()
         # two index lookups (`= ANY`: 1.0 ms for 5 ids at 1M chunks, a semi-join 4.4 ms, a
         # join with files 3.6 ms more)
         rows = db.execute(
@@ -835,245 +727,21 @@ class Store:
         ids = [int(i) for i in ids]
         if not ids:
             return {}
-        rows = self._read().execute(
+        rows = self.reader().execute(
             "SELECT id, text, coalesce(context, '') FROM chunks WHERE id = ANY(?::BIGINT[])",
             [ids]).fetchall()
         return {row[0]: (row[1], row[2]) for row in rows}
 
-    def state_counts(self, within: Sequence[str] | None = None) -> dict[str, int]:
-        """Number of files per state (only files that are, or lie below, one of the absolute
-        paths `within` when given); "unavailable" only when there are some."""
-        counts = {"indexed": 0, "skipped": 0, "failed": 0}
-        where, params = _below(within)
-        for state, count in self._read().execute(
-            f"SELECT state, count(*) FROM files WHERE {where} GROUP BY state", params
-        ).fetchall():
-            counts[state] = int(count)
-        return counts
-
-    def encodings(self, within: Sequence[str] | None = None) -> dict[str, int]:
-        """Indexed files per legacy encoding they were decoded from (UTF-8 and documents whose
-        readers decode them are left out), only below the absolute paths `within` when given."""
-        where, params = _below(within)
-        rows = self._read().execute(
-            "SELECT encoding, count(*) FROM files WHERE state = 'indexed' AND coalesce(encoding, "
-            f"'') NOT IN ('', 'utf-8') AND {where} GROUP BY encoding ORDER BY encoding", params,
-        ).fetchall()
-        return {encoding: int(count) for encoding, count in rows}
-
-    def problems(self, limit: int = 1000,
-                 within: Sequence[str] | None = None) -> list[FileRecord]:
-        """Skipped and failed files with their reasons, and indexed files with a note (PDF
-        pages that need OCR), only below the absolute paths `within` when given; unavailable
-        files are summed up by `unavailable`."""
-        where, params = _below(within)
-        rows = self._read().execute(
-            "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
-            "WHERE state <> 'unavailable' AND (state <> 'indexed' OR coalesce(reason, '') <> '') "
-            f"AND {where} ORDER BY state, path LIMIT ?",
-            [*params, limit],
-        ).fetchall()
-        return [FileRecord(*row) for row in rows]
-
-    def unavailable(self, limit: int = 100,
-                    within: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """Unavailable files grouped by reason: {"reason", "files", "since"}, oldest first (only
-        below the absolute paths `within` when given)."""
-        where, params = _below(within)
-        rows = self._read().execute(
-            "SELECT split_part(reason, ?, 1) AS why, count(*), min(updated) FROM files "
-            f"WHERE state = 'unavailable' AND {where} GROUP BY why "
-            "ORDER BY min(updated), why LIMIT ?",
-            [NOTE_SEP, *params, limit],
-        ).fetchall()
-        return [{"reason": why, "files": int(count), "since": since}
-                for why, count, since in rows]
-
     def meta(self) -> dict[str, str]:
         """The meta table."""
-        return dict(self._read().execute("SELECT key, value FROM meta").fetchall())
-
-    # -- tree -------------------------------------------------------------------------------
-
-    def write_tree(self, live: LiveTree, full: bool = False) -> None:
-        """Write the tree's changed rows (all rows when `full`); call inside a transaction.
-
-        The tree keeps its list of changes: the caller clears it once the transaction commits.
-        """
-        db = self.db
-        touched, dropped = live.changes()
-        if full:
-            db.execute("DELETE FROM nodes")
-            db.execute("DELETE FROM leaves")
-            touched = set(live.children)
-            self._write_all_leaves(live)
-        else:
-            gone = sorted(touched | dropped)
-            abstract_gone = [n for n in gone if n > 0]
-            leaves_gone = [-n for n in gone if n < 0]
-            if abstract_gone:
-                db.execute("DELETE FROM nodes WHERE id IN (SELECT unnest(?::BIGINT[]))",
-                           [abstract_gone])
-            if leaves_gone:
-                db.execute(
-                    "DELETE FROM leaves WHERE chunk_id IN (SELECT unnest(?::BIGINT[]))",
-                    [leaves_gone])
-        abstract = sorted(n for n in touched if n > 0)
-        leaves = sorted(-n for n in touched if n < 0)
-        if abstract:
-            vectors = np.empty(len(abstract), dtype=object)
-            abstract_vectors = np.empty(len(abstract), dtype=object)
-            for i, node in enumerate(abstract):
-                vectors[i] = live.vectors[node]
-                abstract_vectors[i] = live.abstract_vectors.get(node)
-            db.register("tree_nodes", {
-                "id": np.array(abstract, dtype=np.int64),
-                "parent": np.array([live.parent.get(n, -1) for n in abstract], dtype=np.int64),
-                "layer": np.array([live.layer[n] for n in abstract], dtype=np.int64),
-                "ord": np.array([live.order_of(n) for n in abstract], dtype=np.int64),
-                "vector": vectors,
-                "abstract": np.array([live.abstracts.get(n) for n in abstract], dtype=object),
-                "dirty": np.array([n in live.dirty for n in abstract], dtype=bool),
-                "abstract_vector": abstract_vectors,
-                "label": np.array([live.labels.get(n) for n in abstract], dtype=object),
-            })
-            try:
-                db.execute(
-                    f"""INSERT INTO nodes (id, parent, layer, ord, vector, abstract, dirty,
-                        abstract_vector, label)
-                        SELECT id, CASE WHEN parent < 0 THEN NULL ELSE parent END,
-                        CAST(layer AS INTEGER), CAST(ord AS INTEGER),
-                        CAST(vector AS FLOAT[{self.dim}]), abstract, dirty,
-                        CAST(abstract_vector AS FLOAT[{self.dim}]), label FROM tree_nodes"""
-                )
-            finally:
-                db.unregister("tree_nodes")
-        if leaves and not full:
-            keys = [-c for c in leaves]
-            db.register("tree_leaves", {
-                "chunk_id": np.array(leaves, dtype=np.int64),
-                "parent": np.array([live.parent.get(k, -1) for k in keys], dtype=np.int64),
-                "ord": np.array([live.order_of(k) for k in keys], dtype=np.int64),
-            })
-            try:
-                db.execute(
-                    """INSERT INTO leaves SELECT chunk_id,
-                        CASE WHEN parent < 0 THEN NULL ELSE parent END, CAST(ord AS INTEGER)
-                        FROM tree_leaves"""
-                )
-            finally:
-                db.unregister("tree_leaves")
-        self._set_meta("next_node_id", str(live.next_id))
-        if live.join is not None and str(live.join) != self._meta("partition_join"):
-            self.db.execute("DELETE FROM meta WHERE key = 'partition_join'")
-            self.db.execute("INSERT INTO meta VALUES ('partition_join', ?)", [str(live.join)])
-
-    def _write_all_leaves(self, live: LiveTree) -> None:
-        """Insert every leaf row (the table is empty), built as arrays."""
-        ids: list[int] = []
-        parents: list[int] = []
-        order: list[int] = []
-        if live.root is not None and live.root < 0:
-            ids, parents, order = [live.root], [-1], [0]
-        for node, kids in live.children.items():
-            if live.layer[node] == 1:
-                ids.extend(kids)
-                parents.extend([node] * len(kids))
-                order.extend(range(len(kids)))
-        if not ids:
-            return
-        self.db.register("tree_leaves", {
-            "chunk_id": -np.asarray(ids, dtype=np.int64),
-            "parent": np.asarray(parents, dtype=np.int64),
-            "ord": np.asarray(order, dtype=np.int64),
-        })
-        try:
-            self.db.execute(
-                """INSERT INTO leaves SELECT chunk_id,
-                    CASE WHEN parent < 0 THEN NULL ELSE parent END, CAST(ord AS INTEGER)
-                    FROM tree_leaves"""
-            )
-        finally:
-            self.db.unregister("tree_leaves")
-
-    def save_tree(self, live: LiveTree) -> None:
-        """Replace the whole stored tree in one transaction, which also drops the abstracts a
-        reembed kept for the new tree (given out to its nodes by then)."""
-        with self.transaction() as db:
-            self.write_tree(live, full=True)
-            kept.drop(db)
-        live.clear_changes()
-
-    def load_tree(
-        self, max_children: int, lookup: LeafLookup | None = None
-    ) -> tuple[LiveTree | None, list[str]]:
-        """The stored tree and what is wrong with it: (None, []) when there is none, (None,
-        problems) when it does not fit the chunks. Checked with array operations only."""
-        db = self._read()
-        nodes = db.execute(
-            "SELECT id, coalesce(parent, -1) AS parent, layer, ord, abstract, dirty, vector, "
-            "abstract_vector, label FROM nodes"
-        ).fetchnumpy()
-        leaves = db.execute(
-            "SELECT chunk_id, coalesce(parent, -1) AS parent, ord FROM leaves"
-        ).fetchnumpy()
-        leaf_ids = np.asarray(leaves["chunk_id"], np.int64)
-        if len(leaf_ids) == 0:
-            return None, []
-        node_ids = np.asarray(nodes["id"], np.int64)
-        node_parent = np.asarray(nodes["parent"], np.int64)
-        node_layer = np.asarray(nodes["layer"], np.int64)
-        leaf_parent = np.asarray(leaves["parent"], np.int64)
-        problems = tree_problems(node_ids, node_parent, node_layer, leaf_ids, leaf_parent,
-                                 self.chunk_ids(), max_children)
-        if problems:
-            return None, problems
-        live = LiveTree(max_children, self.dim, int(self._meta("next_node_id") or 1), lookup)
-        keys = np.concatenate([-leaf_ids, node_ids])
-        parents = np.concatenate([leaf_parent, node_parent])
-        order_in = np.concatenate([np.asarray(leaves["ord"], np.int64),
-                                   np.asarray(nodes["ord"], np.int64)])
-        root = keys[parents < 0]
-        live.root = int(root[0])
-        child = parents >= 0
-        keys, parents, order_in = keys[child], parents[child], order_in[child]
-        live.parent = dict(zip(keys.tolist(), parents.tolist(), strict=True))
-        order = np.lexsort((order_in, parents))
-        keys, parents = keys[order], parents[order]
-        starts = np.r_[0, np.flatnonzero(np.diff(parents)) + 1].tolist()
-        ends = [*starts[1:], len(keys)]
-        flat, owners = keys.tolist(), parents.tolist()
-        live.children = {owners[a]: flat[a:b] for a, b in zip(starts, ends, strict=True)
-                         } if flat else {}
-        live.layer = dict(zip(node_ids.tolist(), node_layer.tolist(), strict=True))
-        if len(node_ids):  # rows of one array: no array object built per node
-            matrix = np.stack(list(nodes["vector"])).astype(np.float32, copy=False)
-            live.vectors = dict(zip(node_ids.tolist(), matrix, strict=True))
-        for column, kind in (("abstract", str), ("label", str), ("abstract_vector", np.ndarray)):
-            values = nodes[column]  # masked where NULL: read the data under the mask once
-            present = ~np.ma.getmaskarray(values)
-            data = np.ma.getdata(values)
-            found = {node: value for node, value in zip(
-                node_ids[present].tolist(), data[present].tolist(), strict=True)
-                if isinstance(value, kind)}
-            if column == "label":
-                live.labels = found
-            elif kind is str:
-                live.abstracts = found
-            else:
-                live.abstract_vectors = {n: np.asarray(v, dtype=np.float32)
-                                         for n, v in found.items()}
-        dirty = np.asarray(nodes["dirty"], dtype=object)
-        live.dirty = {n for n, d in zip(node_ids.tolist(), dirty.tolist(), strict=True) if d}
-        live._leaves = len(leaf_ids)
-        return live, []
+        return dict(self.reader().execute("SELECT key, value FROM meta").fetchall())
 
     # -- one chunk in its file --------------------------------------------------------------
 
     def around(self, chunk_id: int, n: int = 0) -> list[Hit]:
         """A chunk and up to `n` chunks either side of it in its file, in file order (empty
         when the chunk is unknown)."""
-        db = self._read()
+        db = self.reader()
         row = db.execute("SELECT file_id, ordinal FROM chunks WHERE id = ?",
                          [int(chunk_id)]).fetchone()
         if row is None:
@@ -1088,61 +756,3 @@ class Store:
             [file_id, ordinal - max(0, n), ordinal + max(0, n)],
         ).fetchall()
         return [Hit(r[0], *found, *r[1:6], _location(r[6])) for r in rows]
-
-
-def _below(within: Sequence[str] | None) -> tuple[str, list[str]]:
-    """A WHERE clause (and its parameters) for files that are, or lie below, one of these
-    absolute paths: true for None, false for none (corpus records lie in no folder)."""
-    if within is None:
-        return "TRUE", []
-    if not within:
-        return "FALSE", []
-    tests = " OR ".join(["path = ? OR starts_with(path, ?)"] * len(within))
-    return (f"origin = 'file' AND ({tests})",
-            [v for p in within for v in (p, p.rstrip("/") + "/")])
-
-
-def tree_problems(node_ids: np.ndarray, node_parent: np.ndarray, node_layer: np.ndarray,
-                  leaf_ids: np.ndarray, leaf_parent: np.ndarray, chunk_ids: np.ndarray,
-                  max_children: int) -> list[str]:
-    """What makes stored tree rows unusable for these chunks (empty when they form a valid
-    equi-depth tree over exactly those chunks)."""
-    found: list[str] = []
-    if not np.array_equal(np.sort(leaf_ids), chunk_ids):
-        found.append(f"the tree has {len(leaf_ids)} leaves, the database {len(chunk_ids)} "
-                     "chunks, and they differ")
-        return found
-    if len(np.unique(node_ids)) != len(node_ids):
-        found.append("abstract node ids repeat")
-        return found
-    roots = int((node_parent < 0).sum() + (leaf_parent < 0).sum())
-    if roots != 1:
-        found.append(f"{roots} roots, expected 1")
-        return found
-    order = np.argsort(node_ids)
-    sorted_ids = node_ids[order]
-
-    def layer_of(parents: np.ndarray) -> np.ndarray | None:
-        at = np.clip(np.searchsorted(sorted_ids, parents), 0, max(len(sorted_ids) - 1, 0))
-        if len(sorted_ids) == 0 or not np.array_equal(sorted_ids[at], parents):
-            return None
-        return node_layer[order][at]
-
-    has_up = node_parent >= 0
-    up_layers = layer_of(node_parent[has_up])
-    leaf_up = leaf_parent[leaf_parent >= 0]
-    leaf_up_layers = layer_of(leaf_up)
-    if (up_layers is None and has_up.any()) or (leaf_up_layers is None and len(leaf_up)):
-        found.append("a node's parent is missing")
-        return found
-    if has_up.any() and np.any(up_layers != node_layer[has_up] + 1):
-        found.append("a node is not one layer below its parent")
-    if len(leaf_up) and np.any(leaf_up_layers != 1):
-        found.append("a leaf hangs from a node above layer 1")
-    if len(node_ids):
-        counts = np.bincount(np.searchsorted(sorted_ids, np.r_[node_parent[has_up], leaf_up]),
-                             minlength=len(sorted_ids))
-        if counts.min() < 1 or counts.max() > max_children:  # 1: a partition's lift
-            found.append(f"a node has {int(counts.min())}..{int(counts.max())} children "
-                         f"(allowed 1..{max_children})")
-    return found

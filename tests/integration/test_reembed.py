@@ -16,7 +16,7 @@ from psirag_kb.ingest import reembed as reembed_module
 from psirag_kb.ingest.distill import distill_static
 from psirag_kb.ingest.embedding import SentenceTransformerEmbedder
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.storage.store import indexed_text
+from psirag_kb.storage.records import indexed_text
 
 TOPICS = [
     "The arctic tern migrates from pole to pole every single year.",
