@@ -7,7 +7,6 @@ import logging
 import shlex
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,11 +15,9 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from psirag_kb import __version__
 from psirag_kb.errors import ModelMismatchError, StoreError
-from psirag_kb.storage import migrations
-from psirag_kb.storage.conversations import create_conversation_tables
-from psirag_kb.storage.migrations import DUPLICATE_FILES, SCHEMA_VERSION
+from psirag_kb.storage import migrations, schema
+from psirag_kb.storage.migrations import DUPLICATE_FILES
 from psirag_kb.storage.records import (
     NOTE_SEP,
     UNAVAILABLE,
@@ -41,16 +38,10 @@ INDEXED_TEXT = ("CASE WHEN coalesce(c.context, '') = '' THEN c.text "
 VECTOR_BATCH = 50_000
 """Chunk vectors read per query when all of them are needed (a tree build)."""
 
-INDEXES = (("chunks_id", "chunks", "id"), ("chunks_file", "chunks", "file_id"),
-           ("files_id", "files", "id"), ("leaves_chunk", "leaves", "chunk_id"),
-           ("nodes_id", "nodes", "id"))
-"""(name, table, column) of each index: id lookups went from 10 to 1.5 ms at 1M chunks."""
-PATH_INDEX = "files_path_unique"
-"""The unique index on files.path (schema 4; version 3 had a plain one named files_path)."""
 MEMORY_LIMIT = "1GB"
+"""DuckDB's buffer pool: it spills beyond this instead of growing with the database."""
 LEAN_MEMORY_LIMIT = "256MB"
 """The buffer pool while a large tree build needs the memory."""
-"""DuckDB's buffer pool: it spills beyond this instead of growing with the database."""
 
 TreeUpdate = Callable[[np.ndarray, np.ndarray, np.ndarray], object]
 """tree_update(added chunk ids, their vectors, removed chunk ids): run inside the transaction of
@@ -160,8 +151,7 @@ class Store(Reports):
     def _migrate(self, model: str, dim_of_model: Callable[[], int]) -> None:
         """Create the schema, or check an existing one against the model name."""
         db = self.db
-        db.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR, value VARCHAR)")
-        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        meta = schema.open_meta(db)
         if meta:
             migrations.refuse_newer(self.path, meta)
             if meta.get("model") != model:
@@ -171,68 +161,18 @@ class Store(Reports):
                     f"[embedding] model = {meta.get('model')!r} or use another --data-dir"
                 )
             self.dim = int(meta["dim"])
-            self._upgrade(int(meta.get("schema_version", "0")), meta)
+            self.rebuild, self.merge_pending = schema.upgrade(
+                db, self.path, self.dim, int(meta.get("schema_version", "0")), meta)
             return
         self.dim = dim = int(dim_of_model())
         self.created = True
         db.execute("BEGIN")
-        db.execute(
-            """CREATE TABLE files (
-                id BIGINT, path VARCHAR, origin VARCHAR, hash VARCHAR, size BIGINT,
-                mtime DOUBLE, state VARCHAR, reason VARCHAR, chunks INTEGER, updated DOUBLE,
-                encoding VARCHAR DEFAULT '')"""
-        )
-        db.execute(
-            f"""CREATE TABLE chunks (
-                id BIGINT, file_id BIGINT, ordinal INTEGER, source VARCHAR,
-                start_char INTEGER, end_char INTEGER, line_first INTEGER, line_last INTEGER,
-                text VARCHAR, hash VARCHAR, vector FLOAT[{dim}], location VARCHAR,
-                context VARCHAR DEFAULT '')"""
-        )
-        db.execute(
-            f"""CREATE TABLE nodes (
-                id BIGINT, parent BIGINT, layer INTEGER, ord INTEGER,
-                vector FLOAT[{dim}], abstract VARCHAR, dirty BOOLEAN,
-                abstract_vector FLOAT[{dim}], label VARCHAR)"""
-        )
-        db.execute("CREATE TABLE leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)")
-        create_conversation_tables(db)
-        db.execute(migrations.REEMBED_TABLE)
-        rows = [
-            ("schema_version", str(SCHEMA_VERSION)),
-            ("model", model),
-            ("dim", str(dim)),
-            ("generation", "0"),
-            ("next_file_id", "1"),
-            ("next_chunk_id", "1"),
-            ("next_node_id", "1"),
-            ("identity", uuid.uuid4().hex),
-            ("release", __version__),
-        ]
-        db.executemany("INSERT INTO meta VALUES (?, ?)", rows)
-        self._index()
+        schema.create(db, model, dim)
         db.execute("COMMIT")
 
-    def _index(self) -> None:
-        """The indexes lookups by id, file and path need (a scan costs O(n) at a million);
-        the one on files.path is unique, once duplicate rows are merged."""
-        for name, table, column in INDEXES:
-            self.db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({column})")
-        if not self.merge_pending:
-            self.db.execute(f"CREATE UNIQUE INDEX IF NOT EXISTS {PATH_INDEX} ON files (path)")
-            self.db.execute("DROP INDEX IF EXISTS files_path")
-
-    def _upgrade(self, version: int, meta: dict[str, str]) -> None:
-        """Migrate an older schema in place (`migrations.migrate`: one transaction, a copy of
-        the file kept until it commits), then create the indexes a migration dropped and
-        record this release as the last to open the database."""
-        step = migrations.migrate(self.db, self.path, self.dim, version)
-        self.rebuild = migrations.pending_rebuilds(self.db) | step.rebuild
-        self.merge_pending = step.merge_pending or meta.get("merge_pending") == "1"
-        self._index()
-        if version >= SCHEMA_VERSION and meta.get("release") != __version__:
-            self.db.execute("DELETE FROM meta WHERE key = 'release'")
-            self.db.execute("INSERT INTO meta VALUES ('release', ?)", [__version__])
+    def create_indexes(self) -> None:
+        """Create the indexes a new table or an altered one lacks (`schema.create_indexes`)."""
+        schema.create_indexes(self.db, self.merge_pending)
 
     @contextmanager
     def lean(self) -> Iterator[None]:
@@ -263,12 +203,6 @@ class Store(Reports):
 
     def _set_meta(self, key: str, value: str) -> None:
         self.db.execute("UPDATE meta SET value = ? WHERE key = ?", [value, key])
-
-    def put_meta(self, key: str, value: str) -> None:
-        """Set a meta value, adding the key when it is new (owner thread)."""
-        with self.transaction() as db:
-            db.execute("DELETE FROM meta WHERE key = ?", [key])
-            db.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
 
     def chunk_files(self) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
         """(chunk ids, row of each chunk's file in the list, the file paths; None for records
@@ -614,7 +548,7 @@ class Store(Reports):
             db.execute("DELETE FROM meta WHERE key = 'merge_pending'")
         self.merge_pending = False
         with self.transaction():  # a separate step: the index sees committed rows only
-            self._index()
+            self.create_indexes()
         log.info("%s: files.path is unique now; %d duplicate file rows (%d chunks) "
                  "merged", self.path, len(drop), len(removed))
         if not drop:

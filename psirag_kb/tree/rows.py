@@ -212,22 +212,22 @@ def _node_columns(live: LiveTree, nodes: dict[str, Any], node_ids: np.ndarray) -
     if len(node_ids):  # rows of one array: no array object built per node
         matrix = np.stack(list(nodes["vector"])).astype(np.float32, copy=False)
         live.vectors = dict(zip(node_ids.tolist(), matrix, strict=True))
-    for column, kind in (("abstract", str), ("label", str), ("abstract_vector", np.ndarray)):
-        values = nodes[column]  # masked where NULL: read the data under the mask once
-        present = ~np.ma.getmaskarray(values)
-        data = np.ma.getdata(values)
-        found = {node: value for node, value in zip(
-            node_ids[present].tolist(), data[present].tolist(), strict=True)
-            if isinstance(value, kind)}
-        if column == "label":
-            live.labels = found
-        elif kind is str:
-            live.abstracts = found
-        else:
-            live.abstract_vectors = {n: np.asarray(v, dtype=np.float32)
-                                     for n, v in found.items()}
+    live.abstracts = {n: v for n, v in _present(nodes["abstract"], node_ids).items()
+                      if isinstance(v, str)}
+    live.labels = {n: v for n, v in _present(nodes["label"], node_ids).items()
+                   if isinstance(v, str)}
+    live.abstract_vectors = {n: np.asarray(v, dtype=np.float32)
+                             for n, v in _present(nodes["abstract_vector"], node_ids).items()
+                             if isinstance(v, np.ndarray)}
     dirty = np.asarray(nodes["dirty"], dtype=object)
     live.dirty = {n for n, d in zip(node_ids.tolist(), dirty.tolist(), strict=True) if d}
+
+
+def _present(values: Any, node_ids: np.ndarray) -> dict[int, Any]:
+    """The values of a column that are not NULL, by node id."""
+    present = ~np.ma.getmaskarray(values)  # masked where NULL: read the data under the mask once
+    data = np.ma.getdata(values)
+    return dict(zip(node_ids[present].tolist(), data[present].tolist(), strict=True))
 
 
 def tree_problems(node_ids: np.ndarray, node_parent: np.ndarray, node_layer: np.ndarray,

