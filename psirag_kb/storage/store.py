@@ -1,4 +1,4 @@
-"""DuckDB schema, migrations and typed reads and writes: the source of truth."""
+"""The knowledge base's DuckDB database, the source of truth: typed reads and writes of its rows."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import numpy as np
 
 from psirag_kb.errors import ModelMismatchError, StoreError
 from psirag_kb.storage import migrations, schema
+from psirag_kb.storage.changes import ChangePlan, write_plan
 from psirag_kb.storage.migrations import DUPLICATE_FILES
 from psirag_kb.storage.records import (
     NOTE_SEP,
@@ -28,6 +29,7 @@ from psirag_kb.storage.records import (
     unavailable_reason,
 )
 from psirag_kb.storage.reports import Reports
+from psirag_kb.storage.sql import scalar
 
 log = logging.getLogger(__name__)
 
@@ -322,174 +324,95 @@ class Store(Reports):
         tree_update: TreeUpdate | None = None,
     ) -> Delta:
         """Write new file states, remove files and update the tree, all in one transaction."""
-        added_ids: list[int] = []
-        added_vectors: list[np.ndarray] = []
-        added_texts: list[str] = []
-        added_paths: list[str | None] = []
-        removed: list[int] = []
         now = time.time()
         with self.transaction() as db:
-            for record in self.records(removals).values():
-                removed.extend(i for i, _ in self.chunk_hashes(record.id))
-                db.execute("DELETE FROM chunks WHERE file_id = ?", [record.id])
-                db.execute("DELETE FROM files WHERE id = ?", [record.id])
-            new_rows: list[tuple] = []
-            kept_rows: list[tuple] = []
-            file_rows: list[tuple] = []
-            records = self.records(change.path for change in changes)
-            unknown = sum(change.path not in records for change in changes)
-            next_file = self._take_ids("next_file_id", unknown) if unknown else 0
-            fresh_count = sum(c.id is None for change in changes for c in change.chunks
-                              if not (change.keep_chunks and change.path in records))
-            next_chunk = self._take_ids("next_chunk_id", fresh_count) if fresh_count else 0
-            for change in changes:
-                record = records.get(change.path)
-                if record is None:
-                    file_id, next_file = next_file, next_file + 1
-                    file_rows.append((file_id, change.path, change.origin, change.hash,
-                                      change.size, change.mtime, change.state, change.reason,
-                                      len(change.chunks), now, change.encoding))
-                elif change.keep_chunks:
-                    db.execute(
-                        "UPDATE files SET state = ?, reason = ?, updated = ? WHERE id = ?",
-                        [change.state, change.reason, now, record.id],
-                    )
-                    continue
-                else:
-                    file_id = record.id
-                    db.execute(
-                        "UPDATE files SET origin = ?, hash = ?, size = ?, mtime = ?, state = ?, "
-                        "reason = ?, chunks = ?, updated = ?, encoding = ? WHERE id = ?",
-                        [change.origin, change.hash, change.size, change.mtime, change.state,
-                         change.reason, len(change.chunks), now, change.encoding, file_id],
-                    )
-                old_ids = {i for i, _ in self.chunk_hashes(file_id)} if record else set()
-                keep = {c.id for c in change.chunks if c.id is not None}
-                if keep - old_ids:  # the chunk to reuse is gone: never point at a missing row
-                    raise StoreError(
-                        f"{change.path}: chunk(s) {sorted(keep - old_ids)[:5]} to keep are no "
-                        "longer the file's; the change was prepared against an older state"
-                    )
-                stale = sorted(old_ids - keep)
-                if stale:
-                    db.execute(
-                        "DELETE FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))", [stale]
-                    )
-                    removed.extend(stale)
-                for chunk in change.chunks:
-                    if chunk.id is None:
-                        chunk.id, next_chunk = next_chunk, next_chunk + 1
-                for chunk in change.chunks:
-                    row = (chunk.id, file_id, chunk.ordinal, chunk.source, chunk.start,
-                           chunk.end, chunk.line_first, chunk.line_last, chunk.text, chunk.hash,
-                           chunk.location, chunk.context)
-                    if chunk.vector is None:
-                        kept_rows.append(row)
-                    else:
-                        new_rows.append(row)
-                        added_ids.append(chunk.id)
-                        added_vectors.append(chunk.vector)
-                        added_texts.append(chunk.indexed)
-                        added_paths.append(change.path if change.origin == "file" else None)
-            if file_rows:
-                self._insert_files(file_rows)
-            if new_rows:
-                self._insert_chunks(new_rows, added_vectors)
-            if kept_rows:
-                self._update_positions(kept_rows)
+            removed = self._remove(db, removals)
+            plan = self._plan(changes, now)
+            write_plan(db, plan, self.dim)
+            removed.extend(plan.stale)
             if tree_update is not None:
                 tree_update(
-                    np.asarray(added_ids, dtype=np.int64), _stack(added_vectors, self.dim),
-                    np.asarray(removed, dtype=np.int64),
+                    np.asarray(plan.added_ids, dtype=np.int64),
+                    _stack(plan.added_vectors, self.dim), np.asarray(removed, dtype=np.int64),
                 )
             generation = self.generation + 1
             self._set_meta("generation", str(generation))
         return Delta(
             generation=generation,
-            added_ids=np.asarray(added_ids, dtype=np.int64),
-            added_vectors=_stack(added_vectors, self.dim),
-            added_texts=added_texts,
+            added_ids=np.asarray(plan.added_ids, dtype=np.int64),
+            added_vectors=_stack(plan.added_vectors, self.dim),
+            added_texts=plan.added_texts,
             removed_ids=np.asarray(removed, dtype=np.int64),
-            added_paths=added_paths,
+            added_paths=plan.added_paths,
         )
 
-    def _columns(self, rows: list[tuple]) -> dict[str, np.ndarray]:
-        """Column arrays for a registered relation of chunk rows."""
-        names = ["id", "file_id", "ordinal", "source", "start_char", "end_char",
-                 "line_first", "line_last", "text", "hash", "location", "context"]
-        columns = {}
-        for index, name in enumerate(names):
-            values = [row[index] for row in rows]
-            if name in ("source", "text", "hash", "location", "context"):
-                columns[name] = np.array(values, dtype=object)
-            elif name in ("start_char", "end_char", "line_first", "line_last"):
-                columns[name] = np.array(
-                    [np.nan if v is None else v for v in values], dtype=np.float64
-                )
+    def _remove(self, db: duckdb.DuckDBPyConnection, paths: Iterable[str]) -> list[int]:
+        """Delete these files and their chunks (inside a transaction); the chunks' ids."""
+        removed: list[int] = []
+        for record in self.records(paths).values():
+            removed.extend(i for i, _ in self.chunk_hashes(record.id))
+            db.execute("DELETE FROM chunks WHERE file_id = ?", [record.id])
+            db.execute("DELETE FROM files WHERE id = ?", [record.id])
+        return removed
+
+    def _plan(self, changes: list[FileChange], now: float) -> ChangePlan:
+        """Allocate the ids of new files and chunks, check the chunks to reuse and build every
+        row of the changes (inside their transaction, after the removals)."""
+        plan = ChangePlan()
+        records = self.records(change.path for change in changes)
+        unknown = sum(change.path not in records for change in changes)
+        next_file = self._take_ids("next_file_id", unknown) if unknown else 0
+        fresh_count = sum(c.id is None for change in changes for c in change.chunks
+                          if not (change.keep_chunks and change.path in records))
+        next_chunk = self._take_ids("next_chunk_id", fresh_count) if fresh_count else 0
+        for change in changes:
+            record = records.get(change.path)
+            if record is None:
+                file_id, next_file = next_file, next_file + 1
+                plan.file_rows.append((file_id, change.path, change.origin, change.hash,
+                                       change.size, change.mtime, change.state, change.reason,
+                                       len(change.chunks), now, change.encoding))
+            elif change.keep_chunks:
+                plan.statements.append((
+                    "UPDATE files SET state = ?, reason = ?, updated = ? WHERE id = ?",
+                    [change.state, change.reason, now, record.id]))
+                continue
             else:
-                columns[name] = np.array(values, dtype=np.int64)
-        return columns
+                file_id = record.id
+                plan.statements.append((
+                    "UPDATE files SET origin = ?, hash = ?, size = ?, mtime = ?, state = ?, "
+                    "reason = ?, chunks = ?, updated = ?, encoding = ? WHERE id = ?",
+                    [change.origin, change.hash, change.size, change.mtime, change.state,
+                     change.reason, len(change.chunks), now, change.encoding, file_id]))
+            old_ids = {i for i, _ in self.chunk_hashes(file_id)} if record else set()
+            self._plan_reuse(plan, change, old_ids)
+            for chunk in change.chunks:
+                if chunk.id is None:
+                    chunk.id, next_chunk = next_chunk, next_chunk + 1
+            plan.add_chunks(change, file_id)
+        return plan
 
-    def _insert_files(self, rows: list[tuple]) -> None:
-        """Bulk insert new file records."""
-        names = ["id", "path", "origin", "hash", "size", "mtime", "state", "reason", "chunks",
-                 "updated", "encoding"]
-        kinds = [np.int64, object, object, object, np.int64, np.float64, object, object,
-                 np.int64, np.float64, object]
-        columns = {name: np.array([row[i] for row in rows], dtype=kind)
-                   for i, (name, kind) in enumerate(zip(names, kinds, strict=True))}
-        self.db.register("new_files", columns)
-        try:
-            self.db.execute(
-                "INSERT INTO files SELECT id, path, origin, hash, size, mtime, state, reason, "
-                "CAST(chunks AS INTEGER), updated, encoding FROM new_files"
+    @staticmethod
+    def _plan_reuse(plan: ChangePlan, change: FileChange, old_ids: set[int]) -> None:
+        """Check that the chunks a change keeps are still its file's, and plan the deletion of
+        the others."""
+        keep = {c.id for c in change.chunks if c.id is not None}
+        if keep - old_ids:  # the chunk to reuse is gone: never point at a missing row
+            raise StoreError(
+                f"{change.path}: chunk(s) {sorted(keep - old_ids)[:5]} to keep are no "
+                "longer the file's; the change was prepared against an older state"
             )
-        finally:
-            self.db.unregister("new_files")
-
-    def _insert_chunks(self, rows: list[tuple], vectors: list[np.ndarray]) -> None:
-        """Bulk insert new chunks with their vectors."""
-        columns = self._columns(rows)
-        vector_column = np.empty(len(vectors), dtype=object)
-        for i, vector in enumerate(vectors):
-            vector_column[i] = np.asarray(vector, dtype=np.float32)
-        columns["vector"] = vector_column
-        self.db.register("new_chunks", columns)
-        try:
-            self.db.execute(
-                f"""INSERT INTO chunks (id, file_id, ordinal, source, start_char, end_char,
-                        line_first, line_last, text, hash, vector, location, context)
-                    SELECT id, file_id, ordinal, source,
-                    CAST(start_char AS INTEGER), CAST(end_char AS INTEGER),
-                    CAST(line_first AS INTEGER), CAST(line_last AS INTEGER), text, hash,
-                    CAST(vector AS FLOAT[{self.dim}]), CAST(location AS VARCHAR),
-                    CAST(context AS VARCHAR) FROM new_chunks"""
-            )
-        finally:
-            self.db.unregister("new_chunks")
-
-    def _update_positions(self, rows: list[tuple]) -> None:
-        """Move kept chunks to their new ordinal, offsets, lines and location (their hash,
-        which covers the context, is the same)."""
-        self.db.register("kept_chunks", self._columns(rows))
-        try:
-            self.db.execute(
-                """UPDATE chunks SET ordinal = k.ordinal,
-                    start_char = CAST(k.start_char AS INTEGER),
-                    end_char = CAST(k.end_char AS INTEGER),
-                    line_first = CAST(k.line_first AS INTEGER),
-                    line_last = CAST(k.line_last AS INTEGER),
-                    location = CAST(k.location AS VARCHAR)
-                   FROM kept_chunks k WHERE chunks.id = k.id"""
-            )
-        finally:
-            self.db.unregister("kept_chunks")
+        stale = sorted(old_ids - keep)
+        if stale:
+            plan.statements.append(
+                ("DELETE FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))", [stale]))
+            plan.stale.extend(stale)
 
     # -- reads ------------------------------------------------------------------------------
 
     def chunk_count(self) -> int:
         """Number of chunks (leaves)."""
-        return int(self.reader().execute("SELECT count(*) FROM chunks").fetchone()[0])
+        return int(scalar(self.reader(), "SELECT count(*) FROM chunks"))
 
     def rename(self, old: str, new: str, name_header: str | None = None) -> Delta | None:
         """Give a file (and its chunks' source) a new path; its leaves stay where they are.
@@ -565,7 +488,7 @@ class Store(Reports):
         """(ids, vectors) of every chunk, ordered by id, filled in batches into one array
         (float16 halves the memory of a large tree build)."""
         ids = self.chunk_ids()
-        out = np.empty((len(ids), self.dim), dtype=dtype)
+        out: np.ndarray = np.empty((len(ids), self.dim), dtype=dtype)
         db = self.reader()
         for start in range(0, len(ids), batch):
             part = ids[start:start + batch]
@@ -653,8 +576,9 @@ class Store(Reports):
                      "SELECT id, path, origin, state, reason, updated FROM files "
                      "WHERE id = ANY(?::BIGINT[])", [sorted({row[1] for row in rows})],
                  ).fetchall()}
-        return {row[0]: Hit(row[0], *files[row[1]][:2], *row[2:7], _location(row[7]),
-                            files[row[1]][2]) for row in rows if row[1] in files}
+        return {row[0]: Hit(row[0], files[row[1]][0], files[row[1]][1], row[2], row[3], row[4],
+                            row[5], row[6], _location(row[7]), files[row[1]][2])
+                for row in rows if row[1] in files}
 
     def texts(self, ids: Iterable[int]) -> dict[int, tuple[str, str]]:
         """(text, header) of chunk ids, by id (one index lookup; unknown ids are left out)."""
@@ -689,4 +613,6 @@ class Store(Reports):
                WHERE file_id = ? AND ordinal BETWEEN ? AND ? ORDER BY ordinal""",
             [file_id, ordinal - max(0, n), ordinal + max(0, n)],
         ).fetchall()
-        return [Hit(r[0], *found, *r[1:6], _location(r[6])) for r in rows]
+        path, origin = found
+        return [Hit(r[0], path, origin, r[1], r[2], r[3], r[4], r[5], _location(r[6]))
+                for r in rows]
