@@ -23,7 +23,9 @@ The current schema is stated once, in `schema.TABLES`: a new database is created
 every migration ends (`schema.upgrade` hands `migrate` its completion) by creating the tables of
 it that the database lacks, so a new table needs no step of its own. A new column needs both: its
 place in `schema.TABLES` and a step that adds it to older databases (a step keeps the DDL of its
-own version: what upgrades an old database must not change when the schema moves on).
+own version: what upgrades an old database must not change when the schema moves on); a column
+no step added is logged at the end of the migration, and tests/integration/test_upgrades.py
+compares an upgraded database with a new one.
 
 `migrate` copies kb.duckdb aside (after a checkpoint) before the first step and removes the copy
 once the transaction committed: a failure rolls every step back (the database is as it was) and a

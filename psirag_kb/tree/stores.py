@@ -637,8 +637,7 @@ class Stores:
     def apply(self, changes: list[FileChange], removals: Iterable[str] = ()) -> Delta:
         """Commit chunks and tree to DuckDB, then bring the derived indexes to the generation."""
         with self.tree_edit():
-            delta = self.store.apply(changes, removals,
-                                         rows.writing(self.store, self.update_tree))
+            delta = self.store.apply(changes, removals, rows.writing(self.store, self.update_tree))
         self.files_written += len(changes)
         self.chunks_written += len(delta.added_ids)
         self.update_derived(delta)
