@@ -275,6 +275,12 @@ class Reembed:
             self.on_switch(self.embedder, dense)
         self.timings |= {"late": len(ids), "lock_wait_s": round(held - waited, 3),
                          "exclusive_s": round(time.perf_counter() - held, 3)}
+        self._after_switch(dense, generation)
+
+    def _after_switch(self, dense: DenseIndex, generation: int) -> None:
+        """Once the switch committed: save the new index, bring BM25 to the generation and
+        rebuild the tree in the background (a derived index that fails is marked stale)."""
+        stores = self.stores
         started = time.perf_counter()
         try:
             dense.save(generation)
@@ -287,7 +293,8 @@ class Reembed:
             stores.mark_stale("bm25", exc)
         stores.start_tree_rebuild()
         self.timings["after_s"] = round(time.perf_counter() - started, 3)
-        log.info("reembed done: %s serves queries now (dimension %d)", self.embedder.name, dim)
+        log.info("reembed done: %s serves queries now (dimension %d)", self.embedder.name,
+                 self.embedder.dim)
 
     def _follow(self, dense: DenseIndex, generation: int) -> None:
         """Bring the new index to the chunks as the switch's transaction has them: add those
