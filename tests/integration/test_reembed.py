@@ -16,6 +16,7 @@ from psirag_kb.ingest import reembed as reembed_module
 from psirag_kb.ingest.distill import distill_static
 from psirag_kb.ingest.embedding import SentenceTransformerEmbedder
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.storage import reembedding
 from psirag_kb.storage.records import indexed_text
 
 TOPICS = [
@@ -98,7 +99,7 @@ def has_new_column(kb: KnowledgeBase) -> bool:
     """Whether chunks has the column of a running reembed's vectors."""
     return bool(kb.stores.store.db.cursor().execute(
         "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'chunks' AND column_name = ?",
-        [reembed_module.COLUMN]).fetchone()[0])
+        [reembedding.COLUMN]).fetchone()[0])
 
 
 def top_path(kb: KnowledgeBase, text: str, mode: str = "dense") -> str:
@@ -166,7 +167,7 @@ def test_a_stopped_reembed_resumes_where_it_was(config, minilm, static_model, tm
         stopped = kb.status()["reembed"]
         assert stopped == {"model": static_model.name, "state": "stopped"}
         done = kb.stores.store.db.cursor().execute(
-            f"SELECT count({reembed_module.COLUMN}) FROM chunks").fetchone()[0]
+            f"SELECT count({reembedding.COLUMN}) FROM chunks").fetchone()[0]
         assert 0 < done < kb.stores.store.chunk_count()
         cursor = int(kb.stores.store.meta()["reembed_cursor"])
         saved = config.data_dir / reembed_module.NEXT_DENSE  # the new index as far as it went
