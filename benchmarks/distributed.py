@@ -112,7 +112,7 @@ def transfer_ms(chunks: int = 256, rounds: int = 20) -> float:
 
     from psirag_kb.ingest.raywork import Outcome
     from psirag_kb.ingest.report import IngestReport
-    from psirag_kb.storage.store import ChunkRow, FileChange
+    from psirag_kb.storage.records import ChunkRow, FileChange
 
     rng = np.random.default_rng(0)
     rows = [ChunkRow(i, "/srv/docs/f.md", 0, 500, 1, 9, "word " * 100, f"{i:064x}",

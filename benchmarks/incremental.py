@@ -32,7 +32,7 @@ from psirag_kb.ingest.corpora import read_records
 from psirag_kb.ingest.embedding import CachedEmbedder, make_embedder
 from psirag_kb.ingest.report import IngestReport
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.storage.store import FileChange
+from psirag_kb.storage.records import FileChange
 
 PROBE_K = 10
 TIMEOUT_S = 60.0

@@ -28,6 +28,7 @@ from scale import Generator, Layout, load_sentences, token_counter, write_docs
 from psirag_kb.config import Config, load_config
 from psirag_kb.ingest.embedding import normalise
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.tree import rows as tree_rows
 
 METHODS = ("keywords", "contrast")
 
@@ -62,7 +63,7 @@ def rewrite(kb: KnowledgeBase, method: str, nodes: set[int]) -> dict[str, float 
             live.dirty.update(nodes)
             live.touched.update(nodes)
             with stores.store.transaction():
-                stores.store.write_tree(live)
+                tree_rows.write_tree(stores.store, live)
 
     stores.writer.call(mark)
     before = dict(stores.tree_index.live.labels)

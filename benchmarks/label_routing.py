@@ -32,6 +32,7 @@ from psirag_kb.abstracts.labels import LABEL_MAX
 from psirag_kb.abstracts.routing import routing
 from psirag_kb.config import Config
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.tree import rows as tree_rows
 from psirag_kb.tree.view import TreeView
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -66,7 +67,7 @@ def relabel(kb: KnowledgeBase, method: str) -> float:
             live.touched.update(live.children)
             live.labels.clear()
             with stores.store.transaction():
-                stores.store.write_tree(live)
+                tree_rows.write_tree(stores.store, live)
 
     stores.writer.call(dirty_all)
     started = time.perf_counter()

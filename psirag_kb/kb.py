@@ -50,6 +50,7 @@ from psirag_kb.storage.conversations import Conversations, StoredTurn
 from psirag_kb.storage.records import Ranking
 from psirag_kb.storage.scope import Scope
 from psirag_kb.storage.store import reembedded_model
+from psirag_kb.tree import rows as tree_rows
 from psirag_kb.tree.drift import repair
 from psirag_kb.tree.stores import Stores
 from psirag_kb.tree.view import TreeView
@@ -499,7 +500,7 @@ class KnowledgeBase:
                                 self.config.tree.pair_mode, tolerance, max_leaves)
                 if report["rebuilt"]:
                     with self.stores.store.transaction():
-                        self.stores.store.write_tree(live)
+                        tree_rows.write_tree(self.stores.store, live)
             return report
 
         report = self.stores.writer.call(run, key="repair-drift")

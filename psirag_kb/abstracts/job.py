@@ -15,6 +15,7 @@ from psirag_kb.abstracts.writers import KeywordAbstractor, LLMAbstractor
 from psirag_kb.backoff import Backoff
 from psirag_kb.errors import LLMError, LLMUnavailable, Ungrounded
 from psirag_kb.llm.hosts import spread
+from psirag_kb.tree import rows as tree_rows
 
 if TYPE_CHECKING:
     from psirag_kb.config import Config
@@ -497,5 +498,5 @@ class AbstractJob:
                     live.dirty.add(node)
                 made += 1
             with stores.store.transaction():
-                stores.store.write_tree(live)
+                tree_rows.write_tree(stores.store, live)
         return made

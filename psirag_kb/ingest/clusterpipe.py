@@ -19,7 +19,7 @@ from psirag_kb.ingest.pipeline import Prepared
 from psirag_kb.ingest.raywork import Batch, Outcome
 from psirag_kb.ingest.reading import Known
 from psirag_kb.ingest.report import IngestReport
-from psirag_kb.storage.store import FileChange, FileRecord
+from psirag_kb.storage.records import FileChange, FileRecord
 
 if TYPE_CHECKING:
     from psirag_kb.storage.store import Store

@@ -14,7 +14,7 @@ import numpy as np
 from psirag_kb.errors import KBError
 from psirag_kb.ingest.chunking import content_hash
 from psirag_kb.ingest.report import IngestReport, Progress
-from psirag_kb.storage.store import ChunkRow, FileChange
+from psirag_kb.storage.records import ChunkRow, FileChange
 
 if TYPE_CHECKING:
     from psirag_kb.tree.stores import Stores

@@ -22,7 +22,7 @@ from psirag_kb.ingest.report import IngestReport, Progress
 from psirag_kb.ingest.vanished import Vanished
 from psirag_kb.ingest.walk import Walker, one_per_file, printable, storable
 from psirag_kb.storage.backup import save_behind
-from psirag_kb.storage.store import ChunkRow, FileChange, FileRecord
+from psirag_kb.storage.records import ChunkRow, FileChange, FileRecord
 from psirag_kb.storage.writer import WriterClosed
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from psirag_kb.storage.store import ChunkRow, FileChange, FileRecord
+from psirag_kb.storage.records import ChunkRow, FileChange, FileRecord
 
 log = logging.getLogger(__name__)
 

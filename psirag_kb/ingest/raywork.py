@@ -17,7 +17,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from psirag_kb.storage.store import FileChange, FileRecord
+from psirag_kb.storage.records import FileChange, FileRecord
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from psirag_kb.ingest.documents import read_document, unread_reason
 from psirag_kb.ingest.formats.bounds import UnpackLimits
 from psirag_kb.ingest.memory import release_free_memory
 from psirag_kb.ingest.pdf import awaits_ocr, tesseract_ready
-from psirag_kb.storage.store import (
+from psirag_kb.storage.records import (
     UNAVAILABLE,
     ChunkRow,
     FileChange,

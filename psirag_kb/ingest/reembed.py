@@ -21,7 +21,7 @@ is rebuilt from the new vectors in the background (queries use the flat retrieve
 its clustering is a function of the embedding space, so the old model's groups would stay and
 the new model's neighbourhoods would be ignored. What was written for a group of chunks still
 describes them, though: the switch keeps every clean abstract by the leaves its node covers
-(`storage/kept.py`), and each node of the new tree that covers exactly the same chunks takes it
+(`tree/kept.py`), and each node of the new tree that covers exactly the same chunks takes it
 back, clean; the other nodes are written again (offline keywords at once, the LLM's by the
 refresher).
 """
@@ -41,8 +41,8 @@ import numpy as np
 
 from psirag_kb.errors import KBError
 from psirag_kb.ingest.embedding import Embedder
+from psirag_kb.storage import reembedding
 from psirag_kb.storage.dense import DenseIndex
-from psirag_kb.storage.store import INDEXED_TEXT, INDEXES
 from psirag_kb.tree import kept
 from psirag_kb.tree.stores import Stores
 
@@ -52,13 +52,8 @@ BATCH = 256
 """Chunks embedded and committed per writer task."""
 NEXT_DENSE = "dense-next"
 """The folder of the new model's hnswlib index while it is built."""
-COLUMN = "reembed_vector"
-"""chunks' column of the new model's vectors while a reembed runs (renamed to `vector` by the
-switch: nothing is copied then)."""
 SAVE_EVERY_S = 60.0
 """Longest work on the new index between two saves of it (a stopped reembed resumes there)."""
-KEYS = ("reembed_model", "reembed_dim", "reembed_cursor", "reembed_started")
-"""meta keys of a running reembed (absent when none runs)."""
 
 
 class ReembedError(KBError):
@@ -111,51 +106,19 @@ class Reembed:
                                    "already")
 
             def record() -> None:
-                with self.stores.store.transaction() as db:
-                    self._new_column(db)
-                    db.execute("DELETE FROM reembed_vectors")
-                    db.execute("DELETE FROM meta WHERE key IN (SELECT unnest(?))", [list(KEYS)])
-                    db.executemany("INSERT INTO meta VALUES (?, ?)", [
-                        ("reembed_model", self.embedder.name),
-                        ("reembed_dim", str(self.embedder.dim)), ("reembed_cursor", "0"),
-                        ("reembed_started", str(time.time()))])
+                reembedding.begin(self.stores.store, self.embedder.name, self.embedder.dim)
                 shutil.rmtree(self.stores.config.data_dir / NEXT_DENSE, ignore_errors=True)
             self.stores.writer.call(record)
-        elif not self._has_column():
-            self.stores.writer.call(self._from_side_table)
+        elif not reembedding.has_column(self.stores.store):
+            self.stores.writer.call(lambda: reembedding.from_side_table(
+                self.stores.store, self.embedder.dim))
         self._rate = (time.time(), self.done())
         self._thread = threading.Thread(target=self._run, name="psirag-reembed", daemon=True)
         self._thread.start()
 
-    def _has_column(self) -> bool:
-        return bool(self.stores.store._read().execute(
-            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'chunks' AND "
-            "column_name = ?", [COLUMN]).fetchone()[0])
-
-    def _new_column(self, db: Any) -> None:
-        """chunks.reembed_vector for the new model's vectors, empty (inside a transaction;
-        DuckDB alters no table an index depends on: they are dropped and made again)."""
-        _drop_chunk_indexes(db)
-        db.execute(f"ALTER TABLE chunks DROP COLUMN IF EXISTS {COLUMN}")
-        db.execute(f"ALTER TABLE chunks ADD COLUMN {COLUMN} FLOAT[{int(self.embedder.dim)}]")
-        self.stores.store._index()
-
-    def _from_side_table(self) -> None:
-        """A reembed begun by the release that kept new vectors in `reembed_vectors`: they
-        move to the column (writer)."""
-        with self.stores.store.transaction() as db:
-            self._new_column(db)
-            db.execute(f"UPDATE chunks SET {COLUMN} = CAST(r.vector AS "
-                       f"FLOAT[{int(self.embedder.dim)}]) FROM reembed_vectors r "
-                       "WHERE chunks.id = r.id")
-            db.execute("DELETE FROM reembed_vectors")
-
     def done(self) -> int:
         """Chunks that have their new vector."""
-        if not self._has_column():
-            return 0
-        db = self.stores.store.db.cursor()
-        return int(db.execute(f"SELECT count({COLUMN}) FROM chunks").fetchone()[0])
+        return reembedding.done(self.stores.store)
 
     def status(self) -> dict[str, Any]:
         """{"model", "state", "done", "total", "rate", "eta_s"} for `status` ({"model",
@@ -191,15 +154,7 @@ class Reembed:
         """Stop, and drop the new vectors and the partial new index: the old model stays."""
         self.stop()
 
-        def drop() -> None:
-            with self.stores.store.transaction() as db:
-                if self._has_column():
-                    _drop_chunk_indexes(db)
-                    db.execute(f"ALTER TABLE chunks DROP COLUMN {COLUMN}")
-                    self.stores.store._index()
-                db.execute("DELETE FROM reembed_vectors")
-                db.execute("DELETE FROM meta WHERE key IN (SELECT unnest(?))", [list(KEYS)])
-        self.stores.writer.call(drop)
+        self.stores.writer.call(lambda: reembedding.drop(self.stores.store))
         shutil.rmtree(self.stores.config.data_dir / NEXT_DENSE, ignore_errors=True)
         self.state = "cancelled"
         log.info("reembed to %s cancelled; the knowledge base keeps its model",
@@ -235,49 +190,23 @@ class Reembed:
     def _cursor(self) -> int:
         return int(self.stores.store.meta().get("reembed_cursor", "0"))
 
-    def _texts_after(self, cursor: int, limit: int | None) -> tuple[np.ndarray, list[str]]:
-        """(ids, indexed texts) of the chunks after the cursor, in id order."""
-        db = self.stores.store._read()
-        sql = f"SELECT c.id, {INDEXED_TEXT} FROM chunks c WHERE c.id > ? ORDER BY c.id"
-        rows = db.execute(sql + (f" LIMIT {int(limit)}" if limit else ""), [cursor]).fetchall()
-        return np.asarray([r[0] for r in rows], np.int64), [r[1] for r in rows]
-
     def _batch(self, dense: DenseIndex) -> bool:
         """Embed and store the next batch and add it to the new index; False when the cursor
         is past the last chunk."""
-        ids, texts = self._texts_after(self._cursor(), BATCH)
+        ids, texts = reembedding.texts_after(self.stores.store, self._cursor(), BATCH)
         if not len(ids):
             return False
         started = time.perf_counter()
         vectors = self.embedder.embed(texts)
         stored = time.perf_counter()
-        self.stores.writer.call(lambda: self._store(ids, vectors))
+        self.stores.writer.call(lambda: reembedding.store_batch(
+            self.stores.store, ids, vectors, self.embedder.dim))
         added = time.perf_counter()
         self._add(dense, ids, vectors)
         for key, seconds in (("embed_s", stored - started), ("store_s", added - stored),
                              ("add_s", time.perf_counter() - added)):
             self.timings[key] = round(self.timings.get(key, 0.0) + seconds, 2)
         return True
-
-    def _store(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        """Store new vectors and move the cursor past them, in one transaction (writer)."""
-        with self.stores.store.transaction() as db:
-            self._insert(db, ids, vectors)
-            db.execute("UPDATE meta SET value = ? WHERE key = 'reembed_cursor'",
-                       [str(int(ids[-1]))])
-
-    def _insert(self, db: Any, ids: np.ndarray, vectors: np.ndarray) -> None:
-        column = np.empty(len(ids), dtype=object)
-        for row, vector in enumerate(np.asarray(vectors, np.float32)):
-            column[row] = vector
-        db.register("new_vectors", {"id": ids, "vector": column})
-        try:
-            db.execute(f"UPDATE chunks SET {COLUMN} = CAST(n.vector AS "
-                       f"FLOAT[{int(self.embedder.dim)}]) FROM new_vectors n "
-                       "WHERE chunks.id = n.id AND chunks.id BETWEEN ? AND ?",  # row groups
-                       [int(ids.min()), int(ids.max())])  # of other ids are skipped unread
-        finally:
-            db.unregister("new_vectors")
 
     # -- the new index, built as the vectors come and saved as it grows ----------------------
 
@@ -292,24 +221,13 @@ class Reembed:
             shutil.rmtree(folder, ignore_errors=True)
             dense = DenseIndex(folder, self.embedder.dim)
         dense.identity = store.identity
-        covered = max(dense.generation, 0)
-        db = store._read()
-        while True:
-            data = db.execute(f"SELECT id, {COLUMN} AS vector FROM chunks WHERE id > ? AND "
-                              f"{COLUMN} IS NOT NULL ORDER BY id LIMIT 10000",
-                              [covered]).fetchnumpy()
-            ids = np.asarray(data["id"], np.int64)
-            if not len(ids):
-                break
-            self._add(dense, ids, np.stack(list(data["vector"])).astype(np.float32))
-            covered = int(ids[-1])
+        for ids, vectors in reembedding.stored_after(store, max(dense.generation, 0)):
+            self._add(dense, ids, vectors)
         return dense
 
     def _add(self, dense: DenseIndex, ids: np.ndarray, vectors: np.ndarray) -> None:
         """Add vectors to the new index (not serving yet: nothing searches it)."""
-        dense._reserve(len(ids))
-        dense.index.add_items(np.asarray(vectors, np.float32), ids)
-        dense._live += len(ids)
+        dense.add_before_serving(ids, vectors)
         dense.memory_generation = int(ids[-1])
         self.added += len(ids)
 
@@ -326,7 +244,7 @@ class Reembed:
         model; the new index follows the chunks inside it. Questions wait only for the commit
         and the swap of the index and the embedders."""
         stores, store = self.stores, self.stores.store
-        ids, texts = self._texts_after(self._cursor(), None)
+        ids, texts = reembedding.texts_after(store, self._cursor(), None)
         late = self.embedder.embed(texts) if texts else None
         dim = self.embedder.dim
         generation = store.generation + 1
@@ -334,32 +252,15 @@ class Reembed:
         with contextlib.ExitStack() as questions_out:
             with store.transaction() as db:
                 if late is not None:
-                    self._insert(db, ids, late)
-                missing = db.execute(f"SELECT count(*) FROM chunks WHERE {COLUMN} IS NULL"
-                                     ).fetchone()[0]
+                    reembedding.insert(db, ids, late, dim)
+                missing = reembedding.missing(db)
                 if missing:
                     raise ReembedError(f"{missing} chunks have no new vector; the reembed "
                                        "goes on")
                 self.kept = kept.save(db, stores.tree_index.live)
-                for name, table, _ in INDEXES:
-                    if table in ("chunks", "nodes"):
-                        db.execute(f"DROP INDEX IF EXISTS {name}")
-                db.execute("ALTER TABLE chunks DROP COLUMN vector")
-                db.execute(f"ALTER TABLE chunks RENAME COLUMN {COLUMN} TO vector")
-                db.execute("DELETE FROM leaves")
-                db.execute("DELETE FROM nodes")
-                db.execute("ALTER TABLE nodes DROP COLUMN vector")
-                db.execute("ALTER TABLE nodes DROP COLUMN abstract_vector")
-                db.execute(f"ALTER TABLE nodes ADD COLUMN vector FLOAT[{dim}]")
-                db.execute(f"ALTER TABLE nodes ADD COLUMN abstract_vector FLOAT[{dim}]")
-                db.execute("DELETE FROM meta WHERE key IN (SELECT unnest(?))",
-                           [[*KEYS, "model", "dim", "model_by"]])
-                db.executemany("INSERT INTO meta VALUES (?, ?)",
-                               [("model", self.embedder.name), ("dim", str(dim)),
-                                ("model_by", "reembed")])
-                db.execute("UPDATE meta SET value = ? WHERE key = 'generation'",
-                           [str(generation)])
-                store._index()
+                reembedding.swap_columns(db, dim)
+                reembedding.name_model(db, self.embedder.name, dim, generation)
+                store.create_indexes()
                 self._follow(dense, generation)
                 self.timings["transaction_s"] = round(time.perf_counter() - started, 3)
                 waited = time.perf_counter()
@@ -368,14 +269,18 @@ class Reembed:
             # committed: the new model is the knowledge base's; swap the index and embedders
             store.dim = stores.dim = dim
             old = stores.dense
-            dense.folder = old.folder
-            dense._file = old.folder / "dense.hnsw"
-            dense._generation_file = old.folder / "dense.generation"
+            dense.move(old.folder)
             stores.dense = dense
             stores.load_tree()  # none is stored: an empty one, "missing" until rebuilt
             self.on_switch(self.embedder, dense)
         self.timings |= {"late": len(ids), "lock_wait_s": round(held - waited, 3),
                          "exclusive_s": round(time.perf_counter() - held, 3)}
+        self._after_switch(dense, generation)
+
+    def _after_switch(self, dense: DenseIndex, generation: int) -> None:
+        """Once the switch committed: save the new index, bring BM25 to the generation and
+        rebuild the tree in the background (a derived index that fails is marked stale)."""
+        stores = self.stores
         started = time.perf_counter()
         try:
             dense.save(generation)
@@ -388,7 +293,8 @@ class Reembed:
             stores.mark_stale("bm25", exc)
         stores.start_tree_rebuild()
         self.timings["after_s"] = round(time.perf_counter() - started, 3)
-        log.info("reembed done: %s serves queries now (dimension %d)", self.embedder.name, dim)
+        log.info("reembed done: %s serves queries now (dimension %d)", self.embedder.name,
+                 self.embedder.dim)
 
     def _follow(self, dense: DenseIndex, generation: int) -> None:
         """Bring the new index to the chunks as the switch's transaction has them: add those
@@ -400,14 +306,7 @@ class Reembed:
         dense.memory_generation = generation - 1
         dense.apply(generation, more, store.vectors(more), np.setdiff1d(held, now),
                     save=False)
-        dense._live = len(now)
-
-
-def _drop_chunk_indexes(db: Any) -> None:
-    """Drop the indexes on chunks (made again by `Store._index`)."""
-    for name, table, _ in INDEXES:
-        if table == "chunks":
-            db.execute(f"DROP INDEX IF EXISTS {name}")
+        dense.recount(len(now))
 
 
 def model_name(name_or_path: str) -> str:

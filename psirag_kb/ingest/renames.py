@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from psirag_kb.ingest.context import file_title, fit
 from psirag_kb.ingest.reading import path_hash
 from psirag_kb.ingest.report import IngestReport
-from psirag_kb.storage.store import FileRecord
+from psirag_kb.storage.records import FileRecord
 
 if TYPE_CHECKING:
     from psirag_kb.config import Config

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from psirag_kb.ingest.report import IngestReport
 from psirag_kb.paths import inside
-from psirag_kb.storage.store import UNAVAILABLE, FileRecord
+from psirag_kb.storage.records import UNAVAILABLE, FileRecord
 
 if TYPE_CHECKING:
     from psirag_kb.config import Config

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from psirag_kb.ingest.documents import link_inside, link_outside
 from psirag_kb.ingest.report import IngestReport
 from psirag_kb.paths import inside, resolved
-from psirag_kb.storage.store import FileChange
+from psirag_kb.storage.records import FileChange
 
 if TYPE_CHECKING:
     from psirag_kb.config import Config

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from psirag_kb.ingest.formats import join_locations, same_place
-from psirag_kb.storage.store import Hit
+from psirag_kb.storage.records import Hit
 
 MARGIN = 2
 """A merging query ranks this many times k chunks, so k places remain after merging."""

@@ -185,6 +185,23 @@ class DenseIndex:
             return None
         return self._file, self._generation_file
 
+    def add_before_serving(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        """Add vectors to an index nothing searches yet (the one a reembed builds): no lock is
+        taken; the caller sets `memory_generation`."""
+        self._reserve(len(ids))
+        self.index.add_items(np.asarray(vectors, np.float32), ids)
+        self._live += len(ids)
+
+    def recount(self, live: int) -> None:
+        """Set how many vectors are live (after a change that deleted ids it cannot count)."""
+        self._live = live
+
+    def move(self, folder: Path) -> None:
+        """Save into `folder` from now on (what is in memory stays)."""
+        self.folder = Path(folder)
+        self._file = self.folder / "dense.hnsw"
+        self._generation_file = self.folder / "dense.generation"
+
     def _reserve(self, extra: int) -> None:
         """Grow capacity before adding."""
         needed = self.index.get_current_count() + extra

@@ -17,9 +17,15 @@ what they hold: BM25 and hnswlib are rebuilt as the stores open (recorded in
 meta.rebuild_pending until they are, so a crash repeats it), and the tree's rows are deleted in
 the migration's transaction, so the daemon builds a new one while queries use the flat
 retrievers. DuckDB alters no table an index depends on: drop the table's indexes first with
-`step.drop_indexes("chunks")`; every index is created again after the migration commits. A new
-database is created by `Store` at the current schema directly, so a step that adds a column must
-also be reflected in `Store._migrate`'s CREATE TABLE.
+`step.drop_indexes("chunks")`; every index is created again after the migration commits.
+
+The current schema is stated once, in `schema.TABLES`: a new database is created from it, and
+every migration ends (`schema.upgrade` hands `migrate` its completion) by creating the tables of
+it that the database lacks, so a new table needs no step of its own. A new column needs both: its
+place in `schema.TABLES` and a step that adds it to older databases (a step keeps the DDL of its
+own version: what upgrades an old database must not change when the schema moves on); a column
+no step added is logged at the end of the migration, and tests/integration/test_upgrades.py
+compares an upgraded database with a new one.
 
 `migrate` copies kb.duckdb aside (after a checkpoint) before the first step and removes the copy
 once the transaction committed: a failure rolls every step back (the database is as it was) and a
@@ -164,9 +170,11 @@ def pre_migration_copy(path: Path, version: int) -> Path:
     return path.with_name(f"{path.name}.pre-upgrade-v{version}")
 
 
-def migrate(db: duckdb.DuckDBPyConnection, path: Path, dim: int, version: int) -> Step:
-    """Run every step above `version` in one transaction, with a copy of the file kept until
-    it commits; returns what the steps ask of the caller (rebuilds, a pending merge)."""
+def migrate(db: duckdb.DuckDBPyConnection, path: Path, dim: int, version: int,
+            complete: Callable[[Step], None] | None = None) -> Step:
+    """Run every step above `version`, then `complete` (the current schema's tables), in one
+    transaction, with a copy of the file kept until it commits; returns what the steps ask of
+    the caller (rebuilds, a pending merge)."""
     step = Step(db, path, dim)
     steps = [m for m in MIGRATIONS if m.version > version]
     if not steps:
@@ -186,6 +194,8 @@ def migrate(db: duckdb.DuckDBPyConnection, path: Path, dim: int, version: int) -
             step.rebuild.update(each.rebuild)
             log.info("%s: schema %d -> %d (%s)", path, each.version - 1, each.version,
                      each.name)
+        if complete is not None:
+            complete(step)
         if "tree" in step.rebuild:  # a tree missing at loading is rebuilt from the chunks
             db.execute("DELETE FROM leaves")
             db.execute("DELETE FROM nodes")
@@ -258,7 +268,7 @@ def _one_row_per_path(step: Step) -> None:
 
 @migration(5, "conversations")
 def _conversations(step: Step) -> None:
-    """The conversations and turns tables (`storage/conversations.py`), empty (issue 32)."""
+    """The conversations and turns tables (`storage/conversations.py`), empty."""
     from psirag_kb.storage.conversations import create_conversation_tables
 
     create_conversation_tables(step.db)
@@ -285,21 +295,17 @@ def _release(step: Step) -> None:
 def _reembed_vectors(step: Step) -> None:
     """reembed_vectors holds each chunk's vector from the model a running `reembed` moves to
     (empty when none runs; see ingest/reembed.py)."""
-    step.db.execute(REEMBED_TABLE)
+    step.db.execute("CREATE TABLE IF NOT EXISTS reembed_vectors (id BIGINT, vector FLOAT[])")
 
 
 @migration(8, "file encodings")
 def _encodings(step: Step) -> None:
     """files.encoding: the character encoding a text file was decoded from ('' for every file
-    there is; a text file's is recorded when it is next read; issue 35)."""
+    there is; a text file's is recorded when it is next read)."""
     if not step.has_column("files", "encoding"):
         step.drop_indexes("files")
         step.db.execute("ALTER TABLE files ADD COLUMN encoding VARCHAR DEFAULT ''")
 
-
-REEMBED_TABLE = "CREATE TABLE IF NOT EXISTS reembed_vectors (id BIGINT, vector FLOAT[])"
-"""The new model's vectors by chunk id, while a reembed runs (a list: its dimension may
-differ)."""
 
 SCHEMA_VERSION = schema_version()
 """2: chunks.location. 3: chunks.context. 4: one row per files.path, meta.identity.

@@ -1,4 +1,4 @@
-"""DuckDB schema, migrations and typed reads and writes: the source of truth."""
+"""The knowledge base's DuckDB database, the source of truth: typed reads and writes of its rows."""
 
 from __future__ import annotations
 
@@ -7,23 +7,29 @@ import logging
 import shlex
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import numpy as np
 
-from psirag_kb import __version__
 from psirag_kb.errors import ModelMismatchError, StoreError
-from psirag_kb.storage import migrations
-from psirag_kb.storage.conversations import create_conversation_tables
-from psirag_kb.storage.migrations import DUPLICATE_FILES, SCHEMA_VERSION
-from psirag_kb.tree import kept
-from psirag_kb.tree.live import LeafLookup, LiveTree
+from psirag_kb.storage import migrations, schema
+from psirag_kb.storage.changes import ChangePlan, write_plan
+from psirag_kb.storage.migrations import DUPLICATE_FILES
+from psirag_kb.storage.records import (
+    NOTE_SEP,
+    UNAVAILABLE,
+    Delta,
+    FileChange,
+    FileRecord,
+    Hit,
+    unavailable_reason,
+)
+from psirag_kb.storage.reports import Reports
+from psirag_kb.storage.sql import scalar
 
 log = logging.getLogger(__name__)
 
@@ -34,30 +40,15 @@ INDEXED_TEXT = ("CASE WHEN coalesce(c.context, '') = '' THEN c.text "
 VECTOR_BATCH = 50_000
 """Chunk vectors read per query when all of them are needed (a tree build)."""
 
-INDEXES = (("chunks_id", "chunks", "id"), ("chunks_file", "chunks", "file_id"),
-           ("files_id", "files", "id"), ("leaves_chunk", "leaves", "chunk_id"),
-           ("nodes_id", "nodes", "id"))
-"""(name, table, column) of each index: id lookups went from 10 to 1.5 ms at 1M chunks."""
-PATH_INDEX = "files_path_unique"
-"""The unique index on files.path (schema 4; version 3 had a plain one named files_path)."""
-UNAVAILABLE = "unavailable"
-"""The state of an indexed file whose folder vanished: its chunks stay searchable."""
-NOTE_SEP = "\nnote: "
-"""Between an unavailable file's reason and the note it had while indexed (kept for its return)."""
-
 MEMORY_LIMIT = "1GB"
+"""DuckDB's buffer pool: it spills beyond this instead of growing with the database."""
 LEAN_MEMORY_LIMIT = "256MB"
 """The buffer pool while a large tree build needs the memory."""
-"""DuckDB's buffer pool: it spills beyond this instead of growing with the database."""
 
-TreeUpdate = Callable[[np.ndarray, np.ndarray, np.ndarray], "LiveTree | None"]
-"""tree_update(added chunk ids, their vectors, removed chunk ids) -> the tree to write."""
-
-
-def indexed_text(context: str | None, text: str) -> str:
-    """What the dense and BM25 indexes see of a chunk: its context header, a newline, its text
-    (the text alone without a header)."""
-    return f"{context}\n{text}" if context else text
+TreeUpdate = Callable[[np.ndarray, np.ndarray, np.ndarray], object]
+"""tree_update(added chunk ids, their vectors, removed chunk ids): run inside the transaction of
+a change, after its chunk rows; it updates the tree and writes the tree's rows (what it returns
+is ignored)."""
 
 
 def reembedded_model(path: Path) -> str | None:
@@ -86,108 +77,6 @@ def _stack(vectors: list[np.ndarray], dim: int) -> np.ndarray:
     return np.stack(vectors).astype(np.float32)
 
 
-@dataclass(frozen=True)
-class FileRecord:
-    """One file (or benchmark corpus) known to the knowledge base."""
-
-    id: int
-    path: str
-    origin: str
-    hash: str
-    size: int
-    mtime: float
-    state: str
-    reason: str
-    chunks: int
-
-
-@dataclass
-class ChunkRow:
-    """A chunk as it should be after a change: kept (id set) or new (vector set)."""
-
-    ordinal: int
-    source: str
-    start: int | None
-    end: int | None
-    line_first: int | None
-    line_last: int | None
-    text: str
-    hash: str
-    id: int | None = None
-    vector: np.ndarray | None = None
-    location: str | None = None
-    """Where the chunk is in its document, as JSON ({"page": 4}); None for text files."""
-    context: str = ""
-    """The header embedded and indexed with the text, never shown: "Title > Heading"."""
-
-    @property
-    def indexed(self) -> str:
-        """The text the embedder and BM25 see (`indexed_text`)."""
-        return indexed_text(self.context, self.text)
-
-
-@dataclass
-class FileChange:
-    """The new state of one file: its record and the full list of its chunks."""
-
-    path: str
-    origin: str
-    hash: str
-    size: int
-    mtime: float
-    state: str
-    reason: str = ""
-    chunks: list[ChunkRow] = field(default_factory=list)
-    keep_chunks: bool = False
-    """Only record the state; leave the file's previous chunks as they are (a failed re-read)."""
-    encoding: str = ""
-    """The character encoding a text file was decoded from ("" for other documents)."""
-
-
-@dataclass
-class Delta:
-    """What a committed write changed, for the derived indexes."""
-
-    generation: int
-    added_ids: np.ndarray
-    added_vectors: np.ndarray
-    added_texts: list[str]
-    removed_ids: np.ndarray
-    added_paths: list[str | None] = field(default_factory=list)
-    """The file of each added chunk (None for a corpus record), for the BM25 index's scopes."""
-    moved: list[tuple[int, str, str]] = field(default_factory=list)
-    """(chunk id, text, new path) of chunks whose file was renamed: only their path changed."""
-
-
-def restored_note(reason: str) -> str:
-    """The note an unavailable file had while indexed ('' for none)."""
-    return reason.partition(NOTE_SEP)[2]
-
-
-def unavailable_reason(reason: str) -> str:
-    """Why a file is unavailable, without the note kept for its return."""
-    return reason.partition(NOTE_SEP)[0]
-
-
-@dataclass(frozen=True)
-class Hit:
-    """A chunk with everything a result needs."""
-
-    id: int
-    path: str
-    origin: str
-    source: str
-    ordinal: int
-    line_first: int | None
-    line_last: int | None
-    text: str
-    location: dict[str, Any] | None = None
-    """Where the chunk is in its document ({"slide": 3}), None for text files and old chunks."""
-    unavailable: dict[str, Any] | None = None
-    """{"since": time, "reason": why} when the chunk's file is unavailable (its folder
-    vanished), else None."""
-
-
 def _unavailable(state: str, reason: str | None, since: float | None) -> dict[str, Any] | None:
     """A hit's `unavailable` value from its file's row."""
     if state != UNAVAILABLE:
@@ -206,7 +95,7 @@ def _location(value: str | None) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-class Store:
+class Store(Reports):
     """The knowledge base's DuckDB database (one writer process, one writer thread).
 
     The owner thread writes through `db`; every other thread reads through a cursor of its own,
@@ -264,8 +153,7 @@ class Store:
     def _migrate(self, model: str, dim_of_model: Callable[[], int]) -> None:
         """Create the schema, or check an existing one against the model name."""
         db = self.db
-        db.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR, value VARCHAR)")
-        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        meta = schema.open_meta(db)
         if meta:
             migrations.refuse_newer(self.path, meta)
             if meta.get("model") != model:
@@ -275,68 +163,18 @@ class Store:
                     f"[embedding] model = {meta.get('model')!r} or use another --data-dir"
                 )
             self.dim = int(meta["dim"])
-            self._upgrade(int(meta.get("schema_version", "0")), meta)
+            self.rebuild, self.merge_pending = schema.upgrade(
+                db, self.path, self.dim, int(meta.get("schema_version", "0")), meta)
             return
         self.dim = dim = int(dim_of_model())
         self.created = True
         db.execute("BEGIN")
-        db.execute(
-            """CREATE TABLE files (
-                id BIGINT, path VARCHAR, origin VARCHAR, hash VARCHAR, size BIGINT,
-                mtime DOUBLE, state VARCHAR, reason VARCHAR, chunks INTEGER, updated DOUBLE,
-                encoding VARCHAR DEFAULT '')"""
-        )
-        db.execute(
-            f"""CREATE TABLE chunks (
-                id BIGINT, file_id BIGINT, ordinal INTEGER, source VARCHAR,
-                start_char INTEGER, end_char INTEGER, line_first INTEGER, line_last INTEGER,
-                text VARCHAR, hash VARCHAR, vector FLOAT[{dim}], location VARCHAR,
-                context VARCHAR DEFAULT '')"""
-        )
-        db.execute(
-            f"""CREATE TABLE nodes (
-                id BIGINT, parent BIGINT, layer INTEGER, ord INTEGER,
-                vector FLOAT[{dim}], abstract VARCHAR, dirty BOOLEAN,
-                abstract_vector FLOAT[{dim}], label VARCHAR)"""
-        )
-        db.execute("CREATE TABLE leaves (chunk_id BIGINT, parent BIGINT, ord INTEGER)")
-        create_conversation_tables(db)
-        db.execute(migrations.REEMBED_TABLE)
-        rows = [
-            ("schema_version", str(SCHEMA_VERSION)),
-            ("model", model),
-            ("dim", str(dim)),
-            ("generation", "0"),
-            ("next_file_id", "1"),
-            ("next_chunk_id", "1"),
-            ("next_node_id", "1"),
-            ("identity", uuid.uuid4().hex),
-            ("release", __version__),
-        ]
-        db.executemany("INSERT INTO meta VALUES (?, ?)", rows)
-        self._index()
+        schema.create(db, model, dim)
         db.execute("COMMIT")
 
-    def _index(self) -> None:
-        """The indexes lookups by id, file and path need (a scan costs O(n) at a million);
-        the one on files.path is unique, once duplicate rows are merged."""
-        for name, table, column in INDEXES:
-            self.db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({column})")
-        if not self.merge_pending:
-            self.db.execute(f"CREATE UNIQUE INDEX IF NOT EXISTS {PATH_INDEX} ON files (path)")
-            self.db.execute("DROP INDEX IF EXISTS files_path")
-
-    def _upgrade(self, version: int, meta: dict[str, str]) -> None:
-        """Migrate an older schema in place (`migrations.migrate`: one transaction, a copy of
-        the file kept until it commits), then create the indexes a migration dropped and
-        record this release as the last to open the database."""
-        step = migrations.migrate(self.db, self.path, self.dim, version)
-        self.rebuild = migrations.pending_rebuilds(self.db) | step.rebuild
-        self.merge_pending = step.merge_pending or meta.get("merge_pending") == "1"
-        self._index()
-        if version >= SCHEMA_VERSION and meta.get("release") != __version__:
-            self.db.execute("DELETE FROM meta WHERE key = 'release'")
-            self.db.execute("INSERT INTO meta VALUES ('release', ?)", [__version__])
+    def create_indexes(self) -> None:
+        """Create the indexes a new table or an altered one lacks (`schema.create_indexes`)."""
+        schema.create_indexes(self.db, self.merge_pending)
 
     @contextmanager
     def lean(self) -> Iterator[None]:
@@ -351,7 +189,7 @@ class Store:
         """Close the connection."""
         self.db.close()
 
-    def _read(self) -> duckdb.DuckDBPyConnection:
+    def reader(self) -> duckdb.DuckDBPyConnection:
         """The connection for reads: `db` on the owner thread, else a new cursor (about 10 us),
         closed when the caller drops it. A cursor kept per thread would outlive its request
         on a pooled thread (the API's, the MCP server's) and block CHECKPOINT."""
@@ -362,22 +200,16 @@ class Store:
     # -- meta -------------------------------------------------------------------------------
 
     def _meta(self, key: str) -> str:
-        row = self._read().execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        row = self.reader().execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
         return row[0] if row else ""
 
     def _set_meta(self, key: str, value: str) -> None:
         self.db.execute("UPDATE meta SET value = ? WHERE key = ?", [value, key])
 
-    def put_meta(self, key: str, value: str) -> None:
-        """Set a meta value, adding the key when it is new (owner thread)."""
-        with self.transaction() as db:
-            db.execute("DELETE FROM meta WHERE key = ?", [key])
-            db.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
-
     def chunk_files(self) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
         """(chunk ids, row of each chunk's file in the list, the file paths; None for records
         of a corpus): every chunk's file, read as arrays."""
-        db = self._read()
+        db = self.reader()
         files = db.execute("SELECT id, path, origin FROM files ORDER BY id").fetchall()
         chunks = db.execute("SELECT id, file_id FROM chunks ORDER BY id").fetchnumpy()
         file_ids = np.asarray([f[0] for f in files], np.int64)
@@ -387,7 +219,7 @@ class Store:
 
     def chunk_paths(self, ids: np.ndarray) -> dict[int, str | None]:
         """The file path of each of these chunks (None for records of a corpus)."""
-        rows = self._read().execute(
+        rows = self.reader().execute(
             """SELECT c.id, f.path, f.origin FROM chunks c JOIN files f ON c.file_id = f.id
                WHERE c.id IN (SELECT unnest(?))""", [np.asarray(ids, np.int64).tolist()]
         ).fetchall()
@@ -429,7 +261,7 @@ class Store:
 
     def file(self, path: str) -> FileRecord | None:
         """The record of one path, if known."""
-        row = self._read().execute(
+        row = self.reader().execute(
             "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
             "WHERE path = ?",
             [path],
@@ -441,7 +273,7 @@ class Store:
         paths = list(paths)
         if not paths:
             return {}
-        rows = self._read().execute(
+        rows = self.reader().execute(
             "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
             "WHERE path IN (SELECT unnest(?::VARCHAR[]))",
             [paths],
@@ -455,12 +287,12 @@ class Store:
         if under is not None:
             sql += " WHERE path = ? OR starts_with(path, ?)"
             params = [under, under.rstrip("/") + "/"]
-        rows = self._read().execute(sql + " ORDER BY path", params).fetchall()
+        rows = self.reader().execute(sql + " ORDER BY path", params).fetchall()
         return [FileRecord(*row) for row in rows]
 
     def chunk_hashes(self, file_id: int) -> list[tuple[int, str]]:
         """(chunk id, hash) of a file's chunks, in order."""
-        return self._read().execute(
+        return self.reader().execute(
             "SELECT id, hash FROM chunks WHERE file_id = ? ORDER BY ordinal", [file_id]
         ).fetchall()
 
@@ -492,176 +324,95 @@ class Store:
         tree_update: TreeUpdate | None = None,
     ) -> Delta:
         """Write new file states, remove files and update the tree, all in one transaction."""
-        added_ids: list[int] = []
-        added_vectors: list[np.ndarray] = []
-        added_texts: list[str] = []
-        added_paths: list[str | None] = []
-        removed: list[int] = []
         now = time.time()
         with self.transaction() as db:
-            for record in self.records(removals).values():
-                removed.extend(i for i, _ in self.chunk_hashes(record.id))
-                db.execute("DELETE FROM chunks WHERE file_id = ?", [record.id])
-                db.execute("DELETE FROM files WHERE id = ?", [record.id])
-            new_rows: list[tuple] = []
-            kept_rows: list[tuple] = []
-            file_rows: list[tuple] = []
-            records = self.records(change.path for change in changes)
-            unknown = sum(change.path not in records for change in changes)
-            next_file = self._take_ids("next_file_id", unknown) if unknown else 0
-            fresh_count = sum(c.id is None for change in changes for c in change.chunks
-                              if not (change.keep_chunks and change.path in records))
-            next_chunk = self._take_ids("next_chunk_id", fresh_count) if fresh_count else 0
-            for change in changes:
-                record = records.get(change.path)
-                if record is None:
-                    file_id, next_file = next_file, next_file + 1
-                    file_rows.append((file_id, change.path, change.origin, change.hash,
-                                      change.size, change.mtime, change.state, change.reason,
-                                      len(change.chunks), now, change.encoding))
-                elif change.keep_chunks:
-                    db.execute(
-                        "UPDATE files SET state = ?, reason = ?, updated = ? WHERE id = ?",
-                        [change.state, change.reason, now, record.id],
-                    )
-                    continue
-                else:
-                    file_id = record.id
-                    db.execute(
-                        "UPDATE files SET origin = ?, hash = ?, size = ?, mtime = ?, state = ?, "
-                        "reason = ?, chunks = ?, updated = ?, encoding = ? WHERE id = ?",
-                        [change.origin, change.hash, change.size, change.mtime, change.state,
-                         change.reason, len(change.chunks), now, change.encoding, file_id],
-                    )
-                old_ids = {i for i, _ in self.chunk_hashes(file_id)} if record else set()
-                keep = {c.id for c in change.chunks if c.id is not None}
-                if keep - old_ids:  # the chunk to reuse is gone: never point at a missing row
-                    raise StoreError(
-                        f"{change.path}: chunk(s) {sorted(keep - old_ids)[:5]} to keep are no "
-                        "longer the file's; the change was prepared against an older state"
-                    )
-                stale = sorted(old_ids - keep)
-                if stale:
-                    db.execute(
-                        "DELETE FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))", [stale]
-                    )
-                    removed.extend(stale)
-                for chunk in change.chunks:
-                    if chunk.id is None:
-                        chunk.id, next_chunk = next_chunk, next_chunk + 1
-                for chunk in change.chunks:
-                    row = (chunk.id, file_id, chunk.ordinal, chunk.source, chunk.start,
-                           chunk.end, chunk.line_first, chunk.line_last, chunk.text, chunk.hash,
-                           chunk.location, chunk.context)
-                    if chunk.vector is None:
-                        kept_rows.append(row)
-                    else:
-                        new_rows.append(row)
-                        added_ids.append(chunk.id)
-                        added_vectors.append(chunk.vector)
-                        added_texts.append(chunk.indexed)
-                        added_paths.append(change.path if change.origin == "file" else None)
-            if file_rows:
-                self._insert_files(file_rows)
-            if new_rows:
-                self._insert_chunks(new_rows, added_vectors)
-            if kept_rows:
-                self._update_positions(kept_rows)
+            removed = self._remove(db, removals)
+            plan = self._plan(changes, now)
+            write_plan(db, plan, self.dim)
+            removed.extend(plan.stale)
             if tree_update is not None:
-                live = tree_update(
-                    np.asarray(added_ids, dtype=np.int64), _stack(added_vectors, self.dim),
-                    np.asarray(removed, dtype=np.int64),
+                tree_update(
+                    np.asarray(plan.added_ids, dtype=np.int64),
+                    _stack(plan.added_vectors, self.dim), np.asarray(removed, dtype=np.int64),
                 )
-                if live is not None:
-                    self.write_tree(live)
             generation = self.generation + 1
             self._set_meta("generation", str(generation))
         return Delta(
             generation=generation,
-            added_ids=np.asarray(added_ids, dtype=np.int64),
-            added_vectors=_stack(added_vectors, self.dim),
-            added_texts=added_texts,
+            added_ids=np.asarray(plan.added_ids, dtype=np.int64),
+            added_vectors=_stack(plan.added_vectors, self.dim),
+            added_texts=plan.added_texts,
             removed_ids=np.asarray(removed, dtype=np.int64),
-            added_paths=added_paths,
+            added_paths=plan.added_paths,
         )
 
-    def _columns(self, rows: list[tuple]) -> dict[str, np.ndarray]:
-        """Column arrays for a registered relation of chunk rows."""
-        names = ["id", "file_id", "ordinal", "source", "start_char", "end_char",
-                 "line_first", "line_last", "text", "hash", "location", "context"]
-        columns = {}
-        for index, name in enumerate(names):
-            values = [row[index] for row in rows]
-            if name in ("source", "text", "hash", "location", "context"):
-                columns[name] = np.array(values, dtype=object)
-            elif name in ("start_char", "end_char", "line_first", "line_last"):
-                columns[name] = np.array(
-                    [np.nan if v is None else v for v in values], dtype=np.float64
-                )
+    def _remove(self, db: duckdb.DuckDBPyConnection, paths: Iterable[str]) -> list[int]:
+        """Delete these files and their chunks (inside a transaction); the chunks' ids."""
+        removed: list[int] = []
+        for record in self.records(paths).values():
+            removed.extend(i for i, _ in self.chunk_hashes(record.id))
+            db.execute("DELETE FROM chunks WHERE file_id = ?", [record.id])
+            db.execute("DELETE FROM files WHERE id = ?", [record.id])
+        return removed
+
+    def _plan(self, changes: list[FileChange], now: float) -> ChangePlan:
+        """Allocate the ids of new files and chunks, check the chunks to reuse and build every
+        row of the changes (inside their transaction, after the removals)."""
+        plan = ChangePlan()
+        records = self.records(change.path for change in changes)
+        unknown = sum(change.path not in records for change in changes)
+        next_file = self._take_ids("next_file_id", unknown) if unknown else 0
+        fresh_count = sum(c.id is None for change in changes for c in change.chunks
+                          if not (change.keep_chunks and change.path in records))
+        next_chunk = self._take_ids("next_chunk_id", fresh_count) if fresh_count else 0
+        for change in changes:
+            record = records.get(change.path)
+            if record is None:
+                file_id, next_file = next_file, next_file + 1
+                plan.file_rows.append((file_id, change.path, change.origin, change.hash,
+                                       change.size, change.mtime, change.state, change.reason,
+                                       len(change.chunks), now, change.encoding))
+            elif change.keep_chunks:
+                plan.statements.append((
+                    "UPDATE files SET state = ?, reason = ?, updated = ? WHERE id = ?",
+                    [change.state, change.reason, now, record.id]))
+                continue
             else:
-                columns[name] = np.array(values, dtype=np.int64)
-        return columns
+                file_id = record.id
+                plan.statements.append((
+                    "UPDATE files SET origin = ?, hash = ?, size = ?, mtime = ?, state = ?, "
+                    "reason = ?, chunks = ?, updated = ?, encoding = ? WHERE id = ?",
+                    [change.origin, change.hash, change.size, change.mtime, change.state,
+                     change.reason, len(change.chunks), now, change.encoding, file_id]))
+            old_ids = {i for i, _ in self.chunk_hashes(file_id)} if record else set()
+            self._plan_reuse(plan, change, old_ids)
+            for chunk in change.chunks:
+                if chunk.id is None:
+                    chunk.id, next_chunk = next_chunk, next_chunk + 1
+            plan.add_chunks(change, file_id)
+        return plan
 
-    def _insert_files(self, rows: list[tuple]) -> None:
-        """Bulk insert new file records."""
-        names = ["id", "path", "origin", "hash", "size", "mtime", "state", "reason", "chunks",
-                 "updated", "encoding"]
-        kinds = [np.int64, object, object, object, np.int64, np.float64, object, object,
-                 np.int64, np.float64, object]
-        columns = {name: np.array([row[i] for row in rows], dtype=kind)
-                   for i, (name, kind) in enumerate(zip(names, kinds, strict=True))}
-        self.db.register("new_files", columns)
-        try:
-            self.db.execute(
-                "INSERT INTO files SELECT id, path, origin, hash, size, mtime, state, reason, "
-                "CAST(chunks AS INTEGER), updated, encoding FROM new_files"
+    @staticmethod
+    def _plan_reuse(plan: ChangePlan, change: FileChange, old_ids: set[int]) -> None:
+        """Check that the chunks a change keeps are still its file's, and plan the deletion of
+        the others."""
+        keep = {c.id for c in change.chunks if c.id is not None}
+        if keep - old_ids:  # the chunk to reuse is gone: never point at a missing row
+            raise StoreError(
+                f"{change.path}: chunk(s) {sorted(keep - old_ids)[:5]} to keep are no "
+                "longer the file's; the change was prepared against an older state"
             )
-        finally:
-            self.db.unregister("new_files")
-
-    def _insert_chunks(self, rows: list[tuple], vectors: list[np.ndarray]) -> None:
-        """Bulk insert new chunks with their vectors."""
-        columns = self._columns(rows)
-        vector_column = np.empty(len(vectors), dtype=object)
-        for i, vector in enumerate(vectors):
-            vector_column[i] = np.asarray(vector, dtype=np.float32)
-        columns["vector"] = vector_column
-        self.db.register("new_chunks", columns)
-        try:
-            self.db.execute(
-                f"""INSERT INTO chunks (id, file_id, ordinal, source, start_char, end_char,
-                        line_first, line_last, text, hash, vector, location, context)
-                    SELECT id, file_id, ordinal, source,
-                    CAST(start_char AS INTEGER), CAST(end_char AS INTEGER),
-                    CAST(line_first AS INTEGER), CAST(line_last AS INTEGER), text, hash,
-                    CAST(vector AS FLOAT[{self.dim}]), CAST(location AS VARCHAR),
-                    CAST(context AS VARCHAR) FROM new_chunks"""
-            )
-        finally:
-            self.db.unregister("new_chunks")
-
-    def _update_positions(self, rows: list[tuple]) -> None:
-        """Move kept chunks to their new ordinal, offsets, lines and location (their hash,
-        which covers the context, is the same)."""
-        self.db.register("kept_chunks", self._columns(rows))
-        try:
-            self.db.execute(
-                """UPDATE chunks SET ordinal = k.ordinal,
-                    start_char = CAST(k.start_char AS INTEGER),
-                    end_char = CAST(k.end_char AS INTEGER),
-                    line_first = CAST(k.line_first AS INTEGER),
-                    line_last = CAST(k.line_last AS INTEGER),
-                    location = CAST(k.location AS VARCHAR)
-                   FROM kept_chunks k WHERE chunks.id = k.id"""
-            )
-        finally:
-            self.db.unregister("kept_chunks")
+        stale = sorted(old_ids - keep)
+        if stale:
+            plan.statements.append(
+                ("DELETE FROM chunks WHERE id IN (SELECT unnest(?::BIGINT[]))", [stale]))
+            plan.stale.extend(stale)
 
     # -- reads ------------------------------------------------------------------------------
 
     def chunk_count(self) -> int:
         """Number of chunks (leaves)."""
-        return int(self._read().execute("SELECT count(*) FROM chunks").fetchone()[0])
+        return int(scalar(self.reader(), "SELECT count(*) FROM chunks"))
 
     def rename(self, old: str, new: str, name_header: str | None = None) -> Delta | None:
         """Give a file (and its chunks' source) a new path; its leaves stay where they are.
@@ -714,15 +465,13 @@ class Store:
                            [drop])
                 db.execute("DELETE FROM files WHERE id IN (SELECT unnest(?::BIGINT[]))", [drop])
                 if tree_update is not None and len(removed):
-                    live = tree_update(empty, np.zeros((0, self.dim), np.float32), removed)
-                    if live is not None:
-                        self.write_tree(live)
+                    tree_update(empty, np.zeros((0, self.dim), np.float32), removed)
                 generation = self.generation + 1
                 self._set_meta("generation", str(generation))
             db.execute("DELETE FROM meta WHERE key = 'merge_pending'")
         self.merge_pending = False
         with self.transaction():  # a separate step: the index sees committed rows only
-            self._index()
+            self.create_indexes()
         log.info("%s: files.path is unique now; %d duplicate file rows (%d chunks) "
                  "merged", self.path, len(drop), len(removed))
         if not drop:
@@ -731,7 +480,7 @@ class Store:
 
     def chunk_ids(self) -> np.ndarray:
         """Ids of every chunk, ascending."""
-        data = self._read().execute("SELECT id FROM chunks ORDER BY id").fetchnumpy()
+        data = self.reader().execute("SELECT id FROM chunks ORDER BY id").fetchnumpy()
         return np.asarray(data["id"], dtype=np.int64)
 
     def all_vectors(self, dtype: type = np.float32,
@@ -739,8 +488,8 @@ class Store:
         """(ids, vectors) of every chunk, ordered by id, filled in batches into one array
         (float16 halves the memory of a large tree build)."""
         ids = self.chunk_ids()
-        out = np.empty((len(ids), self.dim), dtype=dtype)
-        db = self._read()
+        out: np.ndarray = np.empty((len(ids), self.dim), dtype=dtype)
+        db = self.reader()
         for start in range(0, len(ids), batch):
             part = ids[start:start + batch]
             data = db.execute(
@@ -757,7 +506,7 @@ class Store:
         ids = np.asarray(ids, dtype=np.int64)
         if len(ids) == 0:
             return np.zeros((0, self.dim), np.float32)
-        data = self._read().execute(
+        data = self.reader().execute(
             "SELECT id, vector FROM chunks WHERE id = ANY(?::BIGINT[])",
             [ids.tolist()],
         ).fetchnumpy()
@@ -773,7 +522,7 @@ class Store:
         ids = np.asarray(ids, dtype=np.int64)
         if len(ids) == 0:
             return ids, np.zeros((0, self.dim), np.float32)
-        data = self._read().execute(
+        data = self.reader().execute(
             "SELECT id, vector FROM chunks WHERE id = ANY(?::BIGINT[]) ORDER BY id",
             [ids.tolist()],
         ).fetchnumpy()
@@ -801,7 +550,7 @@ class Store:
             return np.zeros(0, dtype=np.int64)
         tests = " OR ".join(["f.path = ? OR starts_with(f.path, ?)"] * len(paths))
         params = [v for p in paths for v in (p, p.rstrip("/") + "/")]
-        data = self._read().execute(
+        data = self.reader().execute(
             f"""SELECT c.id FROM chunks c JOIN files f ON c.file_id = f.id
                 WHERE f.origin = 'file' AND ({tests}) ORDER BY c.id""", params,
         ).fetchnumpy()
@@ -812,7 +561,7 @@ class Store:
         ids = [int(i) for i in ids]
         if not ids:
             return {}
-        db = self._read()
+        db = self.reader()
         # two index lookups (`= ANY`: 1.0 ms for 5 ids at 1M chunks, a semi-join 4.4 ms, a
         # join with files 3.6 ms more)
         rows = db.execute(
@@ -827,253 +576,30 @@ class Store:
                      "SELECT id, path, origin, state, reason, updated FROM files "
                      "WHERE id = ANY(?::BIGINT[])", [sorted({row[1] for row in rows})],
                  ).fetchall()}
-        return {row[0]: Hit(row[0], *files[row[1]][:2], *row[2:7], _location(row[7]),
-                            files[row[1]][2]) for row in rows if row[1] in files}
+        return {row[0]: Hit(row[0], files[row[1]][0], files[row[1]][1], row[2], row[3], row[4],
+                            row[5], row[6], _location(row[7]), files[row[1]][2])
+                for row in rows if row[1] in files}
 
     def texts(self, ids: Iterable[int]) -> dict[int, tuple[str, str]]:
         """(text, header) of chunk ids, by id (one index lookup; unknown ids are left out)."""
         ids = [int(i) for i in ids]
         if not ids:
             return {}
-        rows = self._read().execute(
+        rows = self.reader().execute(
             "SELECT id, text, coalesce(context, '') FROM chunks WHERE id = ANY(?::BIGINT[])",
             [ids]).fetchall()
         return {row[0]: (row[1], row[2]) for row in rows}
 
-    def state_counts(self, within: Sequence[str] | None = None) -> dict[str, int]:
-        """Number of files per state (only files that are, or lie below, one of the absolute
-        paths `within` when given); "unavailable" only when there are some."""
-        counts = {"indexed": 0, "skipped": 0, "failed": 0}
-        where, params = _below(within)
-        for state, count in self._read().execute(
-            f"SELECT state, count(*) FROM files WHERE {where} GROUP BY state", params
-        ).fetchall():
-            counts[state] = int(count)
-        return counts
-
-    def encodings(self, within: Sequence[str] | None = None) -> dict[str, int]:
-        """Indexed files per legacy encoding they were decoded from (UTF-8 and documents whose
-        readers decode them are left out), only below the absolute paths `within` when given."""
-        where, params = _below(within)
-        rows = self._read().execute(
-            "SELECT encoding, count(*) FROM files WHERE state = 'indexed' AND coalesce(encoding, "
-            f"'') NOT IN ('', 'utf-8') AND {where} GROUP BY encoding ORDER BY encoding", params,
-        ).fetchall()
-        return {encoding: int(count) for encoding, count in rows}
-
-    def problems(self, limit: int = 1000,
-                 within: Sequence[str] | None = None) -> list[FileRecord]:
-        """Skipped and failed files with their reasons, and indexed files with a note (PDF
-        pages that need OCR), only below the absolute paths `within` when given; unavailable
-        files are summed up by `unavailable`."""
-        where, params = _below(within)
-        rows = self._read().execute(
-            "SELECT id, path, origin, hash, size, mtime, state, reason, chunks FROM files "
-            "WHERE state <> 'unavailable' AND (state <> 'indexed' OR coalesce(reason, '') <> '') "
-            f"AND {where} ORDER BY state, path LIMIT ?",
-            [*params, limit],
-        ).fetchall()
-        return [FileRecord(*row) for row in rows]
-
-    def unavailable(self, limit: int = 100,
-                    within: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """Unavailable files grouped by reason: {"reason", "files", "since"}, oldest first (only
-        below the absolute paths `within` when given)."""
-        where, params = _below(within)
-        rows = self._read().execute(
-            "SELECT split_part(reason, ?, 1) AS why, count(*), min(updated) FROM files "
-            f"WHERE state = 'unavailable' AND {where} GROUP BY why "
-            "ORDER BY min(updated), why LIMIT ?",
-            [NOTE_SEP, *params, limit],
-        ).fetchall()
-        return [{"reason": why, "files": int(count), "since": since}
-                for why, count, since in rows]
-
     def meta(self) -> dict[str, str]:
         """The meta table."""
-        return dict(self._read().execute("SELECT key, value FROM meta").fetchall())
-
-    # -- tree -------------------------------------------------------------------------------
-
-    def write_tree(self, live: LiveTree, full: bool = False) -> None:
-        """Write the tree's changed rows (all rows when `full`); call inside a transaction.
-
-        The tree keeps its list of changes: the caller clears it once the transaction commits.
-        """
-        db = self.db
-        touched, dropped = live.changes()
-        if full:
-            db.execute("DELETE FROM nodes")
-            db.execute("DELETE FROM leaves")
-            touched = set(live.children)
-            self._write_all_leaves(live)
-        else:
-            gone = sorted(touched | dropped)
-            abstract_gone = [n for n in gone if n > 0]
-            leaves_gone = [-n for n in gone if n < 0]
-            if abstract_gone:
-                db.execute("DELETE FROM nodes WHERE id IN (SELECT unnest(?::BIGINT[]))",
-                           [abstract_gone])
-            if leaves_gone:
-                db.execute(
-                    "DELETE FROM leaves WHERE chunk_id IN (SELECT unnest(?::BIGINT[]))",
-                    [leaves_gone])
-        abstract = sorted(n for n in touched if n > 0)
-        leaves = sorted(-n for n in touched if n < 0)
-        if abstract:
-            vectors = np.empty(len(abstract), dtype=object)
-            abstract_vectors = np.empty(len(abstract), dtype=object)
-            for i, node in enumerate(abstract):
-                vectors[i] = live.vectors[node]
-                abstract_vectors[i] = live.abstract_vectors.get(node)
-            db.register("tree_nodes", {
-                "id": np.array(abstract, dtype=np.int64),
-                "parent": np.array([live.parent.get(n, -1) for n in abstract], dtype=np.int64),
-                "layer": np.array([live.layer[n] for n in abstract], dtype=np.int64),
-                "ord": np.array([live.order_of(n) for n in abstract], dtype=np.int64),
-                "vector": vectors,
-                "abstract": np.array([live.abstracts.get(n) for n in abstract], dtype=object),
-                "dirty": np.array([n in live.dirty for n in abstract], dtype=bool),
-                "abstract_vector": abstract_vectors,
-                "label": np.array([live.labels.get(n) for n in abstract], dtype=object),
-            })
-            try:
-                db.execute(
-                    f"""INSERT INTO nodes (id, parent, layer, ord, vector, abstract, dirty,
-                        abstract_vector, label)
-                        SELECT id, CASE WHEN parent < 0 THEN NULL ELSE parent END,
-                        CAST(layer AS INTEGER), CAST(ord AS INTEGER),
-                        CAST(vector AS FLOAT[{self.dim}]), abstract, dirty,
-                        CAST(abstract_vector AS FLOAT[{self.dim}]), label FROM tree_nodes"""
-                )
-            finally:
-                db.unregister("tree_nodes")
-        if leaves and not full:
-            keys = [-c for c in leaves]
-            db.register("tree_leaves", {
-                "chunk_id": np.array(leaves, dtype=np.int64),
-                "parent": np.array([live.parent.get(k, -1) for k in keys], dtype=np.int64),
-                "ord": np.array([live.order_of(k) for k in keys], dtype=np.int64),
-            })
-            try:
-                db.execute(
-                    """INSERT INTO leaves SELECT chunk_id,
-                        CASE WHEN parent < 0 THEN NULL ELSE parent END, CAST(ord AS INTEGER)
-                        FROM tree_leaves"""
-                )
-            finally:
-                db.unregister("tree_leaves")
-        self._set_meta("next_node_id", str(live.next_id))
-        if live.join is not None and str(live.join) != self._meta("partition_join"):
-            self.db.execute("DELETE FROM meta WHERE key = 'partition_join'")
-            self.db.execute("INSERT INTO meta VALUES ('partition_join', ?)", [str(live.join)])
-
-    def _write_all_leaves(self, live: LiveTree) -> None:
-        """Insert every leaf row (the table is empty), built as arrays."""
-        ids: list[int] = []
-        parents: list[int] = []
-        order: list[int] = []
-        if live.root is not None and live.root < 0:
-            ids, parents, order = [live.root], [-1], [0]
-        for node, kids in live.children.items():
-            if live.layer[node] == 1:
-                ids.extend(kids)
-                parents.extend([node] * len(kids))
-                order.extend(range(len(kids)))
-        if not ids:
-            return
-        self.db.register("tree_leaves", {
-            "chunk_id": -np.asarray(ids, dtype=np.int64),
-            "parent": np.asarray(parents, dtype=np.int64),
-            "ord": np.asarray(order, dtype=np.int64),
-        })
-        try:
-            self.db.execute(
-                """INSERT INTO leaves SELECT chunk_id,
-                    CASE WHEN parent < 0 THEN NULL ELSE parent END, CAST(ord AS INTEGER)
-                    FROM tree_leaves"""
-            )
-        finally:
-            self.db.unregister("tree_leaves")
-
-    def save_tree(self, live: LiveTree) -> None:
-        """Replace the whole stored tree in one transaction, which also drops the abstracts a
-        reembed kept for the new tree (given out to its nodes by then)."""
-        with self.transaction() as db:
-            self.write_tree(live, full=True)
-            kept.drop(db)
-        live.clear_changes()
-
-    def load_tree(
-        self, max_children: int, lookup: LeafLookup | None = None
-    ) -> tuple[LiveTree | None, list[str]]:
-        """The stored tree and what is wrong with it: (None, []) when there is none, (None,
-        problems) when it does not fit the chunks. Checked with array operations only."""
-        db = self._read()
-        nodes = db.execute(
-            "SELECT id, coalesce(parent, -1) AS parent, layer, ord, abstract, dirty, vector, "
-            "abstract_vector, label FROM nodes"
-        ).fetchnumpy()
-        leaves = db.execute(
-            "SELECT chunk_id, coalesce(parent, -1) AS parent, ord FROM leaves"
-        ).fetchnumpy()
-        leaf_ids = np.asarray(leaves["chunk_id"], np.int64)
-        if len(leaf_ids) == 0:
-            return None, []
-        node_ids = np.asarray(nodes["id"], np.int64)
-        node_parent = np.asarray(nodes["parent"], np.int64)
-        node_layer = np.asarray(nodes["layer"], np.int64)
-        leaf_parent = np.asarray(leaves["parent"], np.int64)
-        problems = tree_problems(node_ids, node_parent, node_layer, leaf_ids, leaf_parent,
-                                 self.chunk_ids(), max_children)
-        if problems:
-            return None, problems
-        live = LiveTree(max_children, self.dim, int(self._meta("next_node_id") or 1), lookup)
-        keys = np.concatenate([-leaf_ids, node_ids])
-        parents = np.concatenate([leaf_parent, node_parent])
-        order_in = np.concatenate([np.asarray(leaves["ord"], np.int64),
-                                   np.asarray(nodes["ord"], np.int64)])
-        root = keys[parents < 0]
-        live.root = int(root[0])
-        child = parents >= 0
-        keys, parents, order_in = keys[child], parents[child], order_in[child]
-        live.parent = dict(zip(keys.tolist(), parents.tolist(), strict=True))
-        order = np.lexsort((order_in, parents))
-        keys, parents = keys[order], parents[order]
-        starts = np.r_[0, np.flatnonzero(np.diff(parents)) + 1].tolist()
-        ends = [*starts[1:], len(keys)]
-        flat, owners = keys.tolist(), parents.tolist()
-        live.children = {owners[a]: flat[a:b] for a, b in zip(starts, ends, strict=True)
-                         } if flat else {}
-        live.layer = dict(zip(node_ids.tolist(), node_layer.tolist(), strict=True))
-        if len(node_ids):  # rows of one array: no array object built per node
-            matrix = np.stack(list(nodes["vector"])).astype(np.float32, copy=False)
-            live.vectors = dict(zip(node_ids.tolist(), matrix, strict=True))
-        for column, kind in (("abstract", str), ("label", str), ("abstract_vector", np.ndarray)):
-            values = nodes[column]  # masked where NULL: read the data under the mask once
-            present = ~np.ma.getmaskarray(values)
-            data = np.ma.getdata(values)
-            found = {node: value for node, value in zip(
-                node_ids[present].tolist(), data[present].tolist(), strict=True)
-                if isinstance(value, kind)}
-            if column == "label":
-                live.labels = found
-            elif kind is str:
-                live.abstracts = found
-            else:
-                live.abstract_vectors = {n: np.asarray(v, dtype=np.float32)
-                                         for n, v in found.items()}
-        dirty = np.asarray(nodes["dirty"], dtype=object)
-        live.dirty = {n for n, d in zip(node_ids.tolist(), dirty.tolist(), strict=True) if d}
-        live._leaves = len(leaf_ids)
-        return live, []
+        return dict(self.reader().execute("SELECT key, value FROM meta").fetchall())
 
     # -- one chunk in its file --------------------------------------------------------------
 
     def around(self, chunk_id: int, n: int = 0) -> list[Hit]:
         """A chunk and up to `n` chunks either side of it in its file, in file order (empty
         when the chunk is unknown)."""
-        db = self._read()
+        db = self.reader()
         row = db.execute("SELECT file_id, ordinal FROM chunks WHERE id = ?",
                          [int(chunk_id)]).fetchone()
         if row is None:
@@ -1087,62 +613,6 @@ class Store:
                WHERE file_id = ? AND ordinal BETWEEN ? AND ? ORDER BY ordinal""",
             [file_id, ordinal - max(0, n), ordinal + max(0, n)],
         ).fetchall()
-        return [Hit(r[0], *found, *r[1:6], _location(r[6])) for r in rows]
-
-
-def _below(within: Sequence[str] | None) -> tuple[str, list[str]]:
-    """A WHERE clause (and its parameters) for files that are, or lie below, one of these
-    absolute paths: true for None, false for none (corpus records lie in no folder)."""
-    if within is None:
-        return "TRUE", []
-    if not within:
-        return "FALSE", []
-    tests = " OR ".join(["path = ? OR starts_with(path, ?)"] * len(within))
-    return (f"origin = 'file' AND ({tests})",
-            [v for p in within for v in (p, p.rstrip("/") + "/")])
-
-
-def tree_problems(node_ids: np.ndarray, node_parent: np.ndarray, node_layer: np.ndarray,
-                  leaf_ids: np.ndarray, leaf_parent: np.ndarray, chunk_ids: np.ndarray,
-                  max_children: int) -> list[str]:
-    """What makes stored tree rows unusable for these chunks (empty when they form a valid
-    equi-depth tree over exactly those chunks)."""
-    found: list[str] = []
-    if not np.array_equal(np.sort(leaf_ids), chunk_ids):
-        found.append(f"the tree has {len(leaf_ids)} leaves, the database {len(chunk_ids)} "
-                     "chunks, and they differ")
-        return found
-    if len(np.unique(node_ids)) != len(node_ids):
-        found.append("abstract node ids repeat")
-        return found
-    roots = int((node_parent < 0).sum() + (leaf_parent < 0).sum())
-    if roots != 1:
-        found.append(f"{roots} roots, expected 1")
-        return found
-    order = np.argsort(node_ids)
-    sorted_ids = node_ids[order]
-
-    def layer_of(parents: np.ndarray) -> np.ndarray | None:
-        at = np.clip(np.searchsorted(sorted_ids, parents), 0, max(len(sorted_ids) - 1, 0))
-        if len(sorted_ids) == 0 or not np.array_equal(sorted_ids[at], parents):
-            return None
-        return node_layer[order][at]
-
-    has_up = node_parent >= 0
-    up_layers = layer_of(node_parent[has_up])
-    leaf_up = leaf_parent[leaf_parent >= 0]
-    leaf_up_layers = layer_of(leaf_up)
-    if (up_layers is None and has_up.any()) or (leaf_up_layers is None and len(leaf_up)):
-        found.append("a node's parent is missing")
-        return found
-    if has_up.any() and np.any(up_layers != node_layer[has_up] + 1):
-        found.append("a node is not one layer below its parent")
-    if len(leaf_up) and np.any(leaf_up_layers != 1):
-        found.append("a leaf hangs from a node above layer 1")
-    if len(node_ids):
-        counts = np.bincount(np.searchsorted(sorted_ids, np.r_[node_parent[has_up], leaf_up]),
-                             minlength=len(sorted_ids))
-        if counts.min() < 1 or counts.max() > max_children:  # 1: a partition's lift
-            found.append(f"a node has {int(counts.min())}..{int(counts.max())} children "
-                         f"(allowed 1..{max_children})")
-    return found
+        path, origin = found
+        return [Hit(r[0], path, origin, r[1], r[2], r[3], r[4], r[5], _location(r[6]))
+                for r in rows]

@@ -27,11 +27,12 @@ from psirag_kb.storage import migrations
 from psirag_kb.storage.backup import check_not_restoring
 from psirag_kb.storage.dense import DenseIndex, SharedLock, exact_scope
 from psirag_kb.storage.partitions import Partitions
+from psirag_kb.storage.records import Delta, FileChange
 from psirag_kb.storage.scope import Scope, exact_top
 from psirag_kb.storage.sparse import SparseIndex
-from psirag_kb.storage.store import Delta, FileChange, Store
+from psirag_kb.storage.store import Store
 from psirag_kb.storage.writer import Writer, WriterClosed
-from psirag_kb.tree import kept
+from psirag_kb.tree import kept, rows
 from psirag_kb.tree.index import TreeIndex
 from psirag_kb.tree.live import LiveTree
 from psirag_kb.tree.partition import MIXED
@@ -235,7 +236,7 @@ class Stores:
         merge_duplicates`); their chunks leave the tree and the derived indexes as any removed
         chunks do."""
         with self.tree_edit():
-            delta = self.store.merge_duplicates(self.update_tree)
+            delta = self.store.merge_duplicates(rows.writing(self.store, self.update_tree))
         if delta is not None:
             self.update_derived(delta)
 
@@ -418,7 +419,8 @@ class Stores:
         rebuild (`start_tree_rebuild`, or the next bulk ingest) while queries use the flat
         retrievers."""
         started = time.perf_counter()
-        live, problems = self.store.load_tree(self.config.tree.max_children, self.leaf_vectors)
+        live, problems = rows.load_tree(self.store, self.config.tree.max_children,
+                                         self.leaf_vectors)
         if live is not None:
             self.tree_index = self._index(live)
             self.tree_state = {"state": "ok"}
@@ -497,7 +499,7 @@ class Stores:
         index = TreeIndex.build(ids, vectors, self.config.tree, next_id, self.leaf_vectors,
                                 self.neighbours, self.partitions.label_of)
         del vectors
-        found = kept.matching(index.live, kept.load(self.store._read()))
+        found = kept.matching(index.live, kept.load(self.store.reader()))
         embedded = self._embed_kept(found)
         self.writer.call(lambda: self._adopt_tree(index, ids, found, embedded),
                          key="tree-rebuild")
@@ -524,7 +526,7 @@ class Stores:
         self.tree_index = index
         given = kept.give(index.live, found or {}, embedded)
         index.update(added, self.store.vectors(added), removed, self.nearest)
-        self.store.save_tree(index.live)
+        rows.save_tree(self.store, index.live)
         if given:
             log.info("%d nodes of the new tree kept the abstract written for the same chunks "
                      "before the reembed", given)
@@ -556,7 +558,7 @@ class Stores:
                      self.tree_index.build_s, self.tree_index.build_mode)
         found = kept.matching(self.tree_index.live, kept.load(self.store.db))
         self.kept_given = kept.give(self.tree_index.live, found, self._embed_kept(found))
-        self.store.save_tree(self.tree_index.live)
+        rows.save_tree(self.store, self.tree_index.live)
         self.tree_state = {"state": "ok"}
         self.splitting = False
         self.last_build = {"leaves": int(len(ids)), "seconds": round(self.tree_index.build_s, 2),
@@ -635,7 +637,7 @@ class Stores:
     def apply(self, changes: list[FileChange], removals: Iterable[str] = ()) -> Delta:
         """Commit chunks and tree to DuckDB, then bring the derived indexes to the generation."""
         with self.tree_edit():
-            delta = self.store.apply(changes, removals, self.update_tree)
+            delta = self.store.apply(changes, removals, rows.writing(self.store, self.update_tree))
         self.files_written += len(changes)
         self.chunks_written += len(delta.added_ids)
         self.update_derived(delta)

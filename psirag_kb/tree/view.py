@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from psirag_kb.errors import KBError, NodeNotFound
-from psirag_kb.storage.store import Hit
+from psirag_kb.storage.records import Hit
 from psirag_kb.tree.live import LiveTree, is_leaf_key
 from psirag_kb.tree.model import leaves_under
 

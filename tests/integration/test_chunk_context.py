@@ -11,7 +11,7 @@ from psirag_kb.config import Config
 from psirag_kb.ingest.chunking import content_hash
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.serving.shapes import search_result
-from psirag_kb.storage.store import SCHEMA_VERSION
+from psirag_kb.storage.migrations import SCHEMA_VERSION
 
 CARE = [
     "The animal needs a large enclosure with places to hide and room to move.",

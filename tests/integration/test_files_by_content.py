@@ -16,7 +16,7 @@ import pytest
 from psirag_kb.config import Config
 from psirag_kb.ingest.documents import read_document
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.storage.store import SCHEMA_VERSION
+from psirag_kb.storage.migrations import SCHEMA_VERSION
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TEXTFILES = FIXTURES / "textfiles"

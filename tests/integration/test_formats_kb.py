@@ -21,7 +21,7 @@ from psirag_kb.kb import KnowledgeBase
 from psirag_kb.locations import place
 from psirag_kb.service.daemon import Daemon
 from psirag_kb.serving.shapes import search_result
-from psirag_kb.storage.store import SCHEMA_VERSION
+from psirag_kb.storage.migrations import SCHEMA_VERSION
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 DOCS = FIXTURES / "docs"

@@ -18,7 +18,8 @@ from psirag_kb.kb import KnowledgeBase
 from psirag_kb.paths import spelled_under
 from psirag_kb.service.daemon import Daemon
 from psirag_kb.service.watcher import FolderWatcher
-from psirag_kb.storage.store import PATH_INDEX, SCHEMA_VERSION
+from psirag_kb.storage.migrations import SCHEMA_VERSION
+from psirag_kb.storage.schema import PATH_INDEX
 
 OLD = "The quokka smiles at the camera on Rottnest island near Perth."
 NEW = "Emperor penguins huddle together through the long antarctic winter."

@@ -72,7 +72,7 @@ def make_docs(root: Path, files: int = 8, big: int = 0) -> Path:
 def snapshot(kb: KnowledgeBase) -> dict[str, Any]:
     """Everything an ingest decides: chunks (by id) with text, place, location, header and
     vector; the files; the tree's nodes and leaves; the abstracts."""
-    db = kb.stores.store._read()
+    db = kb.stores.store.reader()
     chunks = db.execute(
         "SELECT c.id, f.path, c.ordinal, c.start_char, c.end_char, c.line_first, c.line_last,"
         " c.text, c.hash, c.location, c.context FROM chunks c JOIN files f ON c.file_id = f.id"

@@ -16,7 +16,8 @@ from psirag_kb.ingest import reembed as reembed_module
 from psirag_kb.ingest.distill import distill_static
 from psirag_kb.ingest.embedding import SentenceTransformerEmbedder
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.storage.store import indexed_text
+from psirag_kb.storage import reembedding
+from psirag_kb.storage.records import indexed_text
 
 # the first test to ask for `static_model` distils it (six to eight minutes on two loaded cores
 # when pytest's cache is cold, as in CI's fresh clone), then runs its own test: more room than
@@ -103,7 +104,7 @@ def has_new_column(kb: KnowledgeBase) -> bool:
     """Whether chunks has the column of a running reembed's vectors."""
     return bool(kb.stores.store.db.cursor().execute(
         "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'chunks' AND column_name = ?",
-        [reembed_module.COLUMN]).fetchone()[0])
+        [reembedding.COLUMN]).fetchone()[0])
 
 
 def top_path(kb: KnowledgeBase, text: str, mode: str = "dense") -> str:
@@ -171,7 +172,7 @@ def test_a_stopped_reembed_resumes_where_it_was(config, minilm, static_model, tm
         stopped = kb.status()["reembed"]
         assert stopped == {"model": static_model.name, "state": "stopped"}
         done = kb.stores.store.db.cursor().execute(
-            f"SELECT count({reembed_module.COLUMN}) FROM chunks").fetchone()[0]
+            f"SELECT count({reembedding.COLUMN}) FROM chunks").fetchone()[0]
         assert 0 < done < kb.stores.store.chunk_count()
         cursor = int(kb.stores.store.meta()["reembed_cursor"])
         saved = config.data_dir / reembed_module.NEXT_DENSE  # the new index as far as it went
@@ -380,7 +381,7 @@ def test_questions_are_answered_while_the_switch_transaction_runs(
     write_notes(folder)
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest([folder])
-        index, answered, inside = kb.stores.store._index, [], []
+        index, answered, inside = kb.stores.store.create_indexes, [], []
 
         def asked_inside(*args, **kwargs):
             if kb.reembedding is not None and kb.reembedding.state == "switching":
@@ -391,7 +392,7 @@ def test_questions_are_answered_while_the_switch_transaction_runs(
                 inside.append(len(answered))
             return index(*args, **kwargs)
 
-        monkeypatch.setattr(kb.stores.store, "_index", asked_inside)
+        monkeypatch.setattr(kb.stores.store, "create_indexes", asked_inside)
         kb.reembed(static_model.name, embedder=static_model)
         wait_for(lambda: kb.reembedding.state in ("done", "failed"), timeout=300,
                  what="the switch")

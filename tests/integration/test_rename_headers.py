@@ -10,7 +10,7 @@ import numpy as np
 
 from psirag_kb.config import Config
 from psirag_kb.kb import KnowledgeBase
-from psirag_kb.storage.store import indexed_text
+from psirag_kb.storage.records import indexed_text
 
 INTRO = ("The climb took six days from the rainforest gate, and every evening the porters "
          "sang while the cooks boiled water for tea and soup at the camp.")

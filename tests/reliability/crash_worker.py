@@ -24,6 +24,7 @@ from psirag_kb.service.daemon import run_daemon
 from psirag_kb.storage.dense import DenseIndex
 from psirag_kb.storage.sparse import SparseIndex
 from psirag_kb.storage.store import Store
+from psirag_kb.tree import rows
 from psirag_kb.tree.stores import Stores
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for conftest
@@ -96,22 +97,22 @@ def install(trigger: Trigger) -> None:
 
     Stores.update_tree = update_tree_hook  # type: ignore[method-assign]
 
-    save_tree = Store.save_tree
+    save_tree = rows.save_tree
 
-    def save_tree_hook(self: Store, live: Any) -> None:
+    def save_tree_hook(store: Store, live: Any) -> None:
         at("tree-build")  # a whole tree was built, none of it stored yet
-        save_tree(self, live)
+        save_tree(store, live)
 
-    Store.save_tree = save_tree_hook  # type: ignore[method-assign]
+    rows.save_tree = save_tree_hook
 
-    write_tree = Store.write_tree
+    write_tree = rows.write_tree
 
-    def write_tree_hook(self: Store, live: Any, full: bool = False) -> None:
-        write_tree(self, live, full)
+    def write_tree_hook(store: Store, live: Any, full: bool = False) -> None:
+        write_tree(store, live, full)
         if getattr(_in_abstracts, "active", False):
             at("abstracts")  # fresh abstracts written inside the uncommitted transaction
 
-    Store.write_tree = write_tree_hook  # type: ignore[method-assign]
+    rows.write_tree = write_tree_hook
 
     write = AbstractJob._write
 

@@ -502,6 +502,7 @@ def test_tree_edits_rolled_back_with_their_transaction_leave_no_rebuild_behind(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
         write: str) -> None:
     from psirag_kb.storage.store import Store
+    from psirag_kb.tree import rows
 
     folder = tmp_path / "notes"
     config = Config().with_data_dir(tmp_path / "data")
@@ -513,14 +514,14 @@ def test_tree_edits_rolled_back_with_their_transaction_leave_no_rebuild_behind(
         kb.ingest([folder])  # incremental edits: the subtrees a drift repair looks at
         before = kb.node()
         assert kb.tree_status()["depth"] >= 2
-        original = Store.write_tree
+        original = rows.write_tree
 
-        def write_then_fail(self: Store, live: Any, full: bool = False) -> None:
-            original(self, live, full)
+        def write_then_fail(store: Store, live: Any, full: bool = False) -> None:
+            original(store, live, full)
             raise OSError(28, "No space left on device")  # the transaction rolls back
 
         with monkeypatch.context() as patch:
-            patch.setattr(Store, "write_tree", write_then_fail)
+            patch.setattr(rows, "write_tree", write_then_fail)
             with pytest.raises(OSError):
                 if write == "drift repair":
                     kb.repair_drift(tolerance=-1.0)  # rebuild every subtree it can

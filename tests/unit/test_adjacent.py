@@ -6,7 +6,7 @@ from typing import Any
 
 from psirag_kb.search.adjacent import merge_adjacent
 from psirag_kb.search.rows import result_row
-from psirag_kb.storage.store import Hit
+from psirag_kb.storage.records import Hit
 
 
 def _hit(chunk_id: int, path: str, ordinal: int, origin: str = "file",

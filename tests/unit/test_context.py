@@ -16,7 +16,7 @@ from psirag_kb.ingest.context import (
     usable_title,
 )
 from psirag_kb.ingest.documents import read_document
-from psirag_kb.storage.store import indexed_text
+from psirag_kb.storage.records import indexed_text
 
 GUIDE = """\
 # Python memory management

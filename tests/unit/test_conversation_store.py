@@ -12,7 +12,8 @@ import pytest
 
 from psirag_kb.errors import ConversationNotFound, StoreError
 from psirag_kb.storage.conversations import Conversations, StoredTurn, title_of
-from psirag_kb.storage.store import SCHEMA_VERSION, Store
+from psirag_kb.storage.migrations import SCHEMA_VERSION
+from psirag_kb.storage.store import Store
 
 
 def test_a_version_4_database_gains_the_tables(tmp_path: Path) -> None:

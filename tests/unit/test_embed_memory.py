@@ -11,7 +11,7 @@ from psirag_kb.config import Config
 from psirag_kb.ingest import reading
 from psirag_kb.ingest.memory import release_free_memory
 from psirag_kb.ingest.report import IngestReport
-from psirag_kb.storage.store import ChunkRow
+from psirag_kb.storage.records import ChunkRow
 
 
 class _Fake:

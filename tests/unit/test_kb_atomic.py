@@ -6,8 +6,8 @@ import pytest
 
 from psirag_kb.ingest.report import IngestReport
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.storage import changes
 from psirag_kb.storage.sparse import plain_query
-from psirag_kb.storage.store import Store
 
 
 @pytest.mark.integration  # a KnowledgeBase
@@ -18,10 +18,10 @@ def test_failed_commit_keeps_the_old_version(config, fake_embedder, tmp_path, mo
         kb.ingest([doc])
         doc.write_text("Replacement text about submarines and sonar.\n")
 
-        def boom(self, rows, vectors):
+        def boom(db, rows, vectors, dim):
             raise RuntimeError("simulated crash during insert")
 
-        monkeypatch.setattr(Store, "_insert_chunks", boom)
+        monkeypatch.setattr(changes, "insert_chunks", boom)
         with pytest.raises(RuntimeError):
             kb.stores.writer.call(lambda: kb.ingestion._ingest_batch([doc], IngestReport()))
         monkeypatch.undo()
