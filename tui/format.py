@@ -12,6 +12,16 @@ from rich.markup import escape
 from rich.text import Text
 
 from psirag_kb.locations import suffix
+from psirag_kb.status_text import (
+    ERROR,
+    OK,
+    WARN,
+    llm_hosts,
+    problems,
+    stale_indexes,
+    tree_trouble,
+    unavailable,
+)
 
 HIGHLIGHT = "bold reverse"
 SNIPPET_CHARS = 100
@@ -252,6 +262,58 @@ def _brief(value: Any, width: int = 40) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
+SEVERITY_STYLE = {WARN: "yellow", ERROR: "red"}
+"""The colour of a status row by its severity."""
+
+
+def _trouble_markup(status: dict[str, Any]) -> list[str]:
+    """Stale indexes, files that failed or were skipped, and vanished folders."""
+    out = [f"[b]Index[/b] {escape(row.label)} [{SEVERITY_STYLE[row.severity]}]{row.value}[/], "
+           f"rebuilding from the database: {escape(_brief(row.detail, 50))}"
+           for row in stale_indexes(status)]  # queries go on without it until it is rebuilt
+    out.extend(f"  [{SEVERITY_STYLE[row.severity]}]{escape(row.label)}[/] "
+               f"{escape(short_path(row.value, 36))}: {escape(_brief(row.detail, 60))}"
+               for row in problems(status))
+    out.extend(f"  [{SEVERITY_STYLE[row.severity]}]unavailable since {row.label}[/] "
+               f"{row.value}: {escape(_brief(row.detail, 60))}"
+               for row in unavailable(status))  # a vanished folder: kept and searchable
+    return out
+
+
+def _llm_markup(abstracts: dict[str, Any]) -> list[str]:
+    """Whether the LLM writes abstracts, and each of its hosts when there are several."""
+    source = abstracts.get("source")
+    if source != "ollama":
+        return ["[b]LLM[/b] off (offline keyword abstracts; set "
+                + escape("[llm] enabled = true") + ")"] if source else []
+    error = abstracts.get("last_error")
+    llm = ("[red]unavailable[/]: " + escape(_brief(error, 60))) if error else "[green]ok[/]"
+    out = [f"[b]LLM[/b] Ollama {llm}"]
+    for row, host in zip(llm_hosts(abstracts), abstracts.get("hosts") or [], strict=False):
+        state = (f"[{SEVERITY_STYLE[row.severity]}]backed off {host.get('backoffs', 0)}x, "
+                 f"retry in {host.get('backed_off_s', 0):.0f} s[/]" if row.severity != OK
+                 else f"{host.get('backoffs', 0)} backoffs")
+        out.append(f"  {escape(row.label)} {row.value}, {state}")
+    return out
+
+
+def _jobs_markup(daemon: dict[str, Any], now: float) -> list[str]:
+    """The daemon's jobs (last and next run, outcome) and its watcher's latest errors."""
+    out = ["[b]Jobs[/b]"]
+    for job in daemon.get("jobs", []):
+        outcome = (f"[red]error: {escape(_brief(job['error']))}[/]" if job.get("error")
+                   else escape(_brief(job.get("result") or "", 34)))
+        duration = job.get("duration_s")
+        took = f" ({duration:.1f}s)" if isinstance(duration, int | float) else ""
+        out.append(f"  {escape(str(job.get('name'))):<9} last {ago(job.get('last_run'), now)}"
+                   f"{took}, next {until(job.get('next_run'), now)}  {outcome}")
+    errors = daemon.get("errors") or []
+    if errors:
+        out.append("[b]Watcher errors[/b]")
+        out.extend(f"  [red]{escape(_brief(e, 70))}[/]" for e in errors[-5:])
+    return out
+
+
 def status_markup(status: dict[str, Any], where_: str, now: float | None = None) -> str:
     """The Status screen as Rich markup."""
     now = time.time() if now is None else now
@@ -270,56 +332,20 @@ def status_markup(status: dict[str, Any], where_: str, now: float | None = None)
     out.append("[b]Files[/b] " + ", ".join(f"{v} {k}" for k, v in files.items()
                                            if v or k != "unavailable")
                + f"; {status.get('chunks', 0)} chunks")
-    for name, index in (status.get("indexes") or {}).items():
-        if index.get("state") == "stale":  # queries go on without it until it is rebuilt
-            out.append(f"[b]Index[/b] {escape(str(name))} [red]stale[/], rebuilding from the "
-                       f"database: {escape(_brief(index.get('reason', ''), 50))}")
-    for problem in status.get("problems", []):
-        style = "red" if problem.get("state") == "failed" else "yellow"
-        out.append(f"  [{style}]{escape(str(problem.get('state')))}[/] "
-                   f"{escape(short_path(str(problem.get('path')), 36))}: "
-                   f"{escape(_brief(problem.get('reason', ''), 60))}")
-    for gone in status.get("unavailable", []):  # a vanished folder: kept and searchable
-        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(gone.get("since") or 0)))
-        out.append(f"  [yellow]unavailable since {since}[/] {gone.get('files', 0)} file(s): "
-                   f"{escape(_brief(gone.get('reason', ''), 60))}")
+    out.extend(_trouble_markup(status))
     tree = status.get("tree", {})
     abstracts = status.get("abstracts", {})
     out.append(f"[b]Tree[/b] depth {tree.get('depth', 0)}, {tree.get('leaves', 0)} leaves, "
                f"{tree.get('abstract_nodes', 0)} nodes; dirty abstracts "
                f"[b]{abstracts.get('dirty', tree.get('dirty', 0))}[/b], last regenerated "
                f"{ago(abstracts.get('last_run'), now)}")
-    if tree.get("state", "ok") != "ok":  # the flat retrievers answer until it is rebuilt
-        out.append(f"[b]Tree[/b] [red]{escape(str(tree['state']))}[/]: "
-                   f"{escape(_brief(tree.get('reason', ''), 60))}")
-    source = abstracts.get("source")
-    if source == "ollama":
-        error = abstracts.get("last_error")
-        llm = ("[red]unavailable[/]: " + escape(_brief(error, 60))) if error else "[green]ok[/]"
-        out.append(f"[b]LLM[/b] Ollama {llm}")
-        hosts = abstracts.get("hosts") or []
-        for host in hosts if len(hosts) > 1 else []:
-            state = (f"[yellow]backed off {host.get('backoffs', 0)}x, retry in "
-                     f"{host.get('backed_off_s', 0):.0f} s[/]" if host.get("backed_off_s")
-                     else f"{host.get('backoffs', 0)} backoffs")
-            out.append(f"  {escape(str(host.get('host')))} {host.get('rate_per_s', 0):.2f} "
-                       f"chats/s, {host.get('answered', 0)} answered, {state}")
-    elif source:
-        out.append("[b]LLM[/b] off (offline keyword abstracts; set "
-                   + escape("[llm] enabled = true") + ")")
+    trouble = tree_trouble(status)
+    if trouble is not None:  # the flat retrievers answer until it is rebuilt
+        out.append(f"[b]Tree[/b] [{SEVERITY_STYLE[trouble.severity]}]{escape(trouble.value)}[/]: "
+                   f"{escape(_brief(trouble.detail, 60))}")
+    out.extend(_llm_markup(abstracts))
     if daemon:
-        out.append("[b]Jobs[/b]")
-        for job in daemon.get("jobs", []):
-            outcome = (f"[red]error: {escape(_brief(job['error']))}[/]" if job.get("error")
-                       else escape(_brief(job.get("result") or "", 34)))
-            duration = job.get("duration_s")
-            took = f" ({duration:.1f}s)" if isinstance(duration, int | float) else ""
-            out.append(f"  {escape(str(job.get('name'))):<9} last {ago(job.get('last_run'), now)}"
-                       f"{took}, next {until(job.get('next_run'), now)}  {outcome}")
-        errors = daemon.get("errors") or []
-        if errors:
-            out.append("[b]Watcher errors[/b]")
-            out.extend(f"  [red]{escape(_brief(e, 70))}[/]" for e in errors[-5:])
+        out.extend(_jobs_markup(daemon, now))
     return "\n".join(out)
 
 
@@ -336,7 +362,7 @@ def editor_command(editor: str, path: str, line: int | None) -> list[str]:
     return [*argv, f"+{line}", path]
 
 
-# -- issue 32: the conversation on the query screen ---------------------------------------
+# -- the conversation on the query screen --------------------------------------------------
 
 def turn_entry(question: str, result: dict[str, Any]) -> dict[str, Any]:
     """What the query screen keeps of a turn: the question, the query searched, and a line

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from psirag_kb.cli import _abstracts_line
 from psirag_kb.config import Config, LLMConfig
 from psirag_kb.errors import ConfigError, LLMError
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.llm.hosts import LLMPool
+from psirag_kb.status_text import abstracts_line
 from tests.fake_ollama import FakeOllama
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hotpotqa_small"
@@ -77,7 +77,7 @@ def test_abstracts_come_from_the_healthy_host_when_one_fails(config, minilm, sma
         assert hosts[healthy.url]["answered"] == len(nodes)
         assert hosts[healthy.url]["rate_per_s"] > 0 and hosts[bad_url]["rate_per_s"] == 0
         assert hosts[healthy.url]["backoffs"] == 0
-        line = _abstracts_line(status)
+        line = abstracts_line(status)
         assert f"host {healthy.url}: " in line and "chats/s" in line and "backed off" in line
 
 

@@ -19,7 +19,7 @@ import pytest
 from daemon_helpers import wait_for, watching
 from test_upgrades import PREVIOUS, unpack
 
-from psirag_kb.cli import cmd_restore
+from psirag_kb.cli.commands.backup import cmd_restore
 from psirag_kb.config import Config
 from psirag_kb.errors import KBError
 from psirag_kb.kb import KnowledgeBase

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from psirag_kb.cli import _print_answer, _print_results
+from psirag_kb.cli.results import print_answer, print_results
 from psirag_kb.locations import describe, place
 
 
@@ -46,10 +46,10 @@ def test_cli_prints_locations(capsys: pytest.CaptureFixture[str]) -> None:
         {"rank": 2, "score": 0.4, "source": "/d/paper.pdf", "lines": [1, 2],
          "location": {"page": 4}, "text": "Abstract"},
         {"rank": 3, "score": 0.3, "source": "/d/a.md", "lines": [5, 6], "text": "Notes"}]}
-    _print_results(result)
+    print_results(result)
     out = capsys.readouterr().out
     assert "/d/budget.xlsx sheet Q1 rows 2-41\n" in out
     assert "/d/paper.pdf p. 4\n" in out and "/d/a.md:5-6\n" in out
-    _print_answer({"status": "answered", "answer": "Five.", "message": "", "hops": 1,
+    print_answer({"status": "answered", "answer": "Five.", "message": "", "hops": 1,
                    "steps": [], "citations": [result["results"][0]]})
     assert "[1] /d/budget.xlsx sheet Q1 rows 2-41: Amount: 5" in capsys.readouterr().out

@@ -1,0 +1,1 @@
+"""The commands of `psirag-kb`, grouped by job, each `cmd_*(args, config) -> exit code`."""
