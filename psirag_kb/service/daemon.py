@@ -469,9 +469,10 @@ class Daemon:
         self._audited(access, "path", chunk_id, len(above))
         return {"chunk_id": chunk_id, "path": above}
 
-    def reindex(self, raw: str, *, access: Access = OWNER) -> dict[str, Any]:
+    def reindex(self, path: str, *, access: Access = OWNER) -> dict[str, Any]:
         """Bring a path inside a watched folder, or an indexed path, up to date now, with the
         offline abstracts of the tree nodes it changed; an editor only inside their grants."""
+        raw = path
         try:
             _may_write(access, raw)
             path = self.allowed_path(raw)
@@ -497,9 +498,10 @@ class Daemon:
                 raise
             return {"removed": 0}  # it was never indexed, or was removed meanwhile
 
-    def forget(self, raw: str, *, access: Access = OWNER) -> dict[str, Any]:
+    def forget(self, path: str, *, access: Access = OWNER) -> dict[str, Any]:
         """Remove an indexed file or folder on purpose, unavailable files included (an editor
         only inside their grants)."""
+        raw = path
         if not raw or "\x00" in raw or not os.path.isabs(raw) or ".." in Path(raw).parts:
             raise KBError(f"{raw!r} must be an absolute path without '..'")
         path = Path(os.path.abspath(raw))
