@@ -200,10 +200,24 @@ class TurnBody(Body):
         return {"question": self.question, "mode": self.mode, "k": self.k, **extra}
 
 
-class AskBody(TurnBody):
+class AskBody(Body):
     """POST /api/ask: a turn after the earlier ones given."""
 
-    history: list[Any] | None = Field(None, max_length=None)
+    question: str = Field(alias="q")
+    history: list[Any] | None = None
+    mode: str | None = None
+    k: int | None = None
+    within: list[Any] | None = Field(None, alias="in",
+                                     description="absolute paths results must lie under")
+
+    _k = field_validator("k")(_k)
+    _in = field_validator("within")(_scopes)
+
+    @model_validator(mode="after")
+    def _asked(self) -> AskBody:
+        if not self.question.strip():
+            raise _refuse("field 'q' is empty")
+        return self
 
     @field_validator("history")
     @classmethod
@@ -214,7 +228,9 @@ class AskBody(TurnBody):
 
     def args(self) -> dict[str, Any]:
         """The turn's arguments and its history."""
-        return super().args() | {"history": self.history or []}
+        extra = {} if self.within is None else {"within": self.within}
+        return {"question": self.question, "mode": self.mode, "k": self.k,
+                "history": self.history or [], **extra}
 
 
 class NameBody(Body):
@@ -291,9 +307,12 @@ def parse(model: type[Body], body: Any) -> Body:
     if not isinstance(body, dict):
         raise Invalid("the body must be a JSON object")
     try:
-        parsed = model.model_validate(body)
+        return _checked_text(model.model_validate(body), body)
     except ValidationError as exc:
-        raise Invalid(_message(model, exc)) from None
+        raise Invalid(_message(model, exc, body)) from None
+
+
+def _checked_text(parsed: Body, body: dict[str, Any]) -> Body:
     for key, value in body.items():
         if isinstance(value, str):
             check_text(key, value)
@@ -305,12 +324,13 @@ def parse_query(model: type[BaseModel], params: dict[str, str]) -> BaseModel:
     try:
         return model.model_validate(params)
     except ValidationError as exc:
-        raise Invalid(_message(model, exc)) from None
+        raise Invalid(_message(model, exc, params)) from None
 
 
-def _message(model: type[BaseModel], exc: ValidationError) -> str:
+def _message(model: type[BaseModel], exc: ValidationError, body: dict[str, Any]) -> str:
     """The API's message for the first of a body's errors: unknown fields, then missing ones,
-    then wrong types, then values out of bounds."""
+    then a wrong type or text without a UTF-8 form (in the body's order), then values out of
+    bounds."""
     known = [field.alias or name for name, field in model.model_fields.items()]
     errors = exc.errors()
     unknown = sorted(str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden")
@@ -319,11 +339,18 @@ def _message(model: type[BaseModel], exc: ValidationError) -> str:
     for error in errors:
         if error["type"] == "missing":
             return f"missing field {error['loc'][0]!r}"
-    for error in errors:
-        if error["type"] in _KINDS and len(error["loc"]) == 1:
-            return f"field {error['loc'][0]!r} must be of type {_KINDS[error['type']]}"
+    kinds = {e["loc"][0]: _KINDS[e["type"]] for e in errors
+             if e["type"] in _KINDS and len(e["loc"]) == 1}
+    for key, value in body.items():
+        if key in kinds:
+            return f"field {key!r} must be of type {kinds[key]}"
+        if isinstance(value, str):
+            try:
+                check_text(key, value)
+            except Invalid as refused:
+                return str(refused)
     first = errors[0]
     if first["type"] == "refused":
-        return first["msg"]
+        return str(first["msg"])
     where = ".".join(str(part) for part in first["loc"])
-    return f"field {where!r}: {first['msg']}" if where else first["msg"]
+    return f"field {where!r}: {first['msg']}" if where else str(first["msg"])
