@@ -67,3 +67,15 @@ def test_an_unknown_path_is_not_documented_and_404(api) -> None:  # noqa: F811
     spec = document(api[0])
     assert "/api/nowhere" not in spec["paths"]
     assert call(api[0], "GET", "/api/nowhere")[0] == 404
+
+
+def test_every_operation_documents_its_request_and_its_answer(api) -> None:  # noqa: F811
+    spec = document(api[0])
+    for entry in OPS:
+        operation = spec["paths"][entry.template][entry.method.lower()]
+        success = operation["responses"]["200"]["content"][entry.media]["schema"]
+        assert entry.response is None or success["$ref"].endswith(entry.response.__name__)
+        assert ("requestBody" in operation) == (entry.body is not None), entry.name
+        assert operation["x-role"] == entry.role
+    for name, schema in spec["components"]["schemas"].items():
+        assert "$defs" not in schema, name  # every model's definitions are components
