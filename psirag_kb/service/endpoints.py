@@ -20,6 +20,7 @@ from psirag_kb.access import Access
 from psirag_kb.errors import AccessDenied, KBError, NodeNotFound
 from psirag_kb.people import MyTokens, People, UnknownPerson, Users
 from psirag_kb.service.guard import HTTPError, openai_error, reply
+from psirag_kb.service.handlers import HANDLERS
 from psirag_kb.service.metrics import Metrics
 from psirag_kb.serving.audit import AuditLog
 from psirag_kb.serving.ops import OPS, NotFound, Op
@@ -40,7 +41,8 @@ path arguments) -> response."""
 
 
 def _routes() -> list[Route]:
-    """One Starlette route per path of the table (every method reaches it: 405 is ours)."""
+    """One Starlette route per path of the table, matching every method (405 and 501 are
+    answered in the API's shape by `Endpoints.match`)."""
     paths: dict[str, dict[str, Op]] = {}
     for entry in OPS:
         paths.setdefault(entry.template, {})[entry.method] = entry
@@ -49,7 +51,8 @@ def _routes() -> list[Route]:
 
 
 class _Methods:
-    """A path's operations by method (the route's endpoint; never called as ASGI)."""
+    """A path's operations by method: the route's endpoint, read by `Endpoints.match` (the
+    route only matches the path; it is never called as an ASGI app)."""
 
     def __init__(self, by_method: dict[str, Op]) -> None:
         self.by_method = by_method
@@ -66,8 +69,6 @@ class Endpoints:
     def __init__(self, app: Any, max_body_bytes: int, mcp: ASGIApp | None,
                  threads: int, people: People | None = None,
                  audit: AuditLog | None = None, metrics: Metrics | None = None) -> None:
-        from psirag_kb.service.handlers import HANDLERS
-
         self.app = app
         self.handlers: dict[str, Handler] = HANDLERS
         self.metrics = metrics
