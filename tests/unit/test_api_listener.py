@@ -1,4 +1,4 @@
-"""The API's listener before the real application (issue 34): health 200 with the state, ready
+"""The API's listener before the real application: health 200 with the state, ready
 and every route 503 with the reason (the /v1 routes in OpenAI's shape), a foreign Host refused;
 then the same port serves the real application."""
 
