@@ -13,11 +13,12 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import urlencode, urljoin, urlsplit
 
 from psirag_kb.config import Config, server_url
 from psirag_kb.errors import ConversationNotFound, KBError, NodeNotFound
 from psirag_kb.serving.auth import api_token, is_loopback
+from psirag_kb.serving.ops import OPS, Op, op
 from psirag_kb.storage.datadir import (
     COMMAND,
     DAEMON,
@@ -216,124 +217,95 @@ class HTTPClient:
         return (f"the daemon at {self.url} is not reachable ({reason}); it may have stopped: "
                 "start it with `psirag-kb daemon`, or retry to use the knowledge base in-process")
 
+    def call(self, operation: str, timeout: float | None = None, /, **args: Any) -> Any:
+        """The table's `operation` asked of the daemon, with its app method's arguments (path
+        parameters, then the body's or query string's fields; None ones left out)."""
+        entry = op(operation)
+        path = entry.url(args)
+        given = {key: value for key, value in args.items() if value is not None}
+        if entry.query is not None:
+            return self._call(entry.method, f"{path}?{urlencode(given)}", timeout=timeout)
+        if entry.method in ("GET", "DELETE"):
+            return self._call(entry.method, path, timeout=timeout)
+        fields = {} if entry.body is None else entry.body.model_fields
+        body = {(fields[key].alias or key): value for key, value in given.items()}
+        return self._call(entry.method, path, body, timeout=timeout)
+
     def health(self) -> dict[str, Any]:
         """The daemon's pid and data directory."""
-        return self._call("GET", "/api/health", timeout=HEALTH_TIMEOUT_S)
+        return self.call("health", HEALTH_TIMEOUT_S)
 
-    def _options(self, body: dict[str, Any], mode: str | None, k: int | None,
-                 within: list[str] | None) -> dict[str, Any]:
-        """A search body with its optional mode, k and folders (absolute on this machine)."""
-        if mode is not None:
-            body["mode"] = mode
-        if k is not None:
-            body["k"] = k
-        if within:
-            body["in"] = [p if self.remote else os.path.abspath(p) for p in within]
-        return body
+    def _within(self, within: list[str] | None) -> list[str] | None:
+        """Folders absolute on this machine (as given to a remote daemon)."""
+        if not within:
+            return None
+        return [p if self.remote else os.path.abspath(p) for p in within]
 
     def query(self, text: str, mode: str | None = None, k: int | None = None,
               summarize: bool = False, within: list[str] | None = None) -> dict[str, Any]:
         """Ranked results (under the paths in `within`, when given)."""
-        body = self._options({"text": text, "summarize": summarize}, mode, k, within)
         slow = mode == "agent" or summarize  # may wait for the daemon's LLM
-        return self._call("POST", "/api/query", body, timeout=LLM_TIMEOUT_S if slow else None)
+        return self.call("query", LLM_TIMEOUT_S if slow else None, text=text, mode=mode, k=k,
+                         summarize=summarize, within=self._within(within))
 
     def answer(self, text: str, k: int | None = None,
                on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Agent mode over POST /api/answer, each streamed step passed to `on_step`."""
         body: dict[str, Any] = {"text": text} if k is None else {"text": text, "k": k}
-        return self._call("POST", "/api/answer", body, timeout=LLM_TIMEOUT_S,
+        return self._call("POST", op("answer").path, body, timeout=LLM_TIMEOUT_S,
                           on_step=on_step or (lambda _step: None))
-
-    def status(self) -> dict[str, Any]:
-        """Status including the "daemon" object."""
-        return self._call("GET", "/api/status")
 
     def node(self, node_id: int | None = None) -> dict[str, Any]:
         """One tree node (the root by default)."""
-        return self._call("GET", "/api/tree" if node_id is None else f"/api/tree/{node_id}")
+        return self.call("tree") if node_id is None else self.call("node", node_id=node_id)
 
     def path(self, chunk_id: int) -> list[dict[str, Any]]:
         """The abstract nodes above a chunk, root first."""
-        return self._call("GET", f"/api/path/{int(chunk_id)}")["path"]
+        return self.call("path", chunk_id=int(chunk_id))["path"]
 
     def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]:
         """One chunk's text and location, with `neighbours` chunks each side in its file."""
-        return self._call("GET", f"/api/chunk/{int(chunk_id)}?neighbours={int(neighbours)}")
+        return self.call("chunk", chunk_id=int(chunk_id), neighbours=int(neighbours))
 
     def reindex(self, path: str | Path) -> dict[str, Any]:
         """Bring one path (file or folder) up to date now."""
-        return self._call("POST", "/api/reindex", {"path": os.path.abspath(path)},
-                          timeout=REINDEX_TIMEOUT_S)
+        return self.call("reindex", REINDEX_TIMEOUT_S, path=os.path.abspath(path))
 
     def forget(self, path: str | Path) -> dict[str, Any]:
         """Remove an indexed file or folder on purpose (unavailable files included)."""
-        return self._call("POST", "/api/forget", {"path": os.path.abspath(path)},
-                          timeout=REINDEX_TIMEOUT_S)
-
-    def maintain(self) -> dict[str, Any]:
-        """Have the daemon start its maintain job now (an admin only); {"pid", "runs"}."""
-        return self._call("POST", "/api/maintain", {})
+        return self.call("forget", REINDEX_TIMEOUT_S, path=os.path.abspath(path))
 
     def backup(self, dest: str) -> dict[str, Any]:
         """Have the daemon copy the knowledge base into `dest`, a new folder on its machine (an
         admin only); what it copied."""
-        return self._call("POST", "/api/backup", {"dest": dest}, timeout=BACKUP_TIMEOUT_S)
+        return self.call("backup", BACKUP_TIMEOUT_S, dest=dest)
+
     def reembed(self, model: str = "", cancel: bool = False) -> dict[str, Any]:
         """Have the daemon embed everything again with `model` in the background, or cancel
         the running reembed (an admin only); the reembed's status."""
-        return self._call("POST", "/api/reembed", {"cancel": True} if cancel else
-                          {"model": model})
+        return self.call("reembed", **({"cancel": True} if cancel else {"model": model}))
 
     def users(self, action: str, name: str = "", role: str | None = None,
               read: list[str] | None = None) -> dict[str, Any]:
         """A `users` command over the admin-only /api/users routes."""
-        named = f"/api/users/{quote(name, safe='')}"
         if action == "list":
-            return self._call("GET", "/api/users")
+            return self.call("users_list")
         if action == "add":
-            body: dict[str, Any] = {"name": name, "read": read or []}
-            if role is not None:
-                body["role"] = role
-            return self._call("POST", "/api/users", body)
-        if action == "revoke":
-            return self._call("DELETE", named)
-        if action == "rotate":
-            return self._call("POST", named + "/rotate", {})
-        return self._call("POST", f"{named}/{action}", {"read": read or []})
+            return self.call("users_add", name=name, role=role, read=read or [])
+        if action in ("revoke", "rotate"):
+            return self.call(f"users_{action}", name=name)
+        return self.call(f"users_{action}", name=name, read=read or [])
 
     def ask(self, question: str, conversation: str | None = None,
             history: list[Any] | None = None, mode: str | None = None, k: int | None = None,
             within: list[str] | None = None) -> dict[str, Any]:
         """A follow-up: a turn of a stored conversation (POST /api/conversations/<id>/turns),
         else resolved against `history` and not stored (POST /api/ask)."""
-        body = self._options({"q": question}, mode, k, within)
+        asked = {"question": question, "mode": mode, "k": k, "within": self._within(within)}
         if conversation is not None:
-            path = f"/api/conversations/{quote(conversation, safe='')}/turns"
-        else:
-            path, body["history"] = "/api/ask", list(history or [])
-        return self._call("POST", path, body, timeout=LLM_TIMEOUT_S)
-
-    def conversations(self) -> dict[str, Any]:
-        """{"conversations": [...]}: the caller's, the most recently continued first."""
-        return self._call("GET", "/api/conversations")
-
-    def conversation(self, conversation: str) -> dict[str, Any]:
-        """One of the caller's conversations with its turns."""
-        return self._call("GET", f"/api/conversations/{quote(conversation, safe='')}")
-
-    def new_conversation(self, title: str = "") -> dict[str, Any]:
-        """A new conversation: {"id", "title", "created", "updated", "turns": 0}."""
-        return self._call("POST", "/api/conversations", {"title": title})
-
-    def rename_conversation(self, conversation: str, title: str) -> dict[str, Any]:
-        """Give one of the caller's conversations a new title."""
-        return self._call("PATCH", f"/api/conversations/{quote(conversation, safe='')}",
-                          {"title": title})
-
-    def delete_conversation(self, conversation: str) -> dict[str, Any]:
-        """Delete one of the caller's conversations; {"deleted": id}."""
-        return self._call("DELETE", f"/api/conversations/{quote(conversation, safe='')}")
+            return self.call("conversation_turn", LLM_TIMEOUT_S, conversation=conversation,
+                             **asked)
+        return self.call("ask", LLM_TIMEOUT_S, history=list(history or []), **asked)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -413,25 +385,13 @@ class LocalClient:
         return self.kb.ask(question, conversation=conversation, history=history, mode=mode,
                            k=k, **extra)
 
-    def conversations(self) -> dict[str, Any]:
-        """{"conversations": [...]}: the owner's, the most recently continued first."""
-        return self.kb.conversations()
-
     def conversation(self, conversation: str) -> dict[str, Any]:
         """One conversation with its turns."""
         return self.kb.conversation(conversation)
 
-    def new_conversation(self, title: str = "") -> dict[str, Any]:
-        """A new conversation."""
-        return self.kb.new_conversation(title)
-
-    def rename_conversation(self, conversation: str, title: str) -> dict[str, Any]:
-        """Give a conversation a new title."""
-        return self.kb.rename_conversation(conversation, title)
-
-    def delete_conversation(self, conversation: str) -> dict[str, Any]:
-        """Delete a conversation; {"deleted": id}."""
-        return self.kb.delete_conversation(conversation)
+    def call(self, operation: str, /, **args: Any) -> Any:
+        """The table's `operation` of the knowledge base in-process (as its owner)."""
+        return getattr(self.kb, op(operation).target or operation)(**args)
 
     def close(self) -> None:
         """Close the stores and free the data directory."""
@@ -446,6 +406,35 @@ class LocalClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _named(name: str) -> Callable[..., Any]:
+    """A client method calling the table's operation `name`: its positional arguments are the
+    path parameters, then the body's fields, as the app method names them."""
+    entry = op(name)
+    names = [entry.args.get(p, p) for p in entry.params]
+    names += list(entry.body.model_fields) if entry.body is not None else []
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.call(name, **dict(zip(names, args, strict=False)), **kwargs)
+
+    method.__name__ = method.__qualname__ = entry.target or name
+    method.__doc__ = entry.summary
+    return method
+
+
+def _operations(cls: type, which: Callable[[Op], bool]) -> None:
+    """Give `cls` a method for each operation `which` admits that it does not define itself
+    (named after the app method; operations sharing one are left to an explicit method)."""
+    targets = [entry.target for entry in OPS]
+    for entry in OPS:
+        if entry.target and which(entry) and targets.count(entry.target) == 1 \
+                and entry.target not in vars(cls):
+            setattr(cls, entry.target, _named(entry.name))
+
+
+_operations(HTTPClient, lambda entry: True)
+_operations(LocalClient, lambda entry: entry.forwarded)
 
 
 def running_daemon(config: Config, wait_s: float = DAEMON_START_WAIT_S,
@@ -557,7 +546,7 @@ def remote_daemon(config: Config) -> HTTPClient | None:
         raise KBError(f"token missing for {url}: set PSIRAG_KB_TOKEN, [api] token or "
                       "[api] token_file to the daemon's token")
     client = HTTPClient(url, token, remote=True, insecure_http=config.api.insecure_http)
-    health = client._call("GET", "/api/health", timeout=TIMEOUT_S)
+    health = client.call("health", TIMEOUT_S)
     deadline, told = time.monotonic() + DAEMON_START_WAIT_S, ""
     while health.get("state") not in (None, "serving"):  # starting: its token is checked later
         doing = f"{health['state']}: {health.get('reason') or 'starting'}"
@@ -568,7 +557,7 @@ def remote_daemon(config: Config) -> HTTPClient | None:
             print(f"waiting for the daemon at {url}: {doing}", file=sys.stderr)
             told = doing
         time.sleep(1.0)
-        health = client._call("GET", "/api/health", timeout=TIMEOUT_S)
+        health = client.call("health", TIMEOUT_S)
     if "pid" not in health:  # a token check happened only if it was sent and accepted
         raise KBError(f"token refused by {url}")
     return client

@@ -17,7 +17,7 @@ from psirag_kb.access import OWNER, Access
 from psirag_kb.config import Config, WebConfig
 from psirag_kb.errors import AccessDenied, KBError
 from psirag_kb.llm.hosts import CALLS
-from psirag_kb.paths import inside, spelled_under
+from psirag_kb.paths import inside
 from psirag_kb.people import People
 from psirag_kb.service.api import APIServer, Listener
 from psirag_kb.service.client import DAEMON_FILE, STARTING_FILE
@@ -25,8 +25,10 @@ from psirag_kb.service.refresher import AbstractRefresher
 from psirag_kb.service.scheduler import Jobs
 from psirag_kb.service.starting import SERVING, Starting
 from psirag_kb.service.watcher import FolderWatcher, Stopping
+from psirag_kb.service.writes import allowed_path, may_write
 from psirag_kb.serving.audit import AuditLog
 from psirag_kb.serving.auth import configured_token, ensure_token_file
+from psirag_kb.serving.ops import OPS
 from psirag_kb.storage import migrations
 from psirag_kb.storage.backup import (
     RESTORING,
@@ -46,9 +48,11 @@ LOG_FILE = "daemon.log"
 LOG_BYTES = 5_000_000
 LOG_BACKUPS = 3
 BOUNDARIES_EVERY_S = 2.0
+"""How often the daemon looks for grants that moved the tree's partition boundaries."""
 CONVERSATIONS_EVERY_S = 60.0
 """How often the daemon deletes expired conversations and those of removed people."""
-"""How often the daemon looks for grants that moved the tree's partition boundaries."""
+FORWARDED = frozenset(entry.target for entry in OPS if entry.forwarded and entry.target)
+"""The operations the daemon passes to the knowledge base as they are."""
 RESTORE_WAIT_S = 3600.0
 """How long a starting daemon waits for a restore writing its data directory (answering 503
 "restoring" meanwhile) before it gives up with an error."""
@@ -469,13 +473,15 @@ class Daemon:
         self._audited(access, "path", chunk_id, len(above))
         return {"chunk_id": chunk_id, "path": above}
 
-    def reindex(self, raw: str, *, access: Access = OWNER) -> dict[str, Any]:
+    def reindex(self, path: str, *, access: Access = OWNER) -> dict[str, Any]:
         """Bring a path inside a watched folder, or an indexed path, up to date now, with the
         offline abstracts of the tree nodes it changed; an editor only inside their grants."""
+        raw = path
         try:
-            _may_write(access, raw)
-            path = self.allowed_path(raw)
-            _may_write(access, str(path))
+            may_write(access, raw)
+            path = allowed_path(raw, self.data_dir, self.folders,
+                                lambda found: self._kb().is_indexed(found))
+            may_write(access, str(path))
         except AccessDenied:
             if self.audit is not None:
                 self.audit.record(access.name, "reindex", raw, status=403)
@@ -497,14 +503,15 @@ class Daemon:
                 raise
             return {"removed": 0}  # it was never indexed, or was removed meanwhile
 
-    def forget(self, raw: str, *, access: Access = OWNER) -> dict[str, Any]:
+    def forget(self, path: str, *, access: Access = OWNER) -> dict[str, Any]:
         """Remove an indexed file or folder on purpose, unavailable files included (an editor
         only inside their grants)."""
+        raw = path
         if not raw or "\x00" in raw or not os.path.isabs(raw) or ".." in Path(raw).parts:
             raise KBError(f"{raw!r} must be an absolute path without '..'")
         path = Path(os.path.abspath(raw))
         try:
-            _may_write(access, str(path))
+            may_write(access, str(path))
         except AccessDenied:
             if self.audit is not None:
                 self.audit.record(access.name, "forget", raw, status=403)
@@ -546,33 +553,23 @@ class Daemon:
                       result.get("searched"))
         return result
 
-    def conversations(self, *, access: Access = OWNER) -> dict[str, Any]:
-        """This person's conversations."""
-        return self._kb().conversations(access=access)
-
     def conversation(self, conversation: str, *, access: Access = OWNER) -> dict[str, Any]:
         """One of this person's conversations with its turns."""
         found = self._kb().conversation(conversation, access=access)
         self._audited(access, "conversation", conversation, len(found["turns"]))
         return found
 
-    def new_conversation(self, title: str = "", *, access: Access = OWNER) -> dict[str, Any]:
-        """A new conversation of this person's."""
-        return self._kb().new_conversation(title, access=access)
-
-    def rename_conversation(self, conversation: str, title: str, *,
-                            access: Access = OWNER) -> dict[str, Any]:
-        """Rename one of this person's conversations."""
-        return self._kb().rename_conversation(conversation, title, access=access)
-
-    def delete_conversation(self, conversation: str, *,
-                            access: Access = OWNER) -> dict[str, Any]:
-        """Delete one of this person's conversations."""
-        return self._kb().delete_conversation(conversation, access=access)
-
     def person_removed(self, name: str) -> None:
         """A person was revoked: their conversations go with them."""
         self._kb().forget_person(name)
+
+    def __getattr__(self, name: str) -> Any:
+        """An operation the table marks forwarded: the knowledge base's method of that name,
+        which checks the caller's `access` itself (a person's own conversations)."""
+        if name not in FORWARDED:
+            raise AttributeError(name)
+        return getattr(self._kb(), name)
+
     def backup(self, dest: str, *, access: Access = OWNER) -> dict[str, Any]:
         """Take a backup into the new folder `dest` (an absolute path on this machine) while
         serving (an admin only); what was copied, the generation and the bytes."""
@@ -634,26 +631,6 @@ class Daemon:
             return kb.cancel_reembed()
         return kb.reembed(model)
 
-    def allowed_path(self, raw: str) -> Path:
-        """The absolute path of a reindex request, refusing traversal and foreign paths."""
-        if not raw or "\x00" in raw:
-            raise KBError("give an absolute path")
-        if not os.path.isabs(raw) or ".." in Path(raw).parts:
-            raise KBError(f"{raw!r} must be an absolute path without '..'")
-        path = Path(os.path.abspath(raw))
-        if inside(path, self.data_dir):
-            raise KBError(f"{path} is inside the data directory, which is never indexed")
-        for folder in self.folders:  # the watcher's spelling: one row per file
-            spelled = spelled_under(path, folder)
-            if spelled is not None:
-                return spelled
-        if any(inside(path, folder) for folder in self.folders):
-            return path  # a link to a file in a watched folder
-        if self._kb().is_indexed(path) and not path.is_dir():
-            return path  # a file indexed before, never a folder around it (such as "/")
-        raise KBError(f"{path} is neither inside a watched folder nor indexed; add its folder "
-                      "to [watch] folders (or --watch) first")
-
     def _kb(self) -> Any:
         if self.kb is None or self._stopping.is_set():
             raise KBError("the daemon is shutting down")
@@ -663,14 +640,6 @@ class Daemon:
                  results: int | None = None, query: str | None = None) -> None:
         if self.audit is not None:
             self.audit.record(access.name, action, scope, results, query)
-
-
-def _may_write(access: Access, raw: str) -> None:
-    """Refuse a reindex the person's role or grants do not allow."""
-    spelled = os.path.normpath(raw) if os.path.isabs(raw) else raw
-    if not access.may_write(spelled):
-        what = "never reindexes" if access.role == "reader" else f"may not reindex {raw}"
-        raise AccessDenied(f"{access.name} ({access.role}) {what}")
 
 
 def _mcp_server(daemon: Daemon) -> Any:

@@ -21,8 +21,9 @@ from conftest import FakeEmbedder
 from daemon_helpers import wait_for
 
 from psirag_kb.config import Config
-from psirag_kb.service import api as api_module
+from psirag_kb.service import endpoints as endpoints_module
 from psirag_kb.service.daemon import Daemon
+from psirag_kb.serving import thread as thread_module
 
 MAX_BODY = 100_000
 HANDLER_TIMEOUT_S = 1.0
@@ -134,10 +135,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     config = Config().with_data_dir(base / "data")
     config = config.replace("watch", folders=[str(docs)], quiet_period_s=0.2)
     config = config.replace("api", port=0, max_body_bytes=MAX_BODY, token=TOKEN)
-    assert 0 < api_module.TIMEOUT_S <= 60  # a silent client cannot hold a connection forever
+    assert 0 < endpoints_module.TIMEOUT_S <= 60  # a silent client cannot hold a connection forever
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("PSIRAG_KB_TOKEN", raising=False)
-        patch.setattr(api_module, "TIMEOUT_S", HANDLER_TIMEOUT_S)
+        patch.setattr(endpoints_module, "TIMEOUT_S", HANDLER_TIMEOUT_S)  # a body
+        patch.setattr(thread_module, "TIMEOUT_S", HANDLER_TIMEOUT_S)  # a request head
         daemon = Daemon(config, embedder=FakeEmbedder())
         daemon.start()
         try:

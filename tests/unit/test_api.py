@@ -12,8 +12,8 @@ import pytest
 from waiting import ManualClock, wait_until
 
 from psirag_kb.errors import KBError, NodeNotFound
-from psirag_kb.service.api import APIServer, is_loopback
-from psirag_kb.serving.auth import FailureLimiter, TokenError, check_token
+from psirag_kb.service.api import APIServer
+from psirag_kb.serving.auth import FailureLimiter, TokenError, check_token, is_loopback
 
 
 class FakeApp:

@@ -14,9 +14,9 @@ import openai
 import pytest
 
 from psirag_kb.errors import KBError
-from psirag_kb.service import api as api_module
+from psirag_kb.service import v1 as v1_module
 from psirag_kb.service.api import APIServer
-from psirag_kb.service.openai_compat import MODEL, parse, reply
+from psirag_kb.serving.openai_compat import MODEL, parse, reply
 
 TOKEN = "unit-test-token-" + "v" * 32
 ROW = {"source": "/docs/`odd`.md", "lines": [3, 4], "location": None, "chunk_id": 7,
@@ -89,7 +89,7 @@ def test_a_stream_that_fails_after_it_began_ends_with_an_error_event(served) -> 
 def test_keep_alive_comments_flow_while_the_answer_is_worked_on(
         served, monkeypatch: pytest.MonkeyPatch) -> None:
     server, app = served
-    monkeypatch.setattr(api_module, "KEEP_ALIVE_EVENT_S", 0.05)
+    monkeypatch.setattr(v1_module, "KEEP_ALIVE_EVENT_S", 0.05)
     connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=20)
     body = json.dumps({"model": MODEL, "stream": True,
                        "messages": [{"role": "user", "content": "slow"}]})

@@ -10,7 +10,8 @@ from typing import Any
 
 from openapi_spec_validator import validate as validate_spec
 
-from psirag_kb.service.api import METHODS, Endpoints
+from psirag_kb.service.endpoints import METHODS
+from psirag_kb.serving.ops import OPS
 from tests.unit.test_api import AUTH, api, call  # noqa: F401 - the api fixture
 
 __all__ = ["api"]
@@ -33,7 +34,7 @@ def test_every_route_in_the_table_is_documented(api) -> None:  # noqa: F811
     documented = {(method.upper(), path) for path, item in spec["paths"].items()
                   for method in item}
     served = {(method, re.sub(r"\{(\w+)(:\w+)?\}", r"{\1}", entry.path))
-              for entry in Endpoints.table for method in entry.methods}
+              for entry in OPS for method in (entry.method,)}
     assert documented == served
     assert ("GET", "/api/openapi.json") in documented and ("POST", "/api/query") in documented
 
@@ -66,3 +67,15 @@ def test_an_unknown_path_is_not_documented_and_404(api) -> None:  # noqa: F811
     spec = document(api[0])
     assert "/api/nowhere" not in spec["paths"]
     assert call(api[0], "GET", "/api/nowhere")[0] == 404
+
+
+def test_every_operation_documents_its_request_and_its_answer(api) -> None:  # noqa: F811
+    spec = document(api[0])
+    for entry in OPS:
+        operation = spec["paths"][entry.template][entry.method.lower()]
+        success = operation["responses"]["200"]["content"][entry.media]["schema"]
+        assert entry.response is None or success["$ref"].endswith(entry.response.__name__)
+        assert ("requestBody" in operation) == (entry.body is not None), entry.name
+        assert operation["x-role"] == entry.role
+    for name, schema in spec["components"]["schemas"].items():
+        assert "$defs" not in schema, name  # every model's definitions are components

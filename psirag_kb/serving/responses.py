@@ -1,0 +1,229 @@
+"""The HTTP API's 2xx response models (documentation: the answers carry more fields than these
+name, and are sent as the knowledge base returns them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["Reply"]
+
+
+class Reply(BaseModel):
+    """A JSON object answered with 200; the fields named are the ones always present."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Health(Reply):
+    """{ok, pid, data_dir, state: serving}; only {ok} without a token; {ok, state, reason}
+    while the daemon starts."""
+
+    ok: bool
+    pid: int | None = None
+    data_dir: str | None = None
+    state: str | None = None
+    reason: str | None = None
+
+
+class Status(Reply):
+    """Files, chunks, tree and daemon state within the caller's grants."""
+
+    files: dict[str, Any]
+    daemon: dict[str, Any] | None = None
+
+
+class Passage(Reply):
+    """One passage found."""
+
+    source: str
+    chunk_id: int
+    text: str
+    lines: list[int] | None = None
+    location: str | None = None
+
+
+class QueryResult(Reply):
+    """Ranked passages for a question (an answer with citations in agent mode)."""
+
+    query: str
+    mode: str
+    results: list[Passage] | None = None
+
+
+class TreeNode(Reply):
+    """A tree node with its children."""
+
+    id: int
+    children: list[dict[str, Any]]
+
+
+class TreePath(Reply):
+    """The tree nodes above a chunk, root first."""
+
+    chunk_id: int
+    path: list[dict[str, Any]]
+
+
+class Chunk(Reply):
+    """One chunk's text and location, with its neighbours in the file."""
+
+    chunk_id: int
+    text: str | None = None
+    source: str | None = None
+
+
+class IngestReport(Reply):
+    """What a reindex read, changed and removed."""
+
+
+class Removed(Reply):
+    """How many files were removed from the index."""
+
+    removed: int
+
+
+class AnswerLine(Reply):
+    """One NDJSON line of a streamed answer: {step}, then {answer} or {error}."""
+
+    step: dict[str, Any] | None = None
+    answer: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class MaintainStarted(Reply):
+    """The daemon's pid and the maintain job's runs ended so far."""
+
+    pid: int
+    runs: int
+
+
+class Person(Reply):
+    """A person: name, role and grants."""
+
+    name: str
+    role: str | None = None
+    grants: list[str] | None = None
+
+
+class People(Reply):
+    """The people with their roles and grants."""
+
+    users: list[Person]
+
+
+class NewToken(Reply):
+    """A token, shown this once."""
+
+    name: str
+    token: str
+
+
+class Revoked(Reply):
+    """The name of what was revoked."""
+
+    revoked: str
+
+
+class Conversation(Reply):
+    """A conversation (with its turns when one is read)."""
+
+    id: str
+    title: str
+    created: float
+    updated: float
+    turns: int | list[dict[str, Any]]
+
+
+class Conversations(Reply):
+    """The caller's conversations, most recently continued first."""
+
+    conversations: list[Conversation]
+
+
+class Deleted(Reply):
+    """The id of what was deleted."""
+
+    deleted: str
+
+
+class Turn(Reply):
+    """The query or answer object plus the question asked and what was searched."""
+
+    question: str
+    searched: str | None = None
+    rewrite: Any = None
+
+
+class TokenInfo(Reply):
+    """A personal token, never its secret."""
+
+    name: str
+    created: float | None = None
+    last_used: float | None = None
+
+
+class Tokens(Reply):
+    """The caller's personal tokens."""
+
+    tokens: list[TokenInfo]
+
+
+class Ready(Reply):
+    """{ready: true}, or {ready: false, reasons} with 503 (and `state` while starting)."""
+
+    ready: bool
+    reasons: list[str] | None = None
+
+
+class Backup(Reply):
+    """What a backup copied."""
+
+    path: str
+    generation: int | None = None
+    chunks: int | None = None
+    bytes: int | None = None
+
+
+class ReembedStatus(Reply):
+    """The reembed's status."""
+
+    model: str | None = None
+    state: str | None = None
+    done: int | None = None
+    total: int | None = None
+
+
+class OpenAPIDocument(Reply):
+    """An OpenAPI 3.1 document."""
+
+    openapi: str
+    paths: dict[str, Any]
+
+
+class Model(Reply):
+    """OpenAI's model object."""
+
+    id: str
+    object: str
+    created: int
+    owned_by: str
+
+
+class ModelList(Reply):
+    """OpenAI's model list."""
+
+    object: str
+    data: list[Model]
+
+
+class ChatCompletion(Reply):
+    """A chat.completion (or chat.completion.chunk events, then [DONE]), with its sources in
+    `citations`."""
+
+    id: str
+    object: str
+    model: str
+    choices: list[dict[str, Any]]
+    citations: list[dict[str, Any]] | None = None
