@@ -173,6 +173,17 @@ def build_server(backend: Backend,
     # WARNING: the SDK configures the root logger when nothing has (cli.py and daemon.py have)
     server = MCPServer("psirag-kb", instructions=INSTRUCTIONS, log_level="WARNING")
 
+    _search_tool(server, backend, person)
+    _fetch_tool(server, backend, person)
+    _answer_tool(server, backend, person)
+    _browse_tool(server, backend, person)
+    _status_tool(server, backend, person)
+    return server
+
+
+def _search_tool(server: MCPServer, backend: Backend,
+                 person: Callable[[Context | None], dict[str, Any]]) -> None:
+    """Register the `search` tool."""
     @server.tool(description=SEARCH, annotations=READ_ONLY)
     def search(
         query: Annotated[str, Field(description="the question or search terms; \"quoted text\" "
@@ -203,6 +214,11 @@ def build_server(backend: Backend,
                                                  **extra))
             return search_result(backend.query(query, mode=mode, k=k, **extra))
 
+
+
+def _fetch_tool(server: MCPServer, backend: Backend,
+                person: Callable[[Context | None], dict[str, Any]]) -> None:
+    """Register the `fetch` tool."""
     @server.tool(description=FETCH, annotations=READ_ONLY)
     def fetch(
         id: Annotated[str, Field(description="a result id from search (or a chunk id from "
@@ -221,6 +237,11 @@ def build_server(backend: Backend,
         with _reported():
             return fetched(backend.chunk(int(id), neighbours, **person(ctx)))
 
+
+
+def _answer_tool(server: MCPServer, backend: Backend,
+                 person: Callable[[Context | None], dict[str, Any]]) -> None:
+    """Register the `answer` tool."""
     @server.tool(description=ANSWER, annotations=READ_ONLY)
     def answer(
         question: Annotated[str, Field(description="the question, in a full sentence")],
@@ -238,6 +259,11 @@ def build_server(backend: Backend,
             return answer_result(backend.answer(question, on_step=_progress(ctx),
                                                 **person(ctx)))
 
+
+
+def _browse_tool(server: MCPServer, backend: Backend,
+                 person: Callable[[Context | None], dict[str, Any]]) -> None:
+    """Register the `browse` tool."""
     @server.tool(description=BROWSE, annotations=READ_ONLY)
     def browse(
         node: Annotated[int | None, Field(
@@ -249,10 +275,13 @@ def build_server(backend: Backend,
         with _reported():
             return node_result(backend.node(node, **person(ctx)))
 
+
+
+def _status_tool(server: MCPServer, backend: Backend,
+                 person: Callable[[Context | None], dict[str, Any]]) -> None:
+    """Register the `status` tool."""
     @server.tool(description=STATUS, annotations=READ_ONLY)
     def status(ctx: Context | None = None) -> StatusResult:
         """Counts, problems and freshness."""
         with _reported():
             return status_result(backend.status(**person(ctx)))
-
-    return server

@@ -9,6 +9,7 @@ marked stale and rebuilt from DuckDB in the background.
 from __future__ import annotations
 
 import logging
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -679,9 +680,16 @@ class Stores:
 
 
 def _size(path: Path) -> int:
-    """Bytes used by a file or folder."""
-    if path.is_file():
-        return path.stat().st_size
-    if not path.exists():
+    """Bytes used by a file or folder (a file the indexes drop while it is counted counts 0)."""
+    if not path.is_dir():
+        return _file_size(path)
+    return sum(_file_size(p) for p in path.rglob("*"))
+
+
+def _file_size(path: Path) -> int:
+    """Bytes of a file; 0 for a folder or a file gone (Tantivy replaces its own as it merges)."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
         return 0
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return info.st_size if stat.S_ISREG(info.st_mode) else 0

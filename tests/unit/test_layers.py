@@ -111,3 +111,57 @@ def test_only_the_cli_and_the_service_import_the_facade():
     assert {n for n in importers
             if n.split(".")[:2] != ["psirag_kb", "cli"]
             and not n.startswith("psirag_kb.service")} == set()
+
+
+CORE = {"errors", "paths", "config", "access", "people", "locations", "text", "backoff",
+        "status_text", "__main__"}
+
+
+def package_of(module: str) -> str:
+    """The layer a module belongs to: its subpackage, or "core" for the top-level modules."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] in CORE:
+        return "core"
+    return parts[1].removesuffix(".py")
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Each subpackage (and the core modules as one) and the others it imports."""
+    graph: dict[str, set[str]] = {}
+    for name, imported in import_graph().items():
+        here = package_of(name)
+        graph.setdefault(here, set()).update(
+            there for there in map(package_of, imported) if there != here)
+    return graph
+
+
+def test_package_of_names_the_layer():
+    assert package_of("psirag_kb.storage.store") == "storage"
+    assert package_of("psirag_kb.config") == "core"
+    assert package_of("psirag_kb.kb") == "kb"
+
+
+def test_no_import_cycle_among_the_packages():
+    graph = package_graph()
+    graph["core"].discard("cli")  # `python -m psirag_kb` starts the command line
+    cycle = find_cycle(graph)
+    assert cycle is None, "package import cycle: " + " -> ".join(cycle or [])
+
+
+MAX_MODULE_LINES = 700
+MAX_FUNCTION_LINES = 80
+
+
+def test_modules_and_functions_stay_readable():
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = path.read_text()
+        name = path.relative_to(PACKAGE.parent)
+        if source.count("\n") > MAX_MODULE_LINES:
+            too_long.append(f"{name}: {source.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long.append(f"{name}:{node.lineno} {node.name}: {length} lines")
+    assert too_long == [], "split these by job: " + "; ".join(too_long)

@@ -96,7 +96,7 @@ def cmd_reembed(args: argparse.Namespace, config: Config) -> int:
             return 0
         print(f"reembed to {started['model']} runs in the daemon ({daemon.url}); Ctrl-C stops "
               "following it, not the reembed (`reembed --cancel` stops it)", file=sys.stderr)
-        print_report(_follow_reembed(daemon.status, started["model"]), args.json)
+        print_report(_follow_reembed(lambda: daemon.call("status"), started["model"]), args.json)
         return 0
     with open_kb(config) as kb:
         if args.cancel:
