@@ -11,6 +11,7 @@ from starlette.responses import Response
 from psirag_kb.access import Access
 from psirag_kb.people import MyTokens, Users
 from psirag_kb.service.guard import HTTPError, reply
+from psirag_kb.serving import mytokens
 from psirag_kb.serving.ops import Op
 from psirag_kb.serving.requests import parse
 
@@ -81,29 +82,15 @@ async def users_regrant(ctx: Endpoints, request: Request, access: Access, entry:
 
 async def my_tokens(ctx: Endpoints, request: Request, access: Access, entry: Op,
                     params: dict[str, Any]) -> Response:
-    """GET /api/me/tokens."""
-    return reply(200, await ctx.call(_mine(ctx).list, access))
-
-
-async def my_token_make(ctx: Endpoints, request: Request, access: Access, entry: Op,
-                        params: dict[str, Any]) -> Response:
-    """POST /api/me/tokens."""
-    assert entry.body is not None
-    name = parse(entry.body, await ctx.body(request)).args()["name"]
+    """GET, POST /api/me/tokens and DELETE /api/me/tokens/<name> (serving.mytokens, which
+    the page's origin serves too)."""
     mine = _mine(ctx)
-    ctx.audited(access, "token make", name)
-    return reply(200, await ctx.call(mine.make, access, name))
-
-
-async def my_token_revoke(ctx: Endpoints, request: Request, access: Access, entry: Op,
-                          params: dict[str, Any]) -> Response:
-    """DELETE /api/me/tokens/<name>."""
-    mine = _mine(ctx)
-    ctx.audited(access, "token revoke", params["name"])
-    return reply(200, await ctx.call(mine.revoke, access, params["name"]))
+    body = await ctx.body(request) if entry.body is not None else None
+    answer = await ctx.call(mytokens.serve, mine, entry, access, params, body, ctx.audited)
+    return reply(answer.status, answer.payload)
 
 
 HANDLERS = {"users_list": users_list, "users_add": users_add, "users_revoke": users_revoke,
             "users_rotate": users_rotate, "users_grant": users_regrant,
             "users_ungrant": users_regrant, "my_tokens": my_tokens,
-            "my_token_make": my_token_make, "my_token_revoke": my_token_revoke}
+            "my_token_make": my_tokens, "my_token_revoke": my_tokens}

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from psirag_kb.access import Access
-from psirag_kb.people import PeopleError, UnknownPerson
+from psirag_kb.people import PeopleError
+from psirag_kb.serving import mytokens
+from psirag_kb.serving.ops import Op
 from psirag_kb.web.sessions import Session, same_token
 from psirag_kb.web.site import Web, WebError, client
 
 MAX_TOKEN_JSON_BYTES = 4_096
+
+
+def answered(answer: mytokens.Answer) -> Response:
+    """A shared operation's answer as the page's JSON response."""
+    return JSONResponse(answer.payload, answer.status)
 
 
 class TokenPages:
@@ -69,19 +79,26 @@ class TokenPages:
 
 
 class TokenAPI:
-    """/api/me/tokens[/<name>]: the same in JSON, for the page's script or a Bearer token."""
+    """/api/me/tokens[/<name>] on the page's origin, for the page's script or a Bearer token:
+    the table's operations served by serving.mytokens, as the API serves them; only finding
+    the caller (and reading a small body) is the page's."""
 
     def __init__(self, web: Web) -> None:
         self.web = web
 
-    async def my_tokens(self, request: Request) -> Response:
+    def routes(self) -> list[Route]:
+        """One route per path of the operations, for every method (one without an operation
+        is answered 405 in the API's words, not Starlette's)."""
+        return [Route(path, _Path(self, by_method), methods=None)
+                for path, by_method in mytokens.by_path().items()]
+
+    async def my_tokens(self, request: Request, by_method: dict[str, Op]) -> Response:
         """/api/me/tokens[/<name>] on the page's origin: the page's session with its CSRF token
         in X-CSRF-Token (never cross-site), or a person's token as Bearer."""
-        method, name = request.method, request.path_params.get("name")
-        allowed = ("DELETE",) if name is not None else ("GET", "POST")
-        if method not in allowed:
-            return JSONResponse({"error": f"{method} is not allowed here; use "
-                                          f"{', '.join(allowed)}"}, 405)
+        entry = by_method.get(request.method)
+        if entry is None:
+            return answered(mytokens.not_allowed(request.method, request.url.path,
+                                                 by_method))
         origin = request.headers.get("origin")
         if request.headers.get("sec-fetch-site") == "cross-site" or not \
                 self.web.policy.origin_allowed(origin, request.headers.get("host")):
@@ -92,31 +109,26 @@ class TokenAPI:
                                           "X-CSRF-Token) or send Authorization: Bearer <token>"},
                                 401, headers={"WWW-Authenticate": "Bearer"})
         assert self.web.mine is not None
-        try:
-            if method == "GET":
-                return JSONResponse(self.web.mine.list(access))
-            if method == "DELETE":
-                result = self.web.mine.revoke(access, str(name))
-                self.web.audited(access.name, "token revoke", client(request))
-                return JSONResponse(result)
+        body: Any = None
+        if entry.body is not None:
             length = request.headers.get("content-length", "")
             if not length.isdigit() or int(length) > MAX_TOKEN_JSON_BYTES:
                 return JSONResponse({"error": "send a small JSON body with a Content-Length"},
                                     413)
             try:
                 body = json.loads(await request.body())
-            except ValueError:
-                return JSONResponse({"error": "malformed JSON"}, 400)
-            if not isinstance(body, dict) or set(body) != {"name"} or \
-                    not isinstance(body["name"], str):
-                return JSONResponse({"error": "the body must be {\"name\": \"...\"}"}, 400)
-            result = self.web.mine.make(access, body["name"])
-            self.web.audited(access.name, "token make", client(request))
-            return JSONResponse(result)
-        except UnknownPerson as exc:
-            return JSONResponse({"error": str(exc)}, 404)
-        except PeopleError as exc:
-            return JSONResponse({"error": str(exc)}, 400)
+            except (UnicodeDecodeError, ValueError) as exc:
+                return JSONResponse({"error": f"malformed JSON: {exc}"}, 400)
+            except RecursionError:
+                return JSONResponse({"error": "malformed JSON: nested too deeply"}, 400)
+        where = client(request)
+
+        def audited(caller: Access, action: str, name: str) -> None:
+            if self.web.audit is not None:
+                self.web.audit.record(caller.name, action, name, client=where)
+
+        return answered(mytokens.serve(self.web.mine, entry, access,
+                                       dict(request.path_params), body, audited))
 
     async def token_caller(self, request: Request) -> Access | None:
         """Who calls /api/me/tokens: a person's Bearer token, the proxy's person, or the page's
@@ -133,3 +145,14 @@ class TokenAPI:
         if session.owner or not same_token(request.headers.get("x-csrf-token"), session.csrf):
             return None
         return access
+
+
+class _Path:
+    """A path's handler as an ASGI app (so that its route takes every method)."""
+
+    def __init__(self, api: TokenAPI, by_method: dict[str, Op]) -> None:
+        self.api, self.by_method = api, by_method
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.api.my_tokens(Request(scope, receive), self.by_method)
+        await response(scope, receive, send)
