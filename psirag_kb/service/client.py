@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urlencode, urljoin, urlsplit
 
 from psirag_kb.config import Config, server_url
@@ -43,16 +43,19 @@ STARTING_FILE = "daemon.starting.json"
 DAEMON_START_WAIT_S = 300.0
 """How long a command waits for a starting daemon's API (it may be opening a large KB)."""
 TIMEOUT_S = 30.0
-BACKUP_TIMEOUT_S = 3600.0
-"""A backup copies the whole knowledge base (minutes at a million chunks on a slow disk)."""
-REINDEX_TIMEOUT_S = 3600.0
+LONG_TIMEOUT_S = 3600.0
+"""A backup copies the whole knowledge base (minutes at a million chunks on a slow disk); a
+reindex may read a whole folder."""
 HEALTH_TIMEOUT_S = 2.0
 LLM_TIMEOUT_S = 900.0
 """Agent answers and summaries wait for the daemon's LLM calls."""
+TIMEOUTS = {"short": HEALTH_TIMEOUT_S, "long": LONG_TIMEOUT_S, "llm": LLM_TIMEOUT_S}
+"""An operation's timeout class (see `Op.timeout`) -> seconds; "default" is the client's."""
 
 
 class KBClient(Protocol):
-    """What the CLI and the TUI may ask of a knowledge base."""
+    """What the CLI and the TUI may ask of a knowledge base (for typing only: most of the
+    clients' methods are made from the table of operations, see `_operations`)."""
 
     def query(self, text: str, mode: str | None = None, k: int | None = None,
               summarize: bool = False, within: list[str] | None = None) -> dict[str, Any]: ...
@@ -147,6 +150,10 @@ class HTTPClient:
         self.timeout = timeout
         self.remote = remote
 
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any:
+            """The methods made from the table of operations (see `_operations`)."""
+
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
               timeout: float | None = None,
               on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -219,93 +226,50 @@ class HTTPClient:
 
     def call(self, operation: str, timeout: float | None = None, /, **args: Any) -> Any:
         """The table's `operation` asked of the daemon, with its app method's arguments (path
-        parameters, then the body's or query string's fields; None ones left out)."""
+        parameters, then the body's or query string's fields; None ones left out), as its row
+        says: paths made absolute, defaults filled in, its timeout, the field returned."""
         entry = op(operation)
+        args = self._prepared(entry, args)
+        timeout = timeout or _timeout(entry, args)
         path = entry.url(args)
         given = {key: value for key, value in args.items() if value is not None}
         if entry.query is not None:
-            return self._call(entry.method, f"{path}?{urlencode(given)}", timeout=timeout)
-        if entry.method in ("GET", "DELETE"):
-            return self._call(entry.method, path, timeout=timeout)
-        fields = {} if entry.body is None else entry.body.model_fields
-        body = {(fields[key].alias or key): value for key, value in given.items()}
-        return self._call(entry.method, path, body, timeout=timeout)
+            answer = self._call(entry.method, f"{path}?{urlencode(given)}", timeout=timeout)
+        elif entry.method in ("GET", "DELETE"):
+            answer = self._call(entry.method, path, timeout=timeout)
+        else:
+            fields = {} if entry.body is None else entry.body.model_fields
+            body = {(fields[key].alias or key): value for key, value in given.items()}
+            answer = self._call(entry.method, path, body, timeout=timeout)
+        return answer[entry.unwrap] if entry.unwrap else answer
 
-    def health(self) -> dict[str, Any]:
-        """The daemon's pid and data directory."""
-        return self.call("health", HEALTH_TIMEOUT_S)
-
-    def _within(self, within: list[str] | None) -> list[str] | None:
-        """Folders absolute on this machine (as given to a remote daemon)."""
-        if not within:
-            return None
-        return [p if self.remote else os.path.abspath(p) for p in within]
-
-    def query(self, text: str, mode: str | None = None, k: int | None = None,
-              summarize: bool = False, within: list[str] | None = None) -> dict[str, Any]:
-        """Ranked results (under the paths in `within`, when given)."""
-        slow = mode == "agent" or summarize  # may wait for the daemon's LLM
-        return self.call("query", LLM_TIMEOUT_S if slow else None, text=text, mode=mode, k=k,
-                         summarize=summarize, within=self._within(within))
+    def _prepared(self, entry: Op, args: dict[str, Any]) -> dict[str, Any]:
+        """The arguments as sent: typed path parameters as numbers, paths absolute, folders
+        absolute on this machine (as given to a remote daemon), defaults for the missing."""
+        for name, kind in entry.params.items():
+            key = entry.args.get(name, name)
+            if kind != "str" and args.get(key) is not None:
+                args[key] = int(args[key])
+        for key in entry.paths:
+            args[key] = os.path.abspath(args[key])
+        for key in entry.folders:
+            folders = args.get(key)
+            args[key] = [p if self.remote else os.path.abspath(p)
+                         for p in folders] if folders else None
+        for key, value in entry.defaults.items():
+            if args.get(key) is None:
+                args[key] = value
+        if entry.sparse:
+            args = {key: value for key, value in args.items() if value}
+        return args
 
     def answer(self, text: str, k: int | None = None,
                on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-        """Agent mode over POST /api/answer, each streamed step passed to `on_step`."""
+        """Agent mode over POST /api/answer, each streamed step passed to `on_step` (by hand:
+        the only operation read as a stream of lines, and in-process a call with a callback)."""
         body: dict[str, Any] = {"text": text} if k is None else {"text": text, "k": k}
         return self._call("POST", op("answer").path, body, timeout=LLM_TIMEOUT_S,
                           on_step=on_step or (lambda _step: None))
-
-    def node(self, node_id: int | None = None) -> dict[str, Any]:
-        """One tree node (the root by default)."""
-        return self.call("tree") if node_id is None else self.call("node", node_id=node_id)
-
-    def path(self, chunk_id: int) -> list[dict[str, Any]]:
-        """The abstract nodes above a chunk, root first."""
-        return self.call("path", chunk_id=int(chunk_id))["path"]
-
-    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]:
-        """One chunk's text and location, with `neighbours` chunks each side in its file."""
-        return self.call("chunk", chunk_id=int(chunk_id), neighbours=int(neighbours))
-
-    def reindex(self, path: str | Path) -> dict[str, Any]:
-        """Bring one path (file or folder) up to date now."""
-        return self.call("reindex", REINDEX_TIMEOUT_S, path=os.path.abspath(path))
-
-    def forget(self, path: str | Path) -> dict[str, Any]:
-        """Remove an indexed file or folder on purpose (unavailable files included)."""
-        return self.call("forget", REINDEX_TIMEOUT_S, path=os.path.abspath(path))
-
-    def backup(self, dest: str) -> dict[str, Any]:
-        """Have the daemon copy the knowledge base into `dest`, a new folder on its machine (an
-        admin only); what it copied."""
-        return self.call("backup", BACKUP_TIMEOUT_S, dest=dest)
-
-    def reembed(self, model: str = "", cancel: bool = False) -> dict[str, Any]:
-        """Have the daemon embed everything again with `model` in the background, or cancel
-        the running reembed (an admin only); the reembed's status."""
-        return self.call("reembed", **({"cancel": True} if cancel else {"model": model}))
-
-    def users(self, action: str, name: str = "", role: str | None = None,
-              read: list[str] | None = None) -> dict[str, Any]:
-        """A `users` command over the admin-only /api/users routes."""
-        if action == "list":
-            return self.call("users_list")
-        if action == "add":
-            return self.call("users_add", name=name, role=role, read=read or [])
-        if action in ("revoke", "rotate"):
-            return self.call(f"users_{action}", name=name)
-        return self.call(f"users_{action}", name=name, read=read or [])
-
-    def ask(self, question: str, conversation: str | None = None,
-            history: list[Any] | None = None, mode: str | None = None, k: int | None = None,
-            within: list[str] | None = None) -> dict[str, Any]:
-        """A follow-up: a turn of a stored conversation (POST /api/conversations/<id>/turns),
-        else resolved against `history` and not stored (POST /api/ask)."""
-        asked = {"question": question, "mode": mode, "k": k, "within": self._within(within)}
-        if conversation is not None:
-            return self.call("conversation_turn", LLM_TIMEOUT_S, conversation=conversation,
-                             **asked)
-        return self.call("ask", LLM_TIMEOUT_S, history=list(history or []), **asked)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -335,16 +299,12 @@ class LocalClient:
         self.kb = kb
         self._lock = lock
 
-    def query(self, text: str, mode: str | None = None, k: int | None = None,
-              summarize: bool = False, within: list[str] | None = None) -> dict[str, Any]:
-        """Ranked results (under the paths in `within`, when given)."""
-        if within is None:
-            return self.kb.query(text, mode=mode, k=k, summarize=summarize)
-        return self.kb.query(text, mode=mode, k=k, summarize=summarize, within=within)
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any:
+            """The methods made from the table of operations (see `_operations`)."""
 
-    def status(self) -> dict[str, Any]:
-        """Status (no "daemon" object)."""
-        return self.kb.status()
+    # By hand: the knowledge base names these otherwise than the daemon's app (path_of,
+    # ingest), or answers them in another shape (a manifest, a count) or with a callback.
 
     def backup(self, dest: str) -> dict[str, Any]:
         """Copy the knowledge base into the new folder `dest`; what was copied."""
@@ -352,17 +312,9 @@ class LocalClient:
 
         return summary(self.kb.backup(Path(os.path.abspath(dest))))
 
-    def node(self, node_id: int | None = None) -> dict[str, Any]:
-        """One tree node (the root by default)."""
-        return self.kb.node(node_id)
-
     def path(self, chunk_id: int) -> list[dict[str, Any]]:
         """The abstract nodes above a chunk, root first."""
         return self.kb.path_of(chunk_id)
-
-    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]:
-        """One chunk's full text, with up to `neighbours` chunks either side in its file."""
-        return self.kb.chunk(chunk_id, neighbours)
 
     def answer(self, text: str, k: int | None = None,
                on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -377,21 +329,10 @@ class LocalClient:
         """Remove an indexed file or folder on purpose (unavailable files included)."""
         return {"removed": self.kb.forget([path])}
 
-    def ask(self, question: str, conversation: str | None = None,
-            history: list[Any] | None = None, mode: str | None = None, k: int | None = None,
-            within: list[str] | None = None) -> dict[str, Any]:
-        """A follow-up in a stored conversation, or after `history` (see `KnowledgeBase.ask`)."""
-        extra = {} if within is None else {"within": within}
-        return self.kb.ask(question, conversation=conversation, history=history, mode=mode,
-                           k=k, **extra)
-
-    def conversation(self, conversation: str) -> dict[str, Any]:
-        """One conversation with its turns."""
-        return self.kb.conversation(conversation)
-
     def call(self, operation: str, /, **args: Any) -> Any:
         """The table's `operation` of the knowledge base in-process (as its owner)."""
-        return getattr(self.kb, op(operation).target or operation)(**args)
+        entry = op(operation)
+        return getattr(self.kb, entry.target or operation)(**{**entry.fixed, **args})
 
     def close(self) -> None:
         """Close the stores and free the data directory."""
@@ -408,33 +349,67 @@ class LocalClient:
         self.close()
 
 
-def _named(name: str) -> Callable[..., Any]:
-    """A client method calling the table's operation `name`: its positional arguments are the
-    path parameters, then the body's fields, as the app method names them."""
-    entry = op(name)
+def _timeout(entry: Op, args: dict[str, Any]) -> float | None:
+    """The operation's timeout for these arguments (None: the client's)."""
+    slow = not entry.slow_if or any(args.get(key) == value
+                                    for key, value in entry.slow_if.items())
+    return TIMEOUTS.get(entry.timeout) if slow else None
+
+
+def _takes(entry: Op) -> list[str]:
+    """The app method's arguments: path parameters, then the body's or query's fields."""
     names = [entry.args.get(p, p) for p in entry.params]
-    names += list(entry.body.model_fields) if entry.body is not None else []
+    for model in (entry.body, entry.query):
+        names += list(model.model_fields) if model is not None else []
+    return names
+
+
+def _named(name: str, entries: list[Op]) -> Callable[..., Any]:
+    """A client method calling the table's operations `entries` (one, or those sharing the
+    method `name`): its positional arguments are the row's `positional`, else the path
+    parameters, then the body's fields, as the app method names them. Of several, the one
+    named by the `action` given first is called, else the one with the most path parameters
+    that are all given; arguments only another one takes are left out."""
+    entries = sorted(entries, key=lambda entry: -len(entry.params))
+    order = next((e.positional for e in entries if e.positional), ()) or _takes(entries[0])
+    actions = {entry.action: entry for entry in entries if entry.action}
+    takes = {key for entry in entries for key in [*_takes(entry), *entry.fixed]}
+    takes |= {"action"} if actions else set()
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.call(name, **dict(zip(names, args, strict=False)), **kwargs)
+        if len(args) > len(order):
+            raise TypeError(f"{name}() takes {len(order)} positional arguments")
+        given = dict(zip(order, args, strict=False))
+        if clash := set(given) & set(kwargs) or set(kwargs) - takes:
+            raise TypeError(f"{name}() got an unexpected or repeated argument "
+                            f"{sorted(clash)[0]!r}")
+        given.update(kwargs)
+        entry = actions[given.pop("action")] if actions else next(
+            entry for entry in entries
+            if all(given.get(entry.args.get(p, p)) is not None for p in entry.params))
+        known = {*_takes(entry), *entry.fixed}
+        return self.call(entry.name, **{k: v for k, v in given.items() if k in known})
 
-    method.__name__ = method.__qualname__ = entry.target or name
-    method.__doc__ = entry.summary
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = entries[0].summary
     return method
 
 
 def _operations(cls: type, which: Callable[[Op], bool]) -> None:
-    """Give `cls` a method for each operation `which` admits that it does not define itself
-    (named after the app method; operations sharing one are left to an explicit method)."""
-    targets = [entry.target for entry in OPS]
+    """Give `cls` a method for each client method of the operations `which` admits that it
+    does not define itself (named after the row's `client`, else its target)."""
+    methods: dict[str, list[Op]] = {}
     for entry in OPS:
-        if entry.target and which(entry) and targets.count(entry.target) == 1 \
-                and entry.target not in vars(cls):
-            setattr(cls, entry.target, _named(entry.name))
+        name = entry.client or entry.target
+        if name and which(entry):
+            methods.setdefault(name, []).append(entry)
+    for name, entries in methods.items():
+        if name not in vars(cls):
+            setattr(cls, name, _named(name, entries))
 
 
 _operations(HTTPClient, lambda entry: True)
-_operations(LocalClient, lambda entry: entry.forwarded)
+_operations(LocalClient, lambda entry: entry.forwarded or entry.local)
 
 
 def running_daemon(config: Config, wait_s: float = DAEMON_START_WAIT_S,
@@ -460,7 +435,7 @@ def running_daemon(config: Config, wait_s: float = DAEMON_START_WAIT_S,
         if info is not None:
             client = HTTPClient(info["url"], api_token(config))
             try:
-                health = client.health()
+                health = client.call("health")
             except KBError as exc:
                 error = exc
             else:
@@ -489,7 +464,7 @@ def starting_state(client: HTTPClient) -> str:
     """"state: reason" of a daemon that is starting, from its /api/health ("" once it serves,
     or when it does not answer)."""
     try:
-        health = client.health()
+        health = client.call("health")
     except KBError:
         return ""
     state = health.get("state")
@@ -570,11 +545,11 @@ def connect(config: Config, embedder: Any = None, session: str | None = None,
     session's HandoverClient: see `handover.connect_session`)."""
     remote = remote_daemon(config)
     if remote is not None:
-        return remote
+        return cast(KBClient, remote)  # its methods are made from the table
     while True:
         client = running_daemon(config)
         if client is not None:
-            return client
+            return cast(KBClient, client)
         local = open_local(config, embedder, session)
         if local is not None:
-            return local if wrap is None else wrap(local)
+            return cast(KBClient, local) if wrap is None else wrap(local)

@@ -57,6 +57,34 @@ class Op:
     checked: str = ""
     """The API's 403 message when the caller's role is not the op's ({name}, {role});
     empty when the operation itself checks who calls it."""
+    client: str = ""
+    """The clients' method that calls it, when not named after its target (`health`,
+    `users`); operations sharing a method are told apart by `action`, else by the path
+    parameters given (the one with the most of them, all given, is called)."""
+    action: str = ""
+    """The method's first argument that picks this operation (`users("add", ...)`)."""
+    positional: tuple[str, ...] = ()
+    """The method's positional arguments, when not the path parameters, then the body's or
+    the query string's fields."""
+    timeout: Literal["default", "short", "long", "llm"] = "default"
+    """How long an HTTP client waits: short (health), long (a copy or a reindex of the whole
+    knowledge base) or llm (the daemon's LLM calls); see `slow_if`."""
+    slow_if: dict[str, Any] = field(default_factory=dict)
+    """When given, `timeout` applies only if one of these arguments has its value."""
+    paths: tuple[str, ...] = ()
+    """Arguments that are paths on the client's machine: made absolute before they are sent."""
+    folders: tuple[str, ...] = ()
+    """Arguments that are lists of folders: made absolute unless the daemon is remote, left
+    out when empty."""
+    defaults: dict[str, Any] = field(default_factory=dict)
+    """What an HTTP client sends for these arguments when they are not given."""
+    sparse: bool = False
+    """An HTTP client leaves out the arguments that are empty or false."""
+    unwrap: str = ""
+    """The field of the answer an HTTP client returns (the whole answer when empty)."""
+    local: bool = False
+    """The knowledge base has its target with the same arguments: an in-process client calls
+    it (as it does a forwarded one)."""
 
     @property
     def params(self) -> dict[str, str]:
@@ -99,48 +127,57 @@ class Op:
 
 _ADMITTED = {"admin": ("admin",), "monitor": ("admin", "monitor")}
 _PEOPLE = "{name} is a {role}; only an admin manages people"
+_USERS: dict[str, Any] = {"client": "users", "positional": ("action", "name", "role", "read")}
+_ASK: dict[str, Any] = {"local": True, "timeout": "llm", "folders": ("within",),
+                        "positional": ("question", "conversation", "history", "mode", "k",
+                                       "within")}
 OPS: tuple[Op, ...] = (
     Op("health", "GET", "/api/health", "Is the daemon up (open: without a token, only `ok`); "
        "200 while it starts too, with its state and reason.", role="open",
-       response=rs.Health),
+       response=rs.Health, client="health", timeout="short"),
     Op("status", "GET", "/api/status", "Files, chunks, tree and daemon state within the "
-       "caller's grants.", response=rs.Status, target="status"),
+       "caller's grants.", response=rs.Status, target="status", local=True),
     Op("query", "POST", "/api/query", "Search: ranked passages for a question.",
-       body=rq.QueryBody, response=rs.QueryResult, target="query"),
+       body=rq.QueryBody, response=rs.QueryResult, target="query", local=True, timeout="llm",
+       slow_if={"mode": "agent", "summarize": True}, folders=("within",),
+       defaults={"summarize": False}),
     Op("tree", "GET", "/api/tree", "The abstract tree's root and its children.",
-       response=rs.TreeNode, target="node", fixed={"node_id": None}),
+       response=rs.TreeNode, target="node", fixed={"node_id": None}, local=True),
     Op("node", "GET", "/api/tree/{node_id:signed}", "One tree node and its children.",
-       noun="tree node", response=rs.TreeNode, target="node"),
+       noun="tree node", response=rs.TreeNode, target="node", local=True),
     Op("path", "GET", "/api/path/{chunk_id:int}", "The tree path from the root to a chunk.",
-       noun="chunk", response=rs.TreePath, target="path"),
+       noun="chunk", response=rs.TreePath, target="path", unwrap="path"),
     Op("chunk", "GET", "/api/chunk/{chunk_id:int}", "One chunk's text and location, with up "
        "to 20 neighbours each side.", noun="chunk", query=rq.ChunkQuery, response=rs.Chunk,
-       target="chunk"),
+       target="chunk", local=True, defaults={"neighbours": 0}),
     Op("reindex", "POST", "/api/reindex", "Read a file or folder again now (an editor within "
        "their grants).", role="editor", body=rq.PathBody, response=rs.IngestReport,
-       target="reindex"),
+       target="reindex", timeout="long", paths=("path",)),
     Op("forget", "POST", "/api/forget", "Remove a file or folder from the index (an editor "
        "within their grants).", role="editor", body=rq.PathBody, response=rs.Removed,
-       target="forget"),
+       target="forget", timeout="long", paths=("path",)),
     Op("answer", "POST", "/api/answer", "The agent's answer, streamed: one {step} line per "
        "step, then {answer} or {error}.", body=rq.AnswerBody, response=rs.AnswerLine,
        media="application/x-ndjson"),
     Op("maintain", "POST", "/api/maintain", "Run the tree's maintenance now (an admin).",
        role="admin", response=rs.MaintainStarted, target="maintain"),
     Op("users_list", "GET", "/api/users", "The people and their roles and grants (admins).",
-       role="admin", response=rs.People, checked=_PEOPLE),
+       role="admin", response=rs.People, checked=_PEOPLE, **_USERS, action="list"),
     Op("users_add", "POST", "/api/users", "Add a person; the answer holds their token, shown "
        "once (admins).", role="admin", body=rq.UserBody, response=rs.NewToken,
-       checked=_PEOPLE),
+       checked=_PEOPLE, **_USERS, action="add", defaults={"read": []}),
     Op("users_revoke", "DELETE", "/api/users/{name}", "Remove a person and their token "
-       "(admins).", role="admin", response=rs.Revoked, checked=_PEOPLE),
+       "(admins).", role="admin", response=rs.Revoked, checked=_PEOPLE, **_USERS,
+       action="revoke"),
     Op("users_rotate", "POST", "/api/users/{name}/rotate", "A new token for a person, the old "
-       "one stops (admins).", role="admin", response=rs.NewToken, checked=_PEOPLE),
+       "one stops (admins).", role="admin", response=rs.NewToken, checked=_PEOPLE, **_USERS,
+       action="rotate"),
     Op("users_grant", "POST", "/api/users/{name}/grant", "Let a person read more paths "
-       "(admins).", role="admin", body=rq.GrantBody, response=rs.Person, checked=_PEOPLE),
+       "(admins).", role="admin", body=rq.GrantBody, response=rs.Person, checked=_PEOPLE,
+       **_USERS, action="grant", defaults={"read": []}),
     Op("users_ungrant", "POST", "/api/users/{name}/ungrant", "Take paths from a person's "
        "grants (admins).", role="admin", body=rq.GrantBody, response=rs.Person,
-       checked=_PEOPLE),
+       checked=_PEOPLE, **_USERS, action="ungrant", defaults={"read": []}),
     Op("conversations", "GET", "/api/conversations", "The caller's conversations, most "
        "recently continued first.", response=rs.Conversations, target="conversations",
        forwarded=True),
@@ -150,7 +187,7 @@ OPS: tuple[Op, ...] = (
     Op("conversation_read", "GET", "/api/conversations/{conversation_id}", "One of the "
        "caller's conversations with its turns (passages re-checked against the grants of "
        "now).", response=rs.Conversation, target="conversation",
-       args={"conversation_id": "conversation"}),
+       args={"conversation_id": "conversation"}, local=True),
     Op("conversation_rename", "PATCH", "/api/conversations/{conversation_id}", "Rename a "
        "conversation.", body=rq.RenameBody, response=rs.Conversation,
        target="rename_conversation", args={"conversation_id": "conversation"},
@@ -161,10 +198,10 @@ OPS: tuple[Op, ...] = (
     Op("conversation_turn", "POST", "/api/conversations/{conversation_id}/turns", "Ask the "
        "next question of a conversation (a follow-up is resolved against its earlier turns; "
        "the turn is stored).", body=rq.TurnBody, response=rs.Turn, target="ask",
-       args={"conversation_id": "conversation"}),
+       args={"conversation_id": "conversation"}, **_ASK),
     Op("ask", "POST", "/api/ask", "A question after the earlier turns given in the body (a "
        "follow-up resolved, nothing stored).", body=rq.AskBody, response=rs.Turn,
-       target="ask"),
+       target="ask", **_ASK, defaults={"history": []}),
     Op("my_tokens", "GET", "/api/me/tokens", "The caller's own personal tokens (never the "
        "tokens).", response=rs.Tokens),
     Op("my_token_make", "POST", "/api/me/tokens", "Make a personal token for the caller "
@@ -180,10 +217,10 @@ OPS: tuple[Op, ...] = (
        checked="{name} is a {role}; metrics are for an admin or a monitor"),
     Op("backup", "POST", "/api/backup", "Copy the knowledge base into a new folder on the "
        "daemon's machine while it serves (an admin only).", role="admin",
-       body=rq.BackupBody, response=rs.Backup, target="backup"),
+       body=rq.BackupBody, response=rs.Backup, target="backup", timeout="long"),
     Op("reembed", "POST", "/api/reembed", "Embed everything again with another model in the "
        "background (or cancel the running reembed); an admin only.", role="admin",
-       body=rq.ReembedBody, response=rs.ReembedStatus, target="reembed"),
+       body=rq.ReembedBody, response=rs.ReembedStatus, target="reembed", sparse=True),
     Op("openapi", "GET", "/api/openapi.json", "This API's OpenAPI 3.1 description, generated "
        "from its table of operations.", response=rs.OpenAPIDocument),
     Op("v1_models", "GET", "/v1/models", "OpenAI-compatible: the one model, this knowledge "
