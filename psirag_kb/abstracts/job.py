@@ -278,6 +278,7 @@ class AbstractJob:
         total = sum(len(nodes) for nodes in by_layer.values())
         measured = use_llm  # per-host rates over this run
         if measured:
+            assert self.llm is not None  # use_llm: _llm_ready() found an LLM
             self._mark, self._ended = self.llm.mark(), None
         self.progress.start(total if max_nodes is None else min(total, max_nodes))
         self._report()
@@ -470,8 +471,9 @@ class AbstractJob:
             selected = [i for i, n in enumerate(nodes) if n not in live.abstracts]
             nodes = [nodes[i] for i in selected]
             groups = [groups[i] for i in selected]
-            contexts, kids, sizes = ([row[i] for i in selected] if row else row
-                                     for row in (contexts, kids, sizes))
+            contexts = [contexts[i] for i in selected] if contexts else contexts
+            kids = [kids[i] for i in selected] if kids else kids
+            sizes = [sizes[i] for i in selected] if sizes else sizes
         if not nodes:
             return None
         return Work(nodes, groups, shapes, keep_dirty, layer, contexts, kids, sizes, live.root)

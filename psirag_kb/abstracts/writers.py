@@ -7,7 +7,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +16,9 @@ from psirag_kb.ingest.embedding import Embedder, normalise
 from psirag_kb.llm.client import OllamaLLM
 from psirag_kb.llm.grounding import check_abstract
 from psirag_kb.text import LETTER_WORD, STOP_WORDS
+
+if TYPE_CHECKING:
+    from psirag_kb.llm.hosts import LLMPool
 
 log = logging.getLogger(__name__)
 
@@ -572,7 +575,7 @@ class LLMAbstractor:
 
     def __init__(
         self,
-        llm: OllamaLLM,
+        llm: OllamaLLM | LLMPool,
         model: str,
         kind: str = "keyword",
         max_keywords: int = MAX_KEYWORDS,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -112,13 +113,13 @@ class Ingestion:
         `keep_vanished` (the watcher's choice: the delete or move event that follows decides,
         so a folder moved mid-ingest keeps its leaves).
         """
-        paths = [Path(os.path.abspath(os.path.expanduser(raw))) for raw in paths]
+        wanted = [Path(os.path.abspath(os.path.expanduser(raw))) for raw in paths]
         if self.writer.closed:
             raise WriterClosed("the knowledge base is closing; the write was not done")
         with self._idle:
             self._running += 1
         try:
-            return self._ingest(paths, progress, keep_vanished)
+            return self._ingest(wanted, progress, keep_vanished)
         finally:
             with self._idle:
                 self._running -= 1
@@ -394,7 +395,7 @@ class Ingestion:
             self.check_stop()
             again, _ = self._prepare_batch(paths, keep_vanished, None)
             self._embed(again.pending, again.report)
-            if self.writer.call(lambda batch=again: self._commit(batch)):
+            if self.writer.call(functools.partial(self._commit, again)):
                 return again.report
         report = IngestReport()
         self.writer.call(lambda: self._ingest_batch(paths, report, keep_vanished))

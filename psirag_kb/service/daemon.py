@@ -138,6 +138,7 @@ class Daemon:
         self.kb.start_tree_rebuild()  # a missing tree is rebuilt while queries go on
         if not self.serve_only:
             self._resume_reembed()
+        assert self.api is not None  # made by _open
         self.api.start()
         if self.web is not None:
             self.web.start()
@@ -148,9 +149,12 @@ class Daemon:
             return
         # folders dropped from [watch] folders lose the files they left unavailable
         self.kb.forget_unwatched(self.folders)
+        assert self.watcher is not None  # made by _open, as are the jobs and the refresher
         self.watcher.start()
         self.watcher.scan()  # start-up reconciliation: what changed while we were down
+        assert self.jobs is not None
         self.jobs.start()
+        assert self.refresher is not None
         self.refresher.start()
         threading.Thread(target=self._warm_up, name="psirag-warm-up", daemon=True).start()
         log.info("daemon %d serving %s (page %s) for %s, watching %s", os.getpid(),
@@ -216,6 +220,7 @@ class Daemon:
 
     def _write_starting(self) -> None:
         """daemon.starting.json: where a starting daemon answers (written atomically)."""
+        assert self.listener is not None  # start made it before
         info = {"pid": os.getpid(), "url": self.listener.url}
         temporary = self.data_dir / (STARTING_FILE + ".tmp")
         temporary.write_text(json.dumps(info), encoding="utf-8")
@@ -479,27 +484,27 @@ class Daemon:
         raw = path
         try:
             may_write(access, raw)
-            path = allowed_path(raw, self.data_dir, self.folders,
-                                lambda found: self._kb().is_indexed(found))
-            may_write(access, str(path))
+            target = allowed_path(raw, self.data_dir, self.folders,
+                                  lambda found: self._kb().is_indexed(found))
+            may_write(access, str(target))
         except AccessDenied:
             if self.audit is not None:
                 self.audit.record(access.name, "reindex", raw, status=403)
             raise
-        self._audited(access, "reindex", str(path))
+        self._audited(access, "reindex", str(target))
         kb = self._kb()
-        if path.exists():
+        if target.exists():
             try:
-                report = kb.ingest([path], access=access).as_dict()
+                report = kb.ingest([target], access=access).as_dict()
             except KBError:
-                if path.exists():
+                if target.exists():
                     raise  # otherwise it vanished meanwhile: bring that up to date instead
             else:
                 return report | {"abstracts": kb.regenerate_abstracts(offline=True)}
         try:  # a deleted file is removed; a missing folder's files are kept as unavailable
-            return kb.ingest([path], access=access).as_dict()
+            return kb.ingest([target], access=access).as_dict()
         except KBError:
-            if path.exists():
+            if target.exists():
                 raise
             return {"removed": 0}  # it was never indexed, or was removed meanwhile
 
@@ -509,15 +514,15 @@ class Daemon:
         raw = path
         if not raw or "\x00" in raw or not os.path.isabs(raw) or ".." in Path(raw).parts:
             raise KBError(f"{raw!r} must be an absolute path without '..'")
-        path = Path(os.path.abspath(raw))
+        target = Path(os.path.abspath(raw))
         try:
-            may_write(access, str(path))
+            may_write(access, str(target))
         except AccessDenied:
             if self.audit is not None:
                 self.audit.record(access.name, "forget", raw, status=403)
             raise
-        self._audited(access, "forget", str(path))
-        return {"removed": self._kb().forget([path], access=access)}
+        self._audited(access, "forget", str(target))
+        return {"removed": self._kb().forget([target], access=access)}
 
     def maintain(self, *, access: Access = OWNER) -> dict[str, Any]:
         """Start the maintain job now on the daemon's writer (an admin only); {"pid", "runs"}:

@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol, cast
 
 import anyio
 import anyio.to_thread
@@ -24,7 +24,7 @@ from psirag_kb.service.handlers import HANDLERS
 from psirag_kb.service.metrics import Metrics
 from psirag_kb.serving.audit import AuditLog
 from psirag_kb.serving.ops import OPS, NotFound, Op
-from psirag_kb.serving.requests import Invalid, parse, parse_query
+from psirag_kb.serving.requests import Body, Invalid, parse, parse_query
 from psirag_kb.serving.thread import TIMEOUT_S
 
 __all__ = ["METHODS", "ROUTE_KEY", "Endpoints"]
@@ -38,6 +38,12 @@ Handler = Callable[["Endpoints", Request, "Access | None", Op, dict[str, Any]],
                    Awaitable[Response]]
 """An operation served by more than a call of the app: (endpoints, request, access, op,
 path arguments) -> response."""
+
+
+class _Arguments(Protocol):
+    """A query string's model (each has args())."""
+
+    def args(self) -> dict[str, Any]: ...
 
 
 def _routes() -> list[Route]:
@@ -70,7 +76,9 @@ class Endpoints:
                  threads: int, people: People | None = None,
                  audit: AuditLog | None = None, metrics: Metrics | None = None) -> None:
         self.app = app
-        self.handlers: dict[str, Handler] = HANDLERS
+        # handlers of operations that are not open annotate access as Access: the table gives
+        # them a caller (`_access` refuses a request without one)
+        self.handlers = cast("dict[str, Handler]", HANDLERS)
         self.metrics = metrics
         self.audit = audit
         self.max_body_bytes = max_body_bytes
@@ -128,7 +136,7 @@ class Endpoints:
         for candidate in self.routes:
             found, child = candidate.matches(probe)
             if found is Match.FULL:
-                by_method = candidate.endpoint.by_method
+                by_method = cast(_Methods, candidate.endpoint).by_method  # see _routes
                 entry = by_method.get(scope["method"])
                 if entry is None:
                     raise HTTPError(405, f"{scope['method']} is not allowed on {path}; use "
@@ -158,9 +166,10 @@ class Endpoints:
         """The app method's arguments from the request's body and query string."""
         args: dict[str, Any] = {}
         if entry.query is not None:
-            args |= parse_query(entry.query, dict(request.query_params)).args()
-        if entry.body is not None:
-            args |= parse(entry.body, await self.body(request)).args()
+            query = cast(_Arguments, parse_query(entry.query, dict(request.query_params)))
+            args |= query.args()
+        if entry.body is not None:  # a Body: ChatBody's operation has a handler
+            args |= parse(cast("type[Body]", entry.body), await self.body(request)).args()
         return args
 
     async def invoke(self, entry: Op, access: Access | None, args: dict[str, Any]) -> Any:

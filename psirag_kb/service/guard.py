@@ -130,6 +130,7 @@ class Guard:
         if person is not None:
             wait = self.persons.wait(person.name) if self.persons is not None else 0.0
             if wait > 0:
+                assert self.persons is not None  # wait is 0.0 without a limiter
                 if self.audit is not None:
                     self.audit.record(person.name, f"{scope['method']} {path.decode('latin-1')}",
                                       status=429)

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from psirag_kb.config import Config
 from psirag_kb.errors import KBError
@@ -166,7 +166,8 @@ class HandoverClient:
                 return client
             free = holder(self.data_dir) is None
             free_since = (free_since or time.monotonic()) if free else None
-            if free and time.monotonic() - free_since > UNCLAIMED_S:
+            # free_since is set whenever free is
+            if free and free_since is not None and time.monotonic() - free_since > UNCLAIMED_S:
                 # a waiting daemon takes a free lock within 0.1 s: this request is stale (its
                 # pid reused by another process)
                 (self.data_dir / TAKEOVER_FILE).unlink(missing_ok=True)
@@ -271,5 +272,7 @@ def connect_session(config: Config, session: str, embedder: Any = None) -> KBCli
     """`connect` for a long-lived session ("mcp", "tui"): opened in-process, it is a
     HandoverClient, which hands the data directory to a daemon that starts later and goes on
     through its API."""
-    return connect(config, embedder, session,
-                   wrap=lambda local: HandoverClient(config, local, session, embedder))
+    # cast: HandoverClient serves what the sessions ask, not all of KBClient (it has no ask,
+    # forget or conversation methods)
+    return connect(config, embedder, session, wrap=lambda local: cast(
+        KBClient, HandoverClient(config, local, session, embedder)))

@@ -205,7 +205,8 @@ def _search_tool(server: MCPServer, backend: Backend,
         if not 1 <= k <= MAX_K:
             raise ToolError(f"k must be between 1 and {MAX_K}, not {k}")
         paths = within(path, remote=bool(getattr(backend, "remote", False)))
-        extra = {"within": paths} if paths else {}  # backends without the filter still search
+        # backends without the filter still search
+        extra: dict[str, Any] = {"within": paths} if paths else {}
         extra |= person(ctx)
         earlier = _history(history)
         with _reported():

@@ -3,7 +3,7 @@ admins reach /api/users)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -13,12 +13,13 @@ from psirag_kb.people import MyTokens, Users
 from psirag_kb.service.guard import HTTPError, reply
 from psirag_kb.serving import mytokens
 from psirag_kb.serving.ops import Op
-from psirag_kb.serving.requests import parse
+from psirag_kb.serving.requests import Body, parse
 
 if TYPE_CHECKING:
     from psirag_kb.service.endpoints import Endpoints
 
 __all__ = ["HANDLERS"]
+# the bodies these operations take are request Body models (cast: Op.body is any BaseModel)
 
 
 def _users(ctx: Endpoints) -> Users:
@@ -44,7 +45,7 @@ async def users_add(ctx: Endpoints, request: Request, access: Access, entry: Op,
     """POST /api/users."""
     users = _users(ctx)
     assert entry.body is not None
-    body = parse(entry.body, await ctx.body(request)).args()
+    body = parse(cast("type[Body]", entry.body), await ctx.body(request)).args()
     ctx.audited(access, "users add", body["name"])
     return reply(200, await ctx.call(
         lambda: users.add(body["name"], body["role"] or "reader", body["read"] or [])))
@@ -75,7 +76,7 @@ async def users_regrant(ctx: Endpoints, request: Request, access: Access, entry:
     action = entry.path.rsplit("/", 1)[1]
     ctx.audited(access, f"users {action}", params["name"])
     assert entry.body is not None
-    read = parse(entry.body, await ctx.body(request)).args()["read"]
+    read = parse(cast("type[Body]", entry.body), await ctx.body(request)).args()["read"]
     change = users.grant if action == "grant" else users.ungrant
     return reply(200, await ctx.call(change, params["name"], read))
 

@@ -8,7 +8,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -17,12 +17,13 @@ from psirag_kb.access import Access
 from psirag_kb.errors import KBError
 from psirag_kb.service.guard import reply
 from psirag_kb.serving.ops import Op
-from psirag_kb.serving.requests import parse
+from psirag_kb.serving.requests import Body, parse
 
 if TYPE_CHECKING:
     from psirag_kb.service.endpoints import Endpoints
 
 __all__ = ["HANDLERS"]
+# the bodies these operations take are request Body models (cast: Op.body is any BaseModel)
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ async def answer(ctx: Endpoints, request: Request, access: Access | None, entry:
                  params: dict[str, Any]) -> Response:
     """POST /api/answer: NDJSON, one {"step"} line per agent step, then the answer."""
     assert entry.body is not None and access is not None
-    body = parse(entry.body, await ctx.body(request)).args()
+    body = parse(cast("type[Body]", entry.body), await ctx.body(request)).args()
     return StreamingResponse(_lines(ctx, body["text"], body["k"], access),
                              media_type="application/x-ndjson",
                              headers={"Cache-Control": "no-cache"})

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import h11
@@ -17,7 +18,7 @@ MAX_HEAD_BYTES = 65_536
 """A request line or header block beyond this is refused (414 or 431)."""
 
 
-def header(scope: dict[str, Any], name: bytes) -> str | None:
+def header(scope: Mapping[str, Any], name: bytes) -> str | None:
     """A request header's value from an ASGI scope (`name` in lower case), or None."""
     for key, value in scope["headers"]:
         if key == name:

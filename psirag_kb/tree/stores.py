@@ -536,6 +536,7 @@ class Stores:
         self.tree_seconds += index.build_s
         self.tree_state = {"state": "ok"}
         self.splitting = False
+        assert index.live.join is not None  # built partitioned (label_of given): join is set
         index.live.partition(index.live.join, self.partitions.label_of)  # boundaries may have
         if self._unpartitioned():  # changed again while it was built
             self.start_split("boundaries changed during the split")
@@ -585,14 +586,15 @@ class Stores:
         partition labels per vector, only leaves of the same partition count."""
         live = self.tree_index.live
         labels, scores = self.dense.search_many(vectors, 8)
-        found = None if parts is None else self.partitions.label_of(labels.ravel()).reshape(
+        found: Any = None if parts is None else self.partitions.label_of(labels.ravel()).reshape(
             labels.shape).tolist()
         best = np.full(len(vectors), -1, dtype=np.int64)
         similarity = np.full(len(vectors), -1.0, dtype=np.float32)
         for row in range(len(vectors)):
             for at, (label, score) in enumerate(zip(labels[row].tolist(), scores[row].tolist(),
                                                     strict=True)):
-                if live.has_leaf(label) and (found is None or found[row][at] == parts[row]):
+                # found is None exactly when parts is
+                if live.has_leaf(label) and (parts is None or found[row][at] == parts[row]):
                     best[row], similarity[row] = label, score
                     break
         return best, similarity

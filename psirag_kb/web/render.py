@@ -92,7 +92,7 @@ def shaped(result: dict[str, Any]) -> dict[str, Any]:
     the answer's [n] markers linked to their citations."""
     from psirag_kb.serving.shapes import answer_result
 
-    out = dict(answer_result(result))
+    out: dict[str, Any] = dict(answer_result(result))
     numbers = {int(c.get("number") or i + 1): c for i, c in enumerate(out["citations"])}
     out["answer_html"] = cited(out.get("answer") or "", numbers)
     return out

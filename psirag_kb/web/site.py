@@ -154,6 +154,7 @@ class Web:
             wait = self.persons.wait(access.name) if self.persons is not None and \
                 not session.owner else 0.0
             if wait > 0:  # the API's per-person limit, shared (the owner is never limited)
+                assert self.persons is not None  # wait is 0.0 without a limiter
                 response = self.error(request, 429, f"more than {self.persons.per_minute} "
                                       f"requests a minute; retry in {int(wait) + 1} s", session)
                 response.headers["Retry-After"] = str(int(wait) + 1)
