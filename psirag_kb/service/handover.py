@@ -221,36 +221,18 @@ class HandoverClient:
         client = self.inner
         return {} if isinstance(client, LocalClient) else client.health()
 
-    def query(self, text: str, mode: str | None = None, k: int | None = None,
-              summarize: bool = False, within: list[str] | None = None) -> dict[str, Any]:
-        """Ranked results (under the paths in `within`, when given)."""
-        return self._call(lambda c: c.query(text, mode=mode, k=k, summarize=summarize,
-                                            within=within))
+    def __getattr__(self, name: str) -> Any:
+        """Any other client method (query, ask, the conversations...), called on the current
+        client through `_call`, so it follows a handover."""
+        if name.startswith("_") or name in ("inner", "config", "data_dir", "session"):
+            raise AttributeError(name)
+        getattr(self.inner, name)  # AttributeError when the client has no such method
 
-    def status(self) -> dict[str, Any]:
-        """Status (with the "daemon" object once handed over)."""
-        return self._call(lambda c: c.status())
+        def forwarded(*args: Any, **kwargs: Any) -> Any:
+            return self._call(lambda client: getattr(client, name)(*args, **kwargs))
 
-    def chunk(self, chunk_id: int, neighbours: int = 0) -> dict[str, Any]:
-        """One chunk's full text, with neighbours in its file."""
-        return self._call(lambda c: c.chunk(chunk_id, neighbours))
-
-    def answer(self, text: str, k: int | None = None,
-               on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-        """Agent mode, each step passed to `on_step`."""
-        return self._call(lambda c: c.answer(text, k, on_step))
-
-    def node(self, node_id: int | None = None) -> dict[str, Any]:
-        """One tree node (the root by default)."""
-        return self._call(lambda c: c.node(node_id))
-
-    def path(self, chunk_id: int) -> list[dict[str, Any]]:
-        """The abstract nodes above a chunk, root first."""
-        return self._call(lambda c: c.path(chunk_id))
-
-    def reindex(self, path: str | Path) -> dict[str, Any]:
-        """Bring one path up to date now."""
-        return self._call(lambda c: c.reindex(path))
+        forwarded.__name__ = name
+        return forwarded
 
     def close(self) -> None:
         """Stop watching and close the current client (freeing the data directory)."""
@@ -272,7 +254,6 @@ def connect_session(config: Config, session: str, embedder: Any = None) -> KBCli
     """`connect` for a long-lived session ("mcp", "tui"): opened in-process, it is a
     HandoverClient, which hands the data directory to a daemon that starts later and goes on
     through its API."""
-    # cast: HandoverClient serves what the sessions ask, not all of KBClient (it has no ask,
-    # forget or conversation methods)
+    # cast: HandoverClient forwards every method of the client it holds
     return connect(config, embedder, session, wrap=lambda local: cast(
         KBClient, HandoverClient(config, local, session, embedder)))

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from psirag_kb.config import Config
 from psirag_kb.service import handover
 from psirag_kb.service.client import LocalClient
@@ -107,5 +109,44 @@ def test_a_request_no_daemon_acts_on_is_dropped_and_the_session_reopens(tmp_path
             time.sleep(0.02)
         assert client.inner is reopened
         assert not (tmp_path / "takeover.request").exists()
+    finally:
+        client.close()
+
+
+class TalkingKB(SlowKB):
+    """Keeps conversations in-process, as the knowledge base does."""
+
+    def new_conversation(self, title: str = "", **_kwargs: Any) -> dict[str, Any]:
+        return {"id": "c1", "title": title, "served_by": "in-process"}
+
+    def ask(self, question: str, **_kwargs: Any) -> dict[str, Any]:
+        return {"question": question, "served_by": "in-process"}
+
+
+class TalkingDaemon(Daemon):
+    """The daemon's client, with conversations."""
+
+    def ask(self, question: str, **_kwargs: Any) -> dict[str, Any]:
+        return {"question": question, "served_by": "daemon"}
+
+
+def test_conversations_go_through_the_session_before_and_after_the_handover(
+        tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(handover, "DRAIN_S", 0.2)
+    monkeypatch.setattr(handover, "POLL_S", 0.02)
+    monkeypatch.setattr(handover, "running_daemon", lambda *a, **k: TalkingDaemon())
+    kb = TalkingKB()
+    client = handover.HandoverClient(Config().with_data_dir(tmp_path), LocalClient(kb), "tui")
+    try:
+        assert client.new_conversation("notes")["served_by"] == "in-process"
+        assert client.ask("What is Flask?", conversation="c1")["served_by"] == "in-process"
+        request_takeover(tmp_path)
+        assert kb.closed.wait(10)
+        deadline = time.monotonic() + 10
+        while client.url != Daemon.url and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert client.ask("How do I install it?")["served_by"] == "daemon"
+        with pytest.raises(AttributeError):
+            client.no_such_operation()  # an unknown method is not forwarded
     finally:
         client.close()
