@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from waiting import wait_until
 
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.tree import pairs
@@ -105,10 +105,8 @@ def test_a_broken_tree_is_rebuilt_in_the_background(config, minilm, tmp_path, mo
         assert kb.status()["tree"]["state"] == "rebuilding"
         kb.ingest([folder])  # writes go on while the tree is built
         release.set()
-        deadline = time.time() + 60
-        while kb.status()["tree"]["state"] != "ok" and time.time() < deadline:
-            time.sleep(0.1)
-        assert kb.status()["tree"]["state"] == "ok"
+        wait_until(lambda: kb.status()["tree"]["state"] == "ok", 60, 0.1,
+                   message="the tree rebuilt")
         assert kb.stores.tree_index.problems() == []
         assert np.array_equal(kb.stores.tree_index.chunk_ids(), kb.stores.store.chunk_ids())
         top = kb.query("zebra Quillfeather crater", mode="tree", k=1)["results"]

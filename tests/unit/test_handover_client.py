@@ -4,11 +4,11 @@ the daemon, and calls made meanwhile wait for it."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_until
 
 from psirag_kb.config import Config
 from psirag_kb.service import handover
@@ -84,10 +84,7 @@ def test_a_session_whose_daemon_never_comes_reopens_in_process(tmp_path: Path,
         request_takeover(tmp_path)
         assert first.closed.wait(10)  # handing over
         (tmp_path / "takeover.request").unlink()  # the daemon gave up (stopped while waiting)
-        deadline = time.monotonic() + 10
-        while client.inner is not reopened and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert client.inner is reopened
+        wait_until(lambda: client.inner is reopened, 10, message="the session reopened")
         assert client.query("x")["served_by"] == "in-process"
     finally:
         client.close()
@@ -104,10 +101,7 @@ def test_a_request_no_daemon_acts_on_is_dropped_and_the_session_reopens(tmp_path
                                      "mcp")
     try:
         request_takeover(tmp_path)  # a live pid (ours) that never takes the free lock
-        deadline = time.monotonic() + 10
-        while client.inner is not reopened and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert client.inner is reopened
+        wait_until(lambda: client.inner is reopened, 10, message="the session reopened")
         assert not (tmp_path / "takeover.request").exists()
     finally:
         client.close()
@@ -142,9 +136,7 @@ def test_conversations_go_through_the_session_before_and_after_the_handover(
         assert client.ask("What is Flask?", conversation="c1")["served_by"] == "in-process"
         request_takeover(tmp_path)
         assert kb.closed.wait(10)
-        deadline = time.monotonic() + 10
-        while client.url != Daemon.url and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: client.url == Daemon.url, 10, message="handed over to the daemon")
         assert client.ask("How do I install it?")["served_by"] == "daemon"
         with pytest.raises(AttributeError):
             client.no_such_operation()  # an unknown method is not forwarded
