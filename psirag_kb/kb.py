@@ -624,6 +624,9 @@ class KnowledgeBase:
         if not access.everything:
             return self.engine.status_within(access) | {"model": self.embedder.name,
                                                         "dim": self.dim}
+        # the reembed first: one seen done has switched the model read below (the switch
+        # swaps the embedder before it marks the reembed done)
+        reembed = self.reembed_status()
         writer = self.stores.writer
         counts = self.stores.store.state_counts()
         problems = [
@@ -647,7 +650,7 @@ class KnowledgeBase:
             "problems": problems,
             "unavailable": self.stores.store.unavailable(),
             "backup": last_backup(self.data_dir),
-            **({"reembed": reembed} if (reembed := self.reembed_status()) else {}),
+            **({"reembed": reembed} if reembed else {}),
             "encodings": self.stores.store.encodings(),
         }
 
