@@ -242,6 +242,10 @@ class APIConfig:
     allowed_hosts: tuple[str, ...] = ()
     """Host names clients may use beyond localhost, IP addresses and this machine's names
     (the name a reverse proxy forwards, for instance); "*" accepts any."""
+    forwarded_allow: tuple[str, ...] = ()
+    """Addresses or networks of reverse proxies whose X-Forwarded-For and X-Forwarded-Proto
+    are believed (on the API's and the page's port); empty: a request's address is always its
+    socket's."""
     max_body_bytes: int = 1_000_000
     """Larger request bodies are refused with 413."""
     max_connections: int = 256
@@ -458,7 +462,20 @@ def parse_config(data: dict[str, Any], base: Path) -> Config:
         raise ConfigError("[tree] max_children must be at least 3")
     if config.backup.dir and not Path(config.backup.dir).expanduser().is_absolute():
         raise ConfigError(f"[backup] dir must be an absolute path, not {config.backup.dir!r}")
+    _networks("[api] forwarded_allow", config.api.forwarded_allow)
     return config
+
+
+def _networks(where: str, entries: tuple[str, ...]) -> None:
+    """Refuse an entry that is not an address or a network."""
+    import ipaddress
+
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry.strip(), strict=False)
+        except ValueError:
+            raise ConfigError(f"{where}: {entry!r} is not an address or network (such as "
+                              "\"127.0.0.1\" or \"10.0.0.0/8\")") from None
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -594,12 +611,7 @@ def _auth(values: dict[str, Any], base: Path) -> AuthConfig:
         proxy = _table("[auth.proxy]", ProxyConfig, values["proxy"], base)
         if not proxy.trusted:
             raise ConfigError("[auth.proxy] trusted must list the proxy's addresses or networks")
-        for entry in proxy.trusted:
-            try:
-                ipaddress.ip_network(entry, strict=False)
-            except ValueError:
-                raise ConfigError(f"[auth.proxy] trusted: {entry!r} is not an address or "
-                                  "network") from None
+        _networks("[auth.proxy] trusted", proxy.trusted)
         if not proxy.user_header.strip():
             raise ConfigError("[auth.proxy] user_header is required")
     groups_table = values.get("groups", {})

@@ -74,12 +74,14 @@ class Listener(ServedInThread):
 
     def __init__(self, host: str, port: int, starting: Starting | None = None,
                  allowed_hosts: Iterable[str] = (),
-                 max_connections: int = MAX_CONNECTIONS) -> None:
+                 max_connections: int = MAX_CONNECTIONS,
+                 forwarded_allow: tuple[str, ...] = ()) -> None:
         super().__init__(host, port, "API", "psirag-api")
         self.starting = starting or Starting()
         self.switch = Switch(self.starting, HostPolicy(host, allowed_hosts,
                                                        port=self.server_address[1]))
-        self.serve(self.switch, max_connections, lifespan="on", graceful_s=5)
+        self.serve(self.switch, max_connections, lifespan="on", graceful_s=5,
+                   forwarded_allow=forwarded_allow)
         self.running = False
 
     def start(self, wait_s: float = 30.0) -> None:

@@ -116,7 +116,7 @@ class Daemon:
         api = self.config.api
         try:
             self.listener = Listener(api.host, api.port, self.starting, api.allowed_hosts,
-                                     api.max_connections)
+                                     api.max_connections, api.forwarded_allow)
         except BaseException:
             self._lock.release()
             raise
@@ -249,7 +249,8 @@ class Daemon:
         try:
             return WebServer(self, api.host, port, token, self.people, self.api.limiter,
                              web.session_minutes, api.allowed_hosts, api.max_connections,
-                             self.api.persons, self.audit, self.config.auth, self.proxy)
+                             self.api.persons, self.audit, self.config.auth, self.proxy,
+                             api.forwarded_allow)
         except KBError as exc:
             raise KBError(f"the web page cannot listen on port {port} ({exc}); set [web] port "
                           "(or --web-port), or [web] enabled = false") from exc

@@ -16,6 +16,7 @@ from psirag_kb.serving.audit import AuditLog
 from psirag_kb.serving.auth import FailureLimiter, HostPolicy, PersonLimiter, bearer, token_matches
 from psirag_kb.serving.http import MAX_HEAD_BYTES, header
 from psirag_kb.serving.ops import OPEN_PATHS
+from psirag_kb.serving.peers import client_address, socket_peer
 
 __all__ = ["Guard", "HTTPError", "openai_error", "reply"]
 
@@ -120,10 +121,10 @@ class Guard:
             return None
         token = bearer(given)
         person = self.people.access_for(token) if self.people is not None and token else None
-        client = (scope.get("client") or ("?", 0))[0]
+        client = client_address(scope)  # the socket's, or an allowed reverse proxy's client
         if person is None and self.proxy is not None:
-            try:  # believed only from a trusted peer; from any other the headers are ignored
-                person = self.proxy.access(client, Headers(scope=scope))
+            try:  # believed only from a trusted socket; from any other the headers are ignored
+                person = self.proxy.access(socket_peer(scope), Headers(scope=scope))
             except SignInRefused as exc:
                 self._refused(f"proxy sign-in {path.decode('latin-1')}", 403, client)
                 return reply(403, {"error": str(exc)})
