@@ -23,7 +23,7 @@ from psirag_kb.service.api import APIServer, Listener
 from psirag_kb.service.client import DAEMON_FILE, STARTING_FILE
 from psirag_kb.service.refresher import AbstractRefresher
 from psirag_kb.service.scheduler import Jobs
-from psirag_kb.service.starting import SERVING, Starting
+from psirag_kb.service.starting import SERVING, EarlyDoor, Starting
 from psirag_kb.service.watcher import FolderWatcher, Stopping
 from psirag_kb.service.writes import allowed_path, may_write
 from psirag_kb.serving.audit import AuditLog
@@ -116,7 +116,9 @@ class Daemon:
         api = self.config.api
         try:
             self.listener = Listener(api.host, api.port, self.starting, api.allowed_hosts,
-                                     api.max_connections, api.forwarded_allow)
+                                     api.max_connections, api.forwarded_allow,
+                                     EarlyDoor(self.data_dir, api),
+                                     api.auth_failures_per_minute)
         except BaseException:
             self._lock.release()
             raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
@@ -39,8 +39,9 @@ class Forwarded:
     def __init__(self, inner: ASGIApp, allow: Iterable[str] = ()) -> None:
         networks = [str(ipaddress.ip_network(entry.strip(), strict=False)) for entry in allow]
         self.allow = tuple(networks)
-        self.inner: ASGIApp = ProxyHeadersMiddleware(inner, trusted_hosts=networks) \
-            if networks else inner  # type: ignore[arg-type]  # uvicorn's own ASGI types
+        self.inner: ASGIApp = inner
+        if networks:  # uvicorn types ASGI apps with its own (narrower) scope types
+            self.inner = cast(ASGIApp, ProxyHeadersMiddleware(cast(Any, inner), networks))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):

@@ -17,8 +17,8 @@ class Reply(BaseModel):
 
 
 class Health(Reply):
-    """{ok, pid, data_dir, state: serving}; only {ok} without a token; {ok, state, reason}
-    while the daemon starts."""
+    """{ok, state} for anyone; with the admin token or an admin's or a monitor's also pid,
+    data_dir (granted everything) and, while the daemon starts, the reason."""
 
     ok: bool
     pid: int | None = None
@@ -171,9 +171,11 @@ class Tokens(Reply):
 
 
 class Ready(Reply):
-    """{ready: true}, or {ready: false, reasons} with 503 (and `state` while starting)."""
+    """{ready: true, state: serving}, or {ready: false, state} with 503 and Retry-After; the
+    reasons only for the admin token, an admin or a monitor."""
 
     ready: bool
+    state: str | None = None
     reasons: list[str] | None = None
 
 

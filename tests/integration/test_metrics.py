@@ -103,7 +103,8 @@ def test_a_monitor_reads_metrics_and_health_and_nothing_else(tmp_path: Path) -> 
 def test_ready_is_503_while_an_index_is_rebuilt(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     with serving_notes(tmp_path, NOTES, "still shallow") as (daemon, docs):
-        assert api(daemon, "GET", "/api/ready", token="") == (200, {"ready": True})
+        assert api(daemon, "GET", "/api/ready", token="") == (200, {"ready": True,
+                                                                    "state": "serving"})
         release = threading.Event()
         rebuilding = threading.Event()
         original, original_apply = SparseIndex.rebuild, SparseIndex.apply
@@ -120,9 +121,11 @@ def test_ready_is_503_while_an_index_is_rebuilt(tmp_path: Path,
         monkeypatch.setattr(SparseIndex, "rebuild", slow_rebuild)
         (docs / "birds" / "tern.md").write_text("Terns fly from pole to pole every year.\n")
         wait_for(rebuilding.is_set, 30, "the BM25 rebuild")
-        status, body = api(daemon, "GET", "/api/ready", token="")
+        status, body = api(daemon, "GET", "/api/ready")
         assert status == 503 and body["ready"] is False
         assert any("bm25" in reason for reason in body["reasons"]), body
+        status, body = api(daemon, "GET", "/api/ready", token="")  # a stranger: the word
+        assert status == 503 and body == {"ready": False, "state": "rebuilding"}
         assert api(daemon, "GET", "/api/health", token="")[0] == 200  # liveness stays 200
         _, samples = scrape(daemon)
         assert value(samples, "psirag_index_ok", index="bm25", state="stale") == 0

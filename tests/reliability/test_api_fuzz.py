@@ -532,8 +532,9 @@ def test_off_loopback_every_request_needs_the_token(exposed: Served, headers: di
     assert_error((status, body), 401, "token")
 
 
-def test_health_without_a_token_says_only_ok(exposed: Served) -> None:
-    assert exposed.call("GET", "/api/health", headers={}) == (200, {"ok": True})
+def test_health_without_a_token_says_only_the_state(exposed: Served) -> None:
+    assert exposed.call("GET", "/api/health", headers={}) == (200, {"ok": True,
+                                                                    "state": "serving"})
     status, body = exposed.call("GET", "/api/health", headers=RIGHT)
     assert status == 200 and body["pid"] == os.getpid()
 
