@@ -26,13 +26,15 @@ ALICE = {"X-Forwarded-User": "alice", "X-Forwarded-Groups": "eng"}
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A daemon trusting a sign-in proxy at 127.0.0.2 and forwarded headers from 127.0.0.3,
-    three wrong tokens a minute per client."""
+    """A daemon trusting a sign-in proxy at 127.0.0.2 and forwarded headers from 127.0.0.3 and
+    the sign-in proxy (which then names the browser's address), three wrong tokens a minute per
+    client."""
     base = tmp_path_factory.mktemp("forwarded")
 
     def configure(config: Any, docs: Path) -> Any:
         parsed = parse_config({
-            "api": {"forwarded_allow": [REVERSE_PROXY], "auth_failures_per_minute": 3},
+            "api": {"forwarded_allow": [REVERSE_PROXY, SIGN_IN_PROXY],
+                    "auth_failures_per_minute": 3},
             "auth": {"proxy": {"trusted": [SIGN_IN_PROXY]},
                      "groups": {"eng": {"read": [str(docs / "eng")]}}}}, Path("/"))
         api = dataclasses.replace(config.api, forwarded_allow=parsed.api.forwarded_allow,
@@ -63,7 +65,8 @@ def test_forwarded_headers_from_a_local_client_sign_nobody_in(served: dict[str, 
                     "/api/query" if port == "api" else "/", QUERY if port == "api" else None,
                     claimed, source=REVERSE_PROXY)[0] in (401, 303), port
     assert not signed_in_page(served, REVERSE_PROXY, claimed)
-    # the sign-in proxy's socket is believed, whatever client it forwards for
+    # the sign-in proxy's socket is believed, whatever client it forwards for (its forwarded
+    # address replaces the client's, never the socket's that the proxy check judges)
     forwarding = {**ALICE, "X-Forwarded-For": "10.9.9.9"}
     status, answer, _ = call(served["api"], "POST", "/api/query", QUERY, forwarding,
                              source=SIGN_IN_PROXY)
