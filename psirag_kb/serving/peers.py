@@ -37,7 +37,12 @@ class Forwarded:
     allowed proxies only (none allowed: the headers change nothing)."""
 
     def __init__(self, inner: ASGIApp, allow: Iterable[str] = ()) -> None:
-        networks = [str(ipaddress.ip_network(entry.strip(), strict=False)) for entry in allow]
+        networks = []
+        for entry in allow:
+            network = ipaddress.ip_network(entry.strip(), strict=False)
+            networks.append(str(network))
+            if isinstance(network, ipaddress.IPv4Network):  # as a dual-stack socket shows it
+                networks.append(f"::ffff:{network.network_address}/{96 + network.prefixlen}")
         self.allow = tuple(networks)
         self.inner: ASGIApp = inner
         if networks:  # uvicorn types ASGI apps with its own (narrower) scope types
