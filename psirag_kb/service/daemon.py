@@ -472,6 +472,13 @@ class Daemon:
         self._audited(access, "browse", node_id, len(found.get("children", [])))
         return found
 
+    def topic_map(self, node_id: int | None = None, *,
+                  access: Access = OWNER) -> dict[str, Any]:
+        """A tree node with two layers below it, sized and sampled for the map."""
+        found = self._kb().topic_map(node_id, access=access)
+        self._audited(access, "browse", node_id, len(found.get("children", [])))
+        return found
+
     def path(self, chunk_id: int, *, access: Access = OWNER) -> dict[str, Any]:
         """The abstract nodes above a chunk, root first, as {"chunk_id", "path"}."""
         above = self._kb().path_of(chunk_id, access=access)

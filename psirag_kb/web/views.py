@@ -18,6 +18,7 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from psirag_kb.access import Access
 from psirag_kb.errors import KBError, NodeNotFound
 from psirag_kb.search.retrieval import MODES
+from psirag_kb.web.mapdraw import COLOURINGS, Drawing, area_id, label_of, short
 from psirag_kb.web.render import file_name, shaped
 from psirag_kb.web.sessions import Session
 from psirag_kb.web.site import MAX_QUERY_CHARS, Web, WebError
@@ -162,6 +163,26 @@ class Views:
         node_id = None if raw is None else number(raw, "topic", signed=True)
         node = await self.web.call(lambda: self.web.daemon.node(node_id, access=access))
         return self.web.render(request, "tree.html", session=session, node=node)
+
+    async def map(self, request: Request, session: Session, access: Access) -> Response:
+        """GET /map?node=&chunk=&colour=: the topic map of a node (the root by default) as far
+        as the person may read, a passage's area and path marked (`chunk`)."""
+        params = request.query_params
+        node_id = number(params["node"], "topic") if params.get("node") else None
+        chunk_id = number(params["chunk"], "passage") if params.get("chunk") else None
+        colouring = params.get("colour") or "folder"
+        if colouring not in COLOURINGS:
+            raise WebError(400, f"unknown colouring {colouring!r}; choose one of "
+                           f"{', '.join(COLOURINGS)}")
+        keep = {k: v for k, v in (("colour", "" if colouring == "folder" else colouring),
+                                  ("chunk", str(chunk_id or ""))) if v}
+        top = await self.web.call(lambda: self.web.daemon.topic_map(node_id, access=access))
+        path = await self.web.call(lambda: self.above(chunk_id, access)) if chunk_id else []
+        drawing = Drawing(top, colouring, self.folders(access), [n["id"] for n in path],
+                          keep=keep)
+        return self.web.render(request, "map.html", session=session, top=top, path=path,
+                               chunk_id=chunk_id, drawing=drawing, colouring=colouring,
+                               keep=keep, label_of=label_of, area_id=area_id, short=short)
 
     async def status(self, request: Request, session: Session, access: Access) -> Response:
         """GET /status: files by state, problems and freshness, as far as the person may read."""
