@@ -124,7 +124,7 @@ class Drawing:
         name = label_of(area)
         count = int(area.get("leaves") or 0)
         marked = int(area["id"]) in self.on_path and area.get("kind") != "leaf"
-        about = f"{name} — {count} passage{'s' if count != 1 else ''}"
+        about = f"{short(name, 160)} — {count} passage{'s' if count != 1 else ''}"
         text = fitted(name, box.w - 2 * PAD, font)
         parts = [f'<a href="{escape(self.href(area))}" class="area{" on-path" if marked else ""}"'
                  f' data-node="{escape(area_id(area))}" aria-label="{escape(about)}">',
