@@ -149,7 +149,7 @@ def main() -> None:
         svg = drawing.svg()
         t2 = time.perf_counter()
         html = page.render(top=top, path=[], chunk_id=None, drawing=drawing, colouring="folder",
-                           keep={}, label_of=mapdraw.label_of, area_id=mapdraw.area_id,
+                           keep={}, at_top=True, label_of=mapdraw.label_of, area_id=mapdraw.area_id,
                            short=mapdraw.short, session=None, modes=())
         t3 = time.perf_counter()
         for name, seconds in zip(steps, (t1 - t0, t2 - t1, t3 - t0), strict=True):

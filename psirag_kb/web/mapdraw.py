@@ -13,7 +13,7 @@ from markupsafe import Markup, escape
 from psirag_kb.web.render import file_name, title
 from psirag_kb.web.treemap import Box, squarify
 
-WIDTH, HEIGHT = 960.0, 560.0
+WIDTH, HEIGHT = 720.0, 460.0
 HEADER = 18.0
 """The strip at the top of an area with areas inside it, where its label goes."""
 PAD = 3.0
@@ -83,7 +83,8 @@ class Drawing:
             used = {age_of(float(a.get("changed") or 0.0), self.now) for a in self.areas()}
             return [(colour, name) for _, name, colour in AGES if (name, colour) in used] + (
                 [(UNKNOWN[1], UNKNOWN[0])] if UNKNOWN in used else [])
-        return [(colour, folder or "(no folder)") for folder, colour in self.palette.items()]
+        return [(colour, "/".join(folder.rstrip("/").split("/")[-2:]) or "(no folder)")
+                for folder, colour in self.palette.items()]
 
     def href(self, area: dict[str, Any]) -> str:
         """Where a click on an area goes: one layer down, or a passage's own view."""

@@ -182,6 +182,7 @@ class Views:
                           keep=keep)
         return self.web.render(request, "map.html", session=session, top=top, path=path,
                                chunk_id=chunk_id, drawing=drawing, colouring=colouring,
+                               at_top=node_id is None,
                                keep=keep, label_of=label_of, area_id=area_id, short=short)
 
     async def status(self, request: Request, session: Session, access: Access) -> Response:

@@ -54,7 +54,7 @@ def test_the_map_draws_what_each_person_may_read(tmp_path: Path) -> None:
         children = {str(c["id"]): c["leaves"] for c in first["children"]}
         widths = {a["node"]: a for a in drawn if a["node"] in children}
         assert set(widths) == set(children)
-        whole = 960 * 560
+        whole = 720 * 460
         for node, leaves in children.items():  # each child's area in proportion to passages
             assert abs(widths[node]["area"] / whole - leaves / root_total) < 0.01
         for child in first["children"]:  # labels fitted in the areas they name
