@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from psirag_kb.access import Access
 from psirag_kb.errors import KBError, NodeNotFound
 from psirag_kb.search.retrieval import MODES
+from psirag_kb.serving.activity import progress, series
 from psirag_kb.web.mapdraw import COLOURINGS, Drawing, area_id, label_of, short
+from psirag_kb.web.plots import chart, duration, legend
 from psirag_kb.web.render import file_name, shaped
 from psirag_kb.web.sessions import Session
 from psirag_kb.web.site import MAX_QUERY_CHARS, Web, WebError
@@ -188,8 +191,27 @@ class Views:
     async def status(self, request: Request, session: Session, access: Access) -> Response:
         """GET /status: files by state, problems and freshness, as far as the person may read."""
         status = await self.web.call(lambda: self.web.daemon.status(access=access))
+        activity = getattr(self.web.daemon, "activity", None)
+        drawn = activity_view(status, activity, time.time()) if access.everything and \
+            activity is not None else None
         return self.web.render(request, "status.html", session=session, info=status,
-                               everything=access.everything)
+                               everything=access.everything, activity=drawn)
+
+
+def activity_view(status: dict[str, Any], activity: Any, now: float) -> dict[str, Any]:
+    """The daemon's last hour as charts, and its long jobs with their progress."""
+    samples = activity.history()
+    drawn = series(samples)
+    routes = drawn["routes"]
+    return {
+        "charts": [chart("Ingest", {"chunks/s": drawn["ingest"]}, now, "chunks/s"),
+                   chart("Writer queue", {"tasks": drawn["writer_queue"]}, now, "tasks"),
+                   chart("Query latency", {"mean": drawn["latency_ms"]}, now, "ms"),
+                   chart("Requests by route", routes, now, "/min")],
+        "routes": legend(list(routes)),
+        "jobs": [job | {"left": duration(job.get("eta_s"))} for job in
+                 progress(status, activity.running_jobs(), samples, now)],
+    }
 
 
 def number(raw: str, what: str, signed: bool = False) -> int:

@@ -8,7 +8,7 @@ from html import unescape
 from pathlib import Path
 from typing import Any
 
-from daemon_helpers import serving_notes
+from daemon_helpers import api, serving_notes
 from test_web_daemon import Browser
 
 TOPICS = ("apples orchard", "pears ripen", "plums jam")
@@ -87,3 +87,25 @@ def test_the_map_draws_what_each_person_may_read(tmp_path: Path) -> None:
         assert owner.get("/map?colour=changed")[0] == 200
         assert "the last hour" in owner.get("/map?colour=changed")[1]
         assert owner.get("/map?colour=purple")[0] == 400
+
+
+def test_the_status_page_draws_the_daemons_hour(tmp_path: Path) -> None:
+    with serving_notes(tmp_path, NOTES, "apples pears plums banana") as (daemon, docs):
+        daemon.activity.sample()
+        owner = Browser(daemon.web.url)
+        assert owner.sign_in(daemon.api.token) == 303
+        for _ in range(3):
+            assert owner.get("/?q=apples&mode=sparse")[0] == 200
+        api(daemon, "POST", "/api/query", {"text": "apples", "mode": "sparse", "k": 3})
+        daemon.activity.sample()
+        status, html, _ = owner.get("/status")
+        assert status == 200
+        assert html.count('<svg class="chart"') == 4
+        assert "Running now" in html and "/api/query" in html
+        assert re.search(r'aria-label="Ingest, last hour\. Peak [\d.,]+ chunks/s', html)
+        with daemon.activity.running("backup"):
+            assert "<progress" in owner.get("/status")[1]
+        alice = Browser(daemon.web.url)
+        assert alice.sign_in(daemon.people.add("alice", "reader", [str(docs / "team-a")])) == 303
+        status, html, _ = alice.get("/status")
+        assert status == 200 and '<svg class="chart"' not in html
