@@ -175,16 +175,16 @@ def progress(status: dict[str, Any], jobs: dict[str, dict[str, Any]],
         out.append({"name": "abstracts", "done": abstracts.get("done"),
                     "total": abstracts.get("total"), "eta_s": abstracts.get("eta_s")})
     for name, job in sorted(jobs.items()):
-        entry = {"name": name, "done": job.get("done"), "total": job.get("total"),
-                 "since": job.get("since"), "eta_s": None}
+        done, total = job.get("done"), job.get("total")
+        eta = None
         if name == "backup":
             took = (status.get("backup") or {}).get("seconds")
             if took:  # the last backup's length as the estimate
-                entry["eta_s"] = max(0.0, float(took) - (now - float(job["since"])))
-        elif entry["done"] and entry["total"]:
-            spent = now - float(job["since"])
-            entry["eta_s"] = spent * (entry["total"] - entry["done"]) / entry["done"]
-        out.append(entry)
+                eta = max(0.0, float(took) - (now - float(job["since"])))
+        elif done and total:
+            eta = (now - float(job["since"])) * (total - done) / done
+        out.append({"name": name, "done": done, "total": total, "since": job.get("since"),
+                    "eta_s": eta})
     waiting = int((status.get("daemon") or {}).get("queue") or 0)
     if waiting and "rescan" not in jobs:
         out.append({"name": "ingest", "done": None, "total": None,

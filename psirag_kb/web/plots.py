@@ -35,8 +35,9 @@ def chart(title: str, lines: dict[str, Sequence[Point]], now: float, unit: str =
     plot_h = height - TOP - BOTTOM
     plot_w = width - 2 * LEFT
     suffix = f" {unit}" if unit else ""
-    said = [f"{name}: now {figure(_last(points))}{suffix}" for name, points in shown.items()
-            if _last(points) is not None]
+    lasts = {name: _last(points) for name, points in shown.items()}
+    said = [f"{name}: now {figure(last)}{suffix}" for name, last in lasts.items()
+            if last is not None]
     about = f"{title}, last hour. Peak {figure(peak)}{suffix}. " + ("; ".join(said) or
                                                                      "No data yet.")
     parts = [f'<svg class="chart" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" '
