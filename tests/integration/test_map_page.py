@@ -79,6 +79,8 @@ def test_the_map_draws_what_each_person_may_read(tmp_path: Path) -> None:
         assert "banana" not in html.lower() and "not in the topic tree" in html
 
         apple = daemon.query("apples orchard", "sparse", 1)["results"][0]["chunk_id"]
+        found = owner.get("/?q=apples+orchard&mode=sparse")[1]
+        assert f'href="/map?chunk={apple}">on the map</a>' in found
         status, html, _ = owner.get(f"/map?chunk={apple}")
         path = [n["id"] for n in daemon.kb.path_of(apple)]
         marked = re.findall(r'class="area on-path" data-node="(\d+)"', html)
