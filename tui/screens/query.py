@@ -42,6 +42,8 @@ class QueryScreen(KBScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
+        with VerticalScroll(id="talk", classes="-empty"):  # the turns above the box, as a chat
+            yield Static(id="conversation", classes="-empty")
         with Horizontal(id="bar"):
             yield Input(placeholder="Ask or search, then enter", id="query")
             yield Select([(m, m) for m in MODES], value=MODES[0], allow_blank=False, id="mode")
@@ -49,7 +51,6 @@ class QueryScreen(KBScreen):
         with Horizontal(id="body"):
             yield OptionList(id="results")
             with VerticalScroll(id="detail"):
-                yield Static(id="conversation", classes="-empty")
                 yield Static(id="answer", classes="-empty")
                 yield Static(id="treepath")
                 yield Static("Type a query and press enter.", id="chunk")
@@ -202,7 +203,11 @@ class QueryScreen(KBScreen):
         """The conversation's turns above the answer (the last one's query searched)."""
         shown = self.query_one("#conversation", Static)
         shown.update(fmt.conversation_text(self.turns, self.asking))
-        shown.set_class(not self.turns and not self.asking, "-empty")
+        empty = not self.turns and not self.asking
+        shown.set_class(empty, "-empty")
+        talk = self.query_one("#talk", VerticalScroll)
+        talk.set_class(empty, "-empty")
+        talk.scroll_end(animate=False)
 
     def on_key(self, event: events.Key) -> None:
         """Up in the empty query box: the last question again (to ask it in another mode)."""
