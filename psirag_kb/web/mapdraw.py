@@ -55,11 +55,14 @@ class Drawing:
 
     def __init__(self, top: dict[str, Any], colouring: str = "folder",
                  folders: Sequence[str] = (), on_path: Iterable[int] = (),
-                 now: float | None = None, keep: dict[str, str] | None = None) -> None:
+                 now: float | None = None, keep: dict[str, str] | None = None,
+                 passage: int | None = None) -> None:
         self.top = top
         self.colouring = colouring if colouring in COLOURINGS else "folder"
         self.folders = list(folders)
         self.on_path = set(on_path)
+        self.passage = passage
+        """The passage shown on the map (its own area is marked where passages are drawn)."""
         self.now = time.time() if now is None else now
         self.keep = keep or {}
         """Query parameters every link keeps (the colouring, the passage shown)."""
@@ -124,7 +127,8 @@ class Drawing:
             return ""
         name = label_of(area)
         count = int(area.get("leaves") or 0)
-        marked = int(area["id"]) in self.on_path and area.get("kind") != "leaf"
+        marked = int(area["id"]) == self.passage if area.get("kind") == "leaf" else \
+            int(area["id"]) in self.on_path
         about = f"{short(name, 160)} — {count} passage{'s' if count != 1 else ''}"
         text = fitted(name, box.w - 2 * PAD, font)
         parts = [f'<a href="{escape(self.href(area))}" class="area{" on-path" if marked else ""}"'

@@ -182,7 +182,7 @@ class Views:
         top = await self.web.call(lambda: self.web.daemon.topic_map(node_id, access=access))
         path = await self.web.call(lambda: self.above(chunk_id, access)) if chunk_id else []
         drawing = Drawing(top, colouring, self.folders(access), [n["id"] for n in path],
-                          keep=keep)
+                          keep=keep, passage=chunk_id if path else None)
         return self.web.render(request, "map.html", session=session, top=top, path=path,
                                chunk_id=chunk_id, drawing=drawing, colouring=colouring,
                                at_top=node_id is None,

@@ -120,6 +120,10 @@ def test_the_svg_escapes_labels_and_links_one_layer_down() -> None:
     assert rects["5"][2] * rects["5"][3] / (600 * 400) == pytest.approx(6 / 9, abs=0.01)
     texts = re.findall(r"<text [^>]*>([^<]*)</text>", svg)
     assert "x" * 161 not in svg and any(re.fullmatch("x+…", t) for t in texts)  # cut to fit
+    lowest = topic_map(view, 1, no_hits, files_of)  # a layer-1 node: its passages drawn
+    marked = str(Drawing(lowest, on_path=[7, 6, 1], passage=2).svg())
+    assert re.findall(r'class="area on-path" data-node="(\w+)"', marked) == ["p2"]
+    assert '<a href="/source/1" class="area" data-node="p1"' in marked
     kept = Drawing(top, "changed", keep={"colour": "changed", "chunk": "3"})
     assert kept.href(top["children"][0]) == "/map?node=5&colour=changed&chunk=3"
     assert kept.link(None, colour="") == "/map?chunk=3"
