@@ -1,9 +1,10 @@
-"""Screenshots of the page for the README: docs/web-search.png and docs/web-answer.png.
+"""Screenshots of the page for the README: docs/web-search.png, docs/web-answer.png and
+docs/web-map.png.
 
     PYTHONPATH=.:tests python docs/screenshots.py
 
 Serves the bundled examples/docs with the fake embedder, signs in with the owner's token in
-headless Chromium (Debian's `chromium`) and captures the search and answer pages.
+headless Chromium (Debian's `chromium`) and captures the search, answer and topic map pages.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def main() -> None:
 
 
 def shoot(daemon: Daemon) -> None:
-    """Sign in and capture both pages."""
+    """Sign in and capture the pages."""
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium_path(), headless=True, args=ARGS)
         page = browser.new_page(viewport={"width": 900, "height": 560})
@@ -60,8 +61,13 @@ def shoot(daemon: Daemon) -> None:
         page.click("form.ask button[type=submit]")
         page.wait_for_selector("#answer-body")
         page.screenshot(path=str(HERE / "web-answer.png"))
+        page.set_viewport_size({"width": 1100, "height": 760})
+        page.goto(url + "/map")
+        page.wait_for_selector("svg.topic-map a.area")
+        page.focus("svg.topic-map a.area >> nth=1")  # its abstract and files beside the map
+        page.screenshot(path=str(HERE / "web-map.png"))
         browser.close()
-    small(HERE / "web-search.png", HERE / "web-answer.png")
+    small(HERE / "web-search.png", HERE / "web-answer.png", HERE / "web-map.png")
 
 
 def small(*paths: Path) -> None:

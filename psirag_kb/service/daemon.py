@@ -26,6 +26,7 @@ from psirag_kb.service.scheduler import Jobs
 from psirag_kb.service.starting import SERVING, EarlyDoor, Starting
 from psirag_kb.service.watcher import FolderWatcher, Stopping
 from psirag_kb.service.writes import allowed_path, may_write
+from psirag_kb.serving.activity import Activity
 from psirag_kb.serving.audit import AuditLog
 from psirag_kb.serving.auth import configured_token, ensure_token_file
 from psirag_kb.serving.ops import OPS
@@ -100,6 +101,7 @@ class Daemon:
         self._restore_seen: float | None = None
         """When the daemon first found a restore writing its data directory (monotonic)."""
         self.started = 0.0
+        self.activity = Activity.of(self)
         self._lock = DataDirLock(self.data_dir)
         self._stop = threading.Event()
         self._stopping = threading.Event()
@@ -144,6 +146,7 @@ class Daemon:
         self.api.start()
         if self.web is not None:
             self.web.start()
+        self.activity.start()
         self._write_info()
         if self.serve_only:
             log.info("psirag-kb %d serving %s for %s while it works", os.getpid(),
@@ -291,7 +294,8 @@ class Daemon:
         folder = Path(self.config.backup.dir).expanduser()
         folder.mkdir(parents=True, exist_ok=True)
         kb = self._kb()
-        manifest = kb.backup(folder / scheduled_name(kb.generation))
+        with self.activity.running("backup"):
+            manifest = kb.backup(folder / scheduled_name(kb.generation))
         pruned = prune(folder, self.config.backup.keep)
         shown = summary(manifest)
         shown.pop("files", None)
@@ -322,6 +326,7 @@ class Daemon:
             return
         self._stopping.set()
         self._stop.set()
+        self.activity.stop()
         log.info("daemon stopping")
         if self.web is not None:
             self.web.stop()
@@ -372,7 +377,8 @@ class Daemon:
             return {"folders": 0}
         assert self.watcher is not None
         try:
-            report = self.kb.ingest(present, self.watcher.check_stop)
+            report = self.kb.ingest(present, self.activity.tracked("rescan",
+                                                                  self.watcher.check_stop))
         except Stopping:
             return {"stopped": True}
         data = report.as_dict()
@@ -472,6 +478,13 @@ class Daemon:
     def node(self, node_id: int | None = None, *, access: Access = OWNER) -> dict[str, Any]:
         """One tree node (the root by default), as far as `access` may read it."""
         found = self._kb().node(node_id, access=access)
+        self._audited(access, "browse", node_id, len(found.get("children", [])))
+        return found
+
+    def topic_map(self, node_id: int | None = None, *,
+                  access: Access = OWNER) -> dict[str, Any]:
+        """A tree node with two layers below it, sized and sampled for the map."""
+        found = self._kb().topic_map(node_id, access=access)
         self._audited(access, "browse", node_id, len(found.get("children", [])))
         return found
 
@@ -590,7 +603,8 @@ class Daemon:
             raise KBError(f"{dest!r}: give the backup's folder as an absolute path on the "
                           "daemon's machine")
         self._audited(access, "backup", dest)
-        return summary(self._kb().backup(Path(dest)))
+        with self.activity.running("backup"):
+            return summary(self._kb().backup(Path(dest)))
 
     def ready(self) -> list[str]:
         """Why the daemon is not ready to answer as it should ([] when it is): stores not open,

@@ -30,6 +30,7 @@ def build_web_app(web: Web) -> ASGIApp:
         Route("/answer/stream", web.page(views.answer_stream, resume=False)),
         Route("/tree", web.page(views.tree)),
         Route("/tree/{node_id}", web.page(views.tree)),
+        Route("/map", web.page(views.map)),
         Route("/status", web.page(views.status)),
         Route("/auth/login", provider.oidc_login, methods=["GET"]),
         Route("/auth/callback", provider.oidc_callback, methods=["GET"]),
