@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import logging.handlers
 import os
 import signal
 import threading
@@ -21,6 +20,7 @@ from psirag_kb.paths import inside
 from psirag_kb.people import People
 from psirag_kb.service.api import APIServer, Listener
 from psirag_kb.service.client import DAEMON_FILE, STARTING_FILE
+from psirag_kb.service.logs import configure_logging
 from psirag_kb.service.refresher import AbstractRefresher
 from psirag_kb.service.scheduler import Jobs
 from psirag_kb.service.starting import SERVING, EarlyDoor, Starting
@@ -45,9 +45,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Daemon", "DaemonError", "DataDirLock", "configure_logging", "run_daemon"]
 
-LOG_FILE = "daemon.log"
-LOG_BYTES = 5_000_000
-LOG_BACKUPS = 3
 BOUNDARIES_EVERY_S = 2.0
 """How often the daemon looks for grants that moved the tree's partition boundaries."""
 CONVERSATIONS_EVERY_S = 60.0
@@ -57,19 +54,6 @@ FORWARDED = frozenset(entry.target for entry in OPS if entry.forwarded and entry
 RESTORE_WAIT_S = 3600.0
 """How long a starting daemon waits for a restore writing its data directory (answering 503
 "restoring" meanwhile) before it gives up with an error."""
-
-
-def configure_logging(data_dir: Path, verbose: bool = False) -> None:
-    """Log to stderr (set up by the CLI) and to a rotating daemon.log in the data directory."""
-    root = logging.getLogger("psirag_kb")
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    handler = logging.handlers.RotatingFileHandler(
-        Path(data_dir) / LOG_FILE, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
-    )
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 class Daemon:
