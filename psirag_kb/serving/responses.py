@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from psirag_kb.serving.shapes import Location
+
 __all__ = ["Reply"]
 
 
@@ -41,7 +43,9 @@ class Passage(Reply):
     chunk_id: int
     text: str
     lines: list[int] | None = None
-    location: str | None = None
+    location: Location | None = None
+    """Where it is in its document: a page, a slide, a sheet's rows, paragraphs under a
+    heading... (None for a plain text file: see `lines`)."""
 
 
 class QueryResult(Reply):
@@ -74,8 +78,35 @@ class Chunk(Reply):
     source: str | None = None
 
 
+class Problem(Reply):
+    """A file skipped or failed, or indexed with a note."""
+
+    path: str
+    state: str
+    reason: str
+
+
 class IngestReport(Reply):
-    """What a reindex read, changed and removed."""
+    """What a reindex read, changed and removed ({removed: 0} alone for a path that is gone
+    and was never indexed)."""
+
+    added: int | None = None
+    updated: int | None = None
+    unchanged: int | None = None
+    removed: int
+    renamed: int | None = None
+    skipped: int | None = None
+    failed: int | None = None
+    chunks_embedded: int | None = None
+    chunks_kept: int | None = None
+    unavailable: int | None = None
+    restored: int | None = None
+    problems: list[Problem] | None = None
+    seconds: dict[str, float] | None = None
+    tree_build: dict[str, Any] | None = None
+    compute: dict[str, Any] | None = None
+    abstracts: dict[str, Any] | None = None
+    """The offline abstracts of the tree nodes the reindex changed."""
 
 
 class Removed(Reply):
