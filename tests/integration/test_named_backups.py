@@ -41,7 +41,8 @@ def _dir(folder: Path) -> Any:
 
 
 def test_the_api_names_a_backup_into_the_backup_dir_and_refuses_paths(
-        tmp_path: Path, fake_embedder: Any, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, fake_embedder: Any, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "backups"
     outside = tmp_path / "elsewhere"
     with serving_notes(tmp_path, NOTES, "still shallow", _dir(folder)) as (daemon, _docs):
@@ -66,8 +67,19 @@ def test_the_api_names_a_backup_into_the_backup_dir_and_refuses_paths(
         assert moved["path"] == str(dest) and moved["chunks"] == 2
         assert read_manifest(dest)["chunks"] == 2
         assert sorted(p.name for p in folder.iterdir()) == ["nightly-1"]  # none left behind
+        assert not list(daemon.data_dir.glob("backup.stage.*"))
         assert main(["--data-dir", str(daemon.data_dir), "backup", str(dest)]) == 1
         assert "not an empty folder" in capsys.readouterr().err
+
+        # through --server DEST is the backup's name in that daemon's [backup] dir
+        monkeypatch.setenv("PSIRAG_KB_TOKEN", daemon.api.token)
+        remote = ["--server", daemon.api.url, "backup"]
+        assert main([*remote, "remote-1", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["path"] == str(folder / "remote-1")
+        assert main([*remote, str(outside)]) == 1
+        assert "not a backup name" in capsys.readouterr().err
+        assert not outside.exists()
+        monkeypatch.delenv("PSIRAG_KB_TOKEN")
 
         # without [backup] dir the API refuses, saying how to configure it; so does the CLI
         daemon.named_backups = NamedBackups("")
