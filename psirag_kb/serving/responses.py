@@ -3,7 +3,7 @@ name, and are sent as the knowledge base returns them)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -32,7 +32,8 @@ class Health(Reply):
 class Status(Reply):
     """Files, chunks, tree and daemon state within the caller's grants."""
 
-    files: dict[str, Any]
+    files: dict[str, int]
+    """Files by state: indexed, skipped, failed (unavailable when there are some)."""
     daemon: dict[str, Any] | None = None
 
 
@@ -56,18 +57,44 @@ class QueryResult(Reply):
     results: list[Passage] | None = None
 
 
-class TreeNode(Reply):
-    """A tree node with its children."""
+class TreeChild(Reply):
+    """A child in a tree node: an abstract node ("node": its label and whether its abstract
+    is stale) or a leaf ("leaf": its chunk's id, text, source and place)."""
 
     id: int
-    children: list[dict[str, Any]]
+    kind: Literal["node", "leaf"]
+    leaves: int
+    abstract: str
+    label: str | None = None
+    dirty: bool | None = None
+    source: str | None = None
+    lines: list[int] | None = None
+    location: Location | None = None
+
+
+class TreeStep(Reply):
+    """An abstract node on the way from the root to a chunk."""
+
+    id: int
+    layer: int
+    abstract: str
+    label: str
+    dirty: bool
+
+
+class TreeNode(TreeStep):
+    """A tree node with its children (id 0: a root over what one person may see)."""
+
+    parent: int | None
+    leaves: int
+    children: list[TreeChild]
 
 
 class TreePath(Reply):
     """The tree nodes above a chunk, root first."""
 
     chunk_id: int
-    path: list[dict[str, Any]]
+    path: list[TreeStep]
 
 
 class Chunk(Reply):
@@ -76,6 +103,9 @@ class Chunk(Reply):
     chunk_id: int
     text: str | None = None
     source: str | None = None
+    lines: list[int] | None = None
+    location: Location | None = None
+    neighbours: list[dict[str, Any]] | None = None
 
 
 class Problem(Reply):
