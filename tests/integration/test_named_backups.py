@@ -12,7 +12,8 @@ import pytest
 from daemon_helpers import api, serving_notes
 
 from psirag_kb.cli import main
-from psirag_kb.config import Config
+from psirag_kb.config import Config, load_config
+from psirag_kb.errors import ConfigError
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.service.backups import NamedBackups
 from psirag_kb.storage.backup import MANIFEST, BackupError, backup_name, read_manifest, restore
@@ -34,6 +35,17 @@ def test_a_backup_name_is_one_safe_path_component(name: str) -> None:
 def test_good_backup_names_pass() -> None:
     for name in ("nightly", "2026-12-06", "kb.v2_final", "A", "x" * 64, "a..b"):
         assert backup_name(name) == name
+
+
+@pytest.mark.fast
+def test_every_hours_zero_means_named_backups_only_and_negative_is_refused(
+        tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[backup]\ndir = "/srv/backups"\nevery_hours = 0\n')
+    assert load_config(path).backup.every_hours == 0
+    path.write_text('[backup]\ndir = "/srv/backups"\nevery_hours = -1\n')
+    with pytest.raises(ConfigError, match="every_hours"):
+        load_config(path)
 
 
 def _dir(folder: Path) -> Any:
