@@ -94,7 +94,8 @@ def fuzz(served: Served, token: str, report: Path, examples: int,
                "--max-examples", str(examples), "--phases", phases, "--checks", ",".join(CHECKS),
                "--request-timeout", "60", "--no-shrink", "--report", "json",
                "--report-json-path", str(report), *chosen, *left]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    run = subprocess.run(command, capture_output=True, text=True, timeout=60 * examples + 600,
+                         check=False)
     assert run.returncode == 0, run.stdout[-20_000:] + run.stderr[-5_000:]
     return json.loads(report.read_text())
 
@@ -142,6 +143,7 @@ def test_the_api_answers_its_own_schema_as_a_reader_and_as_the_admin(
 
 
 @pytest.mark.long
+@pytest.mark.timeout(3600)
 def test_a_long_fuzz_with_stateful_sequences(served: Served, tmp_path: Path) -> None:
     """A hundred examples per operation and schemathesis's stateful sequences (links
     between operations), as the reader and as the admin."""
