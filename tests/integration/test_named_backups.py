@@ -20,7 +20,7 @@ from psirag_kb.storage.backup import MANIFEST, BackupError, backup_name, read_ma
 
 NOTES = {"pike.md": "# Pike\n\nThe pike waits in still shallow water.\n",
          "carp.md": "# Carp\n\nThe carp roots in still shallow mud.\n"}
-BAD_NAMES = ("../escape", "..", ".", "/tmp/abs", "a/b", "a\\b", "~root", "", "x" * 65,
+BAD_NAMES = ("../escape", "..", ".", "/srv/abs", "a/b", "a\\b", "~root", "", "x" * 65,
              "psirag-backup-20260101T000000Z-g1", "late.partial", "tab\there", "nul\x00")
 
 
