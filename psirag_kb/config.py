@@ -295,15 +295,19 @@ class ConversationsConfig:
 
 @dataclass(frozen=True)
 class BackupConfig:
-    """Backups the daemon takes on a schedule (`psirag-kb backup` takes one now)."""
+    """Backups the daemon takes on a schedule and those named over its API (`psirag-kb backup`
+    takes one now)."""
 
     dir: str = ""
-    """Absolute folder the daemon writes its backups into (one folder each, named
-    psirag-backup-<UTC time>-g<generation>); empty: no scheduled backups."""
+    """Absolute folder the daemon writes its backups into: scheduled ones (named
+    psirag-backup-<UTC time>-g<generation>) and those POST /api/backup names; empty: neither
+    (the API refuses a backup, and `psirag-kb backup DEST` works only with no daemon running)."""
     every_hours: float = 24.0
-    """Hours between two scheduled backups (the first one this long after the daemon starts)."""
+    """Hours between two scheduled backups (the first one this long after the daemon starts);
+    0: none on a schedule, only the named ones."""
     keep: int = 7
-    """Scheduled backups kept in `dir`; older ones are deleted after each new one."""
+    """Scheduled backups kept in `dir`; older ones are deleted after each new one (named ones
+    are never deleted)."""
 
 
 @dataclass(frozen=True)
@@ -463,6 +467,8 @@ def parse_config(data: dict[str, Any], base: Path) -> Config:
     if config.backup.dir and not Path(config.backup.dir).expanduser().is_absolute():
         raise ConfigError(f"[backup] dir must be an absolute path, not {config.backup.dir!r}")
     _networks("[api] forwarded_allow", config.api.forwarded_allow)
+    if config.backup.every_hours < 0:
+        raise ConfigError("[backup] every_hours must be 0 (no scheduled backups) or more")
     return config
 
 

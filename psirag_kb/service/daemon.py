@@ -19,6 +19,7 @@ from psirag_kb.llm.hosts import CALLS
 from psirag_kb.paths import inside
 from psirag_kb.people import People
 from psirag_kb.service.api import APIServer, Listener
+from psirag_kb.service.backups import NamedBackups
 from psirag_kb.service.client import DAEMON_FILE, STARTING_FILE
 from psirag_kb.service.logs import configure_logging
 from psirag_kb.service.refresher import AbstractRefresher
@@ -79,6 +80,7 @@ class Daemon:
         self._grants: list[str] = []
         """The grants the tree is partitioned at (as people.json held them)."""
         self.audit: AuditLog | None = None
+        self.named_backups = NamedBackups(config.backup.dir)
         self.starting = Starting()
         """What the daemon does until it serves (the listener's 503 answers say it)."""
         self.listener: Listener | None = None
@@ -261,7 +263,7 @@ class Daemon:
         jobs.add("boundaries", self._grants_changed, BOUNDARIES_EVERY_S)
         jobs.add("conversations", self._prune_conversations, CONVERSATIONS_EVERY_S)
         backup = self.config.backup
-        if backup.dir:
+        if backup.dir and backup.every_hours > 0:
             jobs.add("backup", self._scheduled_backup, backup.every_hours * 3600.0)
         return jobs
 
@@ -575,20 +577,19 @@ class Daemon:
             raise AttributeError(name)
         return getattr(self._kb(), name)
 
-    def backup(self, dest: str, *, access: Access = OWNER) -> dict[str, Any]:
-        """Take a backup into the new folder `dest` (an absolute path on this machine) while
-        serving (an admin only); what was copied, the generation and the bytes."""
+    def backup(self, name: str, *, access: Access = OWNER) -> dict[str, Any]:
+        """Take the backup `name` into [backup] dir while serving (an admin only; over the API
+        a backup is named, never placed); what was copied, the generation and the bytes."""
         if access.role != "admin":
             if self.audit is not None:
-                self.audit.record(access.name, "backup", dest, status=403)
+                self.audit.record(access.name, "backup", name, status=403)
             raise AccessDenied(f"{access.name} ({access.role}) may not take backups: an admin "
                                "only")
-        if not dest or "\x00" in dest or not os.path.isabs(dest):
-            raise KBError(f"{dest!r}: give the backup's folder as an absolute path on the "
-                          "daemon's machine")
-        self._audited(access, "backup", dest)
-        with self.activity.running("backup"):
-            return summary(self._kb().backup(Path(dest)))
+        with self.named_backups.hold():
+            target = self.named_backups.target(name)
+            self._audited(access, "backup", str(target))
+            with self.activity.running("backup"):
+                return summary(self._kb().backup(target))
 
     def ready(self) -> list[str]:
         """Why the daemon is not ready to answer as it should ([] when it is): stores not open,

@@ -26,10 +26,12 @@ MAX_HEADERS = 100
 class HTTPError(Exception):
     """A request error answered with a status code and a JSON message."""
 
-    def __init__(self, status: int, message: str, close: bool = False) -> None:
+    def __init__(self, status: int, message: str, close: bool = False,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.close = close
+        self.headers = headers or {}
 
 
 def reply(status: int, payload: dict[str, Any], close: bool = False,
@@ -43,14 +45,15 @@ def reply(status: int, payload: dict[str, Any], close: bool = False,
     return JSONResponse(payload, status, headers=extra)
 
 
-def openai_error(status: int, message: str, close: bool = False) -> Response:
+def openai_error(status: int, message: str, close: bool = False,
+                 headers: dict[str, str] | None = None) -> Response:
     """An error in OpenAI's shape ({"error": {"message", "type", "code"}}) for the /v1 routes."""
     kind = {400: "invalid_request_error", 401: "authentication_error",
             403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}.get(
                 status, "invalid_request_error" if status < 500 else "server_error")
     code = {401: "invalid_api_key", 404: "not_found", 429: "rate_limit_exceeded"}.get(status)
     return reply(status, {"error": {"message": message, "type": kind, "code": code,
-                                    "param": None}}, close=close)
+                                    "param": None}}, close=close, headers=headers)
 
 
 def as_openai(response: Response) -> Response:

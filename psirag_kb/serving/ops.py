@@ -216,8 +216,9 @@ OPS: tuple[Op, ...] = (
     Op("metrics_text", "GET", "/metrics", "Prometheus metrics (text format) for an admin or a "
        "monitor.", role="monitor", response=None, media="text/plain",
        checked="{name} is a {role}; metrics are for an admin or a monitor"),
-    Op("backup", "POST", "/api/backup", "Copy the knowledge base into a new folder on the "
-       "daemon's machine while it serves (an admin only).", role="admin",
+    Op("backup", "POST", "/api/backup", "Copy the knowledge base while it serves into the "
+       "folder `name` under the daemon's [backup] dir (an admin only; 409 when no [backup] dir "
+       "is configured or the name is taken).", role="admin",
        body=rq.BackupBody, response=rs.Backup, target="backup", timeout="long"),
     Op("reembed", "POST", "/api/reembed", "Embed everything again with another model in the "
        "background (or cancel the running reembed); an admin only.", role="admin",
