@@ -260,8 +260,8 @@ class Daemon:
         try:
             kb = self._kb()
             kb.embed_query("warm up")
-            if self.folders:
-                _ = kb.embedder.dim  # loads it
+            if self.folders:  # loads it, and the tokenizer copy that counts chunks' tokens
+                kb.embedder.count_tokens("warm up")
         except Exception:  # noqa: BLE001 - a model that cannot load fails the first query clearly
             log.warning("could not load the embedding model at start-up", exc_info=True)
 
