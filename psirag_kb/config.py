@@ -203,7 +203,9 @@ class WatchConfig:
     folders: tuple[Path, ...] = ()
     """Watched folders (recursive)."""
     quiet_period_s: float = 1.0
-    """A file is processed once its size and mtime were stable this long."""
+    """A change that brings no close from its writer (polled folders, a writer keeping the
+    file open past the watcher's wait) is processed once size and mtime were stable this long;
+    a file its writer closed or renamed into place is read at once."""
     rescan_interval_s: float = 600.0
     """Seconds between periodic rescans."""
     maintain_interval_s: float = 3600.0

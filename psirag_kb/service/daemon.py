@@ -247,9 +247,13 @@ class Daemon:
                           "(or --web-port), or [web] enabled = false") from exc
 
     def _warm_up(self) -> None:
-        """Load the embedding model now, so the first query does not wait for it."""
+        """Load the embedding model now, so the first query does not wait for it, nor (when
+        folders are watched) the first edited file for the instance that embeds files."""
         try:
-            self._kb().embed_query("warm up")
+            kb = self._kb()
+            kb.embed_query("warm up")
+            if self.folders:  # loads it, and the tokenizer copy that counts chunks' tokens
+                kb.embedder.count_tokens("warm up")
         except Exception:  # noqa: BLE001 - a model that cannot load fails the first query clearly
             log.warning("could not load the embedding model at start-up", exc_info=True)
 
