@@ -62,6 +62,6 @@ def _inside(model: str, folder: Path) -> str:
         raise HTTPError(400, f"{model!r} is not a folder inside [embedding] models_dir ({folder}) "
                              "once links are followed: over the API a model folder is loaded "
                              f"only from there, so place (copy) it there; {AT_THE_SHELL}")
-    if not found.is_dir():
+    if not os.path.isdir(found):  # False, not OSError, for a name too long
         raise HTTPError(400, f"no model folder {model!r} in [embedding] models_dir ({folder})")
     return str(found)

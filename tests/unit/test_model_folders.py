@@ -45,7 +45,7 @@ def test_a_path_outside_or_a_link_out_is_refused(models: Path, tmp_path: Path) -
                   "../outside", "/", "~", str(models), ".", "static/../../outside"):
         status, message = refused(given, str(models))
         assert status == 400 and "not a folder inside [embedding] models_dir" in message, given
-    for given in ("./missing", "file", "static/missing"):
+    for given in ("./missing", "file", "static/missing", "./" + "a" * 300, "a/" * 3000):
         status, message = refused(given, str(models))
         assert status == 400 and "no model folder" in message, given
 
