@@ -100,6 +100,10 @@ class EmbeddingConfig:
     the CPU."""
     backend: str = "torch"
     """torch, onnx or onnx-int8 (ONNX Runtime; exported once into [storage] cache_dir)."""
+    models_dir: str = ""
+    """Absolute folder of model folders the daemon may load when a reembed over its API asks
+    for one (by its path inside, or its name there); empty: over the API a model is given by
+    its name only (`psirag-kb reembed` with no daemon running takes a folder from anywhere)."""
 
 
 @dataclass(frozen=True)
@@ -466,8 +470,10 @@ def parse_config(data: dict[str, Any], base: Path) -> Config:
     config.ingest.extension_kinds  # noqa: B018 - validates [ingest] extensions
     if config.tree.max_children < 3:
         raise ConfigError("[tree] max_children must be at least 3")
-    if config.backup.dir and not Path(config.backup.dir).expanduser().is_absolute():
-        raise ConfigError(f"[backup] dir must be an absolute path, not {config.backup.dir!r}")
+    for key, value in (("[backup] dir", config.backup.dir),
+                       ("[embedding] models_dir", config.embedding.models_dir)):
+        if value and not Path(value).expanduser().is_absolute():
+            raise ConfigError(f"{key} must be an absolute path, not {value!r}")
     _networks("[api] forwarded_allow", config.api.forwarded_allow)
     if config.backup.every_hours < 0:
         raise ConfigError("[backup] every_hours must be 0 (no scheduled backups) or more")

@@ -170,7 +170,8 @@ def _models(commands: Commands) -> None:
              "(queries and indexing go on meanwhile)")
     reembed.add_argument("--model", metavar="NAME_OR_PATH",
                          help="the new model: a sentence-transformers name or local folder "
-                              "(a static model from `distill`)")
+                              "(a static model from `distill`); with a daemon running, a "
+                              "folder must be inside its [embedding] models_dir")
     reembed.add_argument("--cancel", action="store_true",
                          help="stop the running reembed and keep the current model")
 

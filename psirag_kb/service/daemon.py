@@ -22,6 +22,7 @@ from psirag_kb.service.api import APIServer, Listener
 from psirag_kb.service.backups import NamedBackups
 from psirag_kb.service.client import DAEMON_FILE, STARTING_FILE
 from psirag_kb.service.logs import configure_logging
+from psirag_kb.service.model_folders import api_model
 from psirag_kb.service.refresher import AbstractRefresher
 from psirag_kb.service.scheduler import Jobs
 from psirag_kb.service.starting import SERVING, EarlyDoor, Starting
@@ -630,13 +631,16 @@ class Daemon:
     def reembed(self, model: str, cancel: bool = False, *,
                 access: Access = OWNER) -> dict[str, Any]:
         """Start embedding everything again with `model` in the background, or cancel the
-        running reembed (an admin only); the reembed's status."""
+        running reembed (an admin only); the reembed's status. `model` is a model's name or
+        a folder inside [embedding] models_dir (service/model_folders.py)."""
         if access.role != "admin":
             if self.audit is not None:
                 self.audit.record(access.name, "reembed", None, status=403)
             raise AccessDenied(f"{access.name} ({access.role}) may not change the embedding "
                                "model: an admin only")
         kb = self._kb()
+        if not cancel:  # a name, or a folder inside [embedding] models_dir
+            model = api_model(model, self.config.embedding.models_dir)
         self._audited(access, "reembed", model or "cancel")
         if cancel:
             return kb.cancel_reembed()

@@ -221,7 +221,9 @@ OPS: tuple[Op, ...] = (
        "is configured or the name is taken).", role="admin",
        body=rq.BackupBody, response=rs.Backup, target="backup", timeout="long"),
     Op("reembed", "POST", "/api/reembed", "Embed everything again with another model in the "
-       "background (or cancel the running reembed); an admin only.", role="admin",
+       "background (or cancel the running reembed); an admin only. `model` is a model's name "
+       "or a folder inside the daemon's [embedding] models_dir (400 for a folder elsewhere, "
+       "409 when no models_dir is configured).", role="admin",
        body=rq.ReembedBody, response=rs.ReembedStatus, target="reembed", sparse=True),
     Op("openapi", "GET", "/api/openapi.json", "This API's OpenAPI 3.1 description, generated "
        "from its table of operations.", response=rs.OpenAPIDocument),

@@ -259,7 +259,8 @@ class BackupBody(Body):
 
 
 class ReembedBody(Body):
-    """POST /api/reembed: {"model": NAME_OR_PATH} or {"cancel": true}."""
+    """POST /api/reembed: {"model": NAME_OR_FOLDER} or {"cancel": true}; the daemon takes a
+    folder only inside its [embedding] models_dir (service/model_folders.py)."""
 
     model: str | None = None
     cancel: bool | None = None
