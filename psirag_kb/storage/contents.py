@@ -10,9 +10,12 @@ lines that look like listing entries:
 - a numbered heading of two or more levels alone on its line ("7.4.1. A Simple Data Race"),
   the form of an HTML page's contents list;
 - an index entry: words, then page numbers after a comma ("--tool option, 5, 17-19");
+- a page or section number alone on its line ("131", "7.6."), where a chunk's boundary cut an
+  entry in two;
 - the heading of such a page ("Table of Contents", "Contents", "Index").
 
-Blank lines do not count; a chunk of one short line is never a listing.
+Blank lines do not count; in a chunk of one or two lines only dot leaders and lone numbers
+do (a lone numbered heading is a section's start).
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ import re
 LISTING = 0.5
 """A chunk with at least this share of listing lines is a contents or index listing."""
 MIN_LINES = 3
-"""Fewer non-blank lines than this score 0: a lone heading is not a listing."""
+"""In a chunk of fewer non-blank lines only dot leaders and lone numbers count."""
 
 _PAGE = r"(?:\d{1,4}|[ivxlcdm]{1,7})"
 _LEADER = re.compile(rf"\S.*?(?:\.\s?){{4,}}\s*{_PAGE}\s*$", re.IGNORECASE)
 _NUMBER = r"(?:[A-Z]\.|\d{1,3}\.)(?:\d{1,3}\.?)*"
 _PAGED_HEADING = re.compile(rf"^{_NUMBER}\s+\S.{{0,120}}?\s{_PAGE}$", re.IGNORECASE)
 _DEEP_HEADING = re.compile(r"^(?:[A-Z]|\d{1,3})\.\d{1,3}(?:\.\d{1,3})*\.?\s+[^\s.].{0,110}$")
+_FRAGMENT = re.compile(rf"^(?:{_PAGE}|(?:\d{{1,3}}\.)+\d{{0,3}})$", re.IGNORECASE)
 _INDEX_ENTRY = re.compile(r"^[^\d\s].{0,80}?,\s*\d{1,4}(?:\s*[-–,]\s*\d{1,4})*\s*$")
 _TITLES = frozenset({"contents", "table of contents", "index", "list of figures",
                      "list of tables", "list of examples"})
@@ -40,14 +44,16 @@ def listing_line(line: str) -> bool:
         return True
     if len(line) > 200 or line.endswith((".", ":", ";", "?", "!")):
         return False
-    return bool(_LEADER.match(line) or _PAGED_HEADING.match(line)
-                or _DEEP_HEADING.match(line) or _INDEX_ENTRY.match(line))
+    return bool(_LEADER.match(line) or _PAGED_HEADING.match(line) or _DEEP_HEADING.match(line)
+                or _INDEX_ENTRY.match(line) or _FRAGMENT.match(line))
 
 
 def contents_score(text: str) -> float:
     """The share (0 to 1) of a chunk's non-blank lines that are contents or index entries."""
     lines = [line.strip() for line in text.splitlines()]
     lines = [line for line in lines if line]
-    if len(lines) < MIN_LINES:
+    if not lines:
         return 0.0
-    return round(sum(listing_line(line) for line in lines) / len(lines), 3)
+    listed = (listing_line if len(lines) >= MIN_LINES else lambda line: len(line) <= 200 and
+              bool(_LEADER.match(line) or _FRAGMENT.match(line)))
+    return round(sum(map(listed, lines)) / len(lines), 3)

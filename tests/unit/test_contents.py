@@ -65,6 +65,8 @@ def test_sections_prose_and_numbered_steps_are_not_listings() -> None:
     for text in (SECTION, STEPS, "7.6. Helgrind Command-line Options", ""):
         assert contents_score(text) < LISTING, text
     assert contents_score("7.1. Overview\n7.2. Races\n") == 0  # too short to tell
+    assert contents_score("7.6. Helgrind Command-line Options ........ 131\n7.7.") == 1
+    assert contents_score("7.6. Helgrind Command-line Options\nThe options are:") == 0
 
 
 def test_a_contents_list_above_its_first_section_scores_its_share_of_lines() -> None:
