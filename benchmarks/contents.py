@@ -37,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +70,9 @@ def sections(manuals: list[Path]) -> list[dict[str, Any]]:
         text = read_document(page).text
         heads = [(m.start(), m.end(), m.group(1), " ".join(m.group(2).split()))
                  for m in HEADING.finditer(text)]
-        twice = {(n, t) for _, _, n, t in heads if sum((n, t) == (o, u) for _, _, o, u in heads) > 1}
-        last = {}
-        for start, end, number, title in heads:
-            if (number, title) in twice:
-                last[(number, title)] = (start, end)
+        seen = Counter((number, title) for _, _, number, title in heads)
+        last = {(number, title): (start, end) for start, end, number, title in heads
+                if seen[(number, title)] > 1}
         order = sorted(last.items(), key=lambda kv: kv[1][0])
         chapters = {m.group(1): " ".join(m.group(2).split()) for m in CHAPTER.finditer(text)}
         for index, ((number, title), (_, end)) in enumerate(order):
@@ -219,7 +218,7 @@ def main() -> None:
             print(json.dumps({"checkout": name, "question": item["question"]} | figure))
         table[name] = summary(figures, [a["seconds"] for a in answers])
     print(f"\n{len(items)} questions, mode {args.mode}, k {args.k}\n")
-    print(f"| figure | before | after |\n|---|---|---|")
+    print("| figure | before | after |\n|---|---|---|")
     for key in table["before"]:
         cells = [table[n][key] for n in ("before", "after")]
         shown = [f"{c:.3f}" if isinstance(c, float) else str(c) for c in cells]
