@@ -5,7 +5,8 @@ Options ..... 131") and shares its words, so retrieval likes it; search ranks su
 below the text they point to (`search/contents.py`). The score is the share of the chunk's
 lines that look like listing entries:
 
-- a dot leader before a page number ("Overview ........ 119", "Index . . . . 7");
+- a dot leader before a page number ("Overview ........ 119", "Index . . . . 7"), or cut
+  short by a chunk's boundary ("2.4. OPTIONS . . . .", ". . . . 26");
 - a numbered heading ending in a page number ("7.6 Helgrind Command-line Options 131");
 - a numbered heading of two or more levels alone on its line ("7.4.1. A Simple Data Race"),
   the form of an HTML page's contents list;
@@ -28,7 +29,8 @@ MIN_LINES = 3
 """In a chunk of fewer non-blank lines only dot leaders and lone numbers count."""
 
 _PAGE = r"(?:\d{1,4}|[ivxlcdm]{1,7})"
-_LEADER = re.compile(rf"\S.*?(?:\.\s?){{4,}}\s*{_PAGE}\s*$", re.IGNORECASE)
+_LEADER = re.compile(rf"(?:\S.*?)?(?:(?:\.\s?){{4,}}\s*{_PAGE}|(?:\.\s?){{8,}})\s*$",
+                     re.IGNORECASE)
 _NUMBER = r"(?:[A-Z]\.|\d{1,3}\.)(?:\d{1,3}\.?)*"
 _PAGED_HEADING = re.compile(rf"^{_NUMBER}\s+\S.{{0,120}}?\s{_PAGE}$", re.IGNORECASE)
 _DEEP_HEADING = re.compile(r"^(?:[A-Z]|\d{1,3})\.\d{1,3}(?:\.\d{1,3})*\.?\s+[^\s.].{0,110}$")
@@ -42,9 +44,13 @@ def listing_line(line: str) -> bool:
     """Whether one (stripped, non-blank) line looks like an entry of a contents or index page."""
     if line.lower().rstrip(":") in _TITLES:
         return True
-    if len(line) > 200 or line.endswith((".", ":", ";", "?", "!")):
+    if len(line) > 200:
         return False
-    return bool(_LEADER.match(line) or _PAGED_HEADING.match(line) or _DEEP_HEADING.match(line)
+    if _LEADER.match(line):
+        return True
+    if line.endswith((".", ":", ";", "?", "!")):
+        return False
+    return bool(_PAGED_HEADING.match(line) or _DEEP_HEADING.match(line)
                 or _INDEX_ENTRY.match(line) or _FRAGMENT.match(line))
 
 

@@ -77,6 +77,8 @@ def test_a_contents_list_above_its_first_section_scores_its_share_of_lines() -> 
 def test_single_lines() -> None:
     assert listing_line("7.6. Helgrind Command-line Options ........ 131")
     assert listing_line("Table of Contents")
+    assert listing_line("2.4. OPTIONS . . . . . . . . . . . .")  # cut by a chunk boundary
+    assert listing_line(". . . . . . . . . . . . 26")
     assert not listing_line("When enabled, Helgrind performs lock order checking.")
     assert not listing_line("See page 12.")
 
