@@ -142,3 +142,14 @@ def test_repeats_within_one_file_and_short_texts_are_not_folded() -> None:
     assert len(fold_copies(same_file)) == 2
     short = [row(1, "/m/a.txt", "See the options."), row(2, "/m/b.txt", "See the options.")]
     assert len(fold_copies(short)) == 2
+
+
+def test_the_other_copies_are_named_by_the_cli_and_mcp(capsys) -> None:
+    from psirag_kb.cli.results import print_results
+    from psirag_kb.serving.shapes import passage
+
+    kept = fold_copies([row(1, "/m/manual.html", SECTION), row(2, "/m/manual.pdf", SECTION)])
+    shown = kept[0] | {"score": 0.5}
+    assert passage(shown)["also_in"] == ["/m/manual.pdf p. 2"]
+    print_results({"query": "options", "mode": "auto", "results": [shown]})
+    assert "also in: /m/manual.pdf p. 2" in capsys.readouterr().out
