@@ -191,14 +191,14 @@ class QueryEmbedder:
         """The unit vectors of several questions: those kept in the cache from it, the rest
         asked together (one batched call) and kept."""
         model = self.inner.name
-        vectors: list[np.ndarray | None] = [self.cache.get(model, text) for text in texts]
-        missing = list(dict.fromkeys(t for t, v in zip(texts, vectors, strict=True) if v is None))
+        kept = {text: self.cache.get(model, text) for text in texts}
+        missing = [text for text, vector in kept.items() if vector is None]
+        found = {text: vector for text, vector in kept.items() if vector is not None}
         if missing:
-            fresh = dict(zip(missing, self._embed_now(missing), strict=True))
-            for text, vector in fresh.items():
+            for text, vector in zip(missing, self._embed_now(missing), strict=True):
                 self.cache.put(model, text, vector)
-            vectors = [fresh[t] if v is None else v for t, v in zip(texts, vectors, strict=True)]
-        return np.stack(vectors) if texts else np.zeros((0, 0))
+                found[text] = vector
+        return np.stack([found[text] for text in texts]) if texts else np.zeros((0, 0))
 
     def _embed_now(self, texts: list[str]) -> list[np.ndarray]:
         """The model's vectors of these texts, queued for the one embedding thread."""
