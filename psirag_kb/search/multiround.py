@@ -38,10 +38,9 @@ MAX_TERMS = 4
 """Salient phrases taken from one passage."""
 LATER_MODE = "sparse"
 """How a later round ranks its expanded queries: BM25 of the question and the names, no model
-pass (docs/benchmarks/default-mode.md, issue 42: recall@5 on HotpotQA 0.85 to 0.915, on
-MuSiQue's tuning half 0.693 to 0.68, at a quarter of the model's texts; the question's vector
-moved toward the stored vectors of the passages BM25 finds for the names measured lower on
-both)."""
+pass (docs/benchmarks/default-mode.md, issue 42: recall@5 on HotpotQA 0.85 to 0.915, on PopQA
+0.592 to 0.623, on MuSiQue 0.679 to 0.633, a loss, at a quarter of the model's texts; the
+question's vector moved toward stored passage vectors measured lower on HotpotQA and PopQA)."""
 TITLE_CHARS = 120
 """A passage's first line counts as its title when it is at most this long."""
 ABBREVIATION = 4

@@ -12,7 +12,8 @@ from psirag_kb.ingest.question_cache import QuestionCache, question_key
 
 
 class Counting:
-    """An embedder that counts the texts it is given (the conftest's bag-of-words vectors)."""
+    """An embedder that counts the texts it is given (the conftest's bag-of-words vectors, each
+    text embedded alone so its vector does not depend on its place in a batch)."""
 
     def __init__(self, inner, name: str = "fake-bow") -> None:
         self.inner = inner
@@ -22,7 +23,7 @@ class Counting:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         self.texts.extend(texts)
-        return self.inner.embed(texts)
+        return np.stack([self.inner.embed([text])[0] for text in texts])
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
