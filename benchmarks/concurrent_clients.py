@@ -1,17 +1,19 @@
-"""8 concurrent clients, psirag-kb before and after a change and the LlamaIndex peer, interleaved.
+"""Concurrent clients, psirag-kb before and after a change and the LlamaIndex peer, interleaved.
 
-    /work/main/.venv/bin/python benchmarks/concurrent_clients.py --work /tmp/peers \
-        --store multi --questions /tmp/peers/inputs/multi/musique_train100-100.jsonl \
-        --before /tmp/old-checkout --modes hybrid,auto --rounds 2 --json out.json
+    python benchmarks/concurrent_clients.py --work PEERS_WORK \
+        --store multi --questions PEERS_WORK/inputs/multi/musique_train100-100.jsonl \
+        --before OLD_CHECKOUT --modes hybrid,auto --clients 8,20 --rounds 2 --json out.json
 
 Uses the stores and the peer's virtualenv that `benchmarks/peers.py` left under `--work`
 (`psirag/stores/STORE`, `peer/stores/STORE`, `venv`): nothing is ingested or installed. Each
 round runs, one after the other and each in a fresh process, psirag-kb from `--before` (a folder
 holding an older `psirag_kb` package), psirag-kb from this checkout and the peer's fusion
-retriever: one client over the questions (recall@5, p50/p95), then 8 client threads asking them
-between them (p50/p95, queries/s, process CPU ms per query, cores used). Interleaving the three
-evens out a shared machine's load between them; every round is reported, and the median of the
-rounds' p50 and p95.
+retriever: one client over the questions (recall@5, p50/p95, CPU ms per query), then for each
+count of `--clients` that many client threads asking them between them (p50/p95, queries/s,
+process CPU ms per query, cores used), then the questions once more by one client (psirag-kb
+keeps recent questions' vectors: "repeated"). psirag-kb's question cache is emptied before each
+pass, so no pass is helped by the one before. Interleaving the three evens out a shared
+machine's load between them; every round is reported, and the median of the rounds' figures.
 """
 
 from __future__ import annotations
@@ -66,6 +68,18 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
                 "cores_used": statistics.median(r["concurrent"]["cores_used"] for r in rows),
                 "peak_rss_mb": statistics.median(r[label]["peak_rss_mb"] for r in rounds),
             }
+            single_cpu = [r["single"].get("cpu_ms_per_query") for r in rows]
+            if None not in single_cpu:
+                out[f"{label} {mode}"]["single_cpu_ms_per_query"] = statistics.median(single_cpu)
+            if all("repeated" in r for r in rows):
+                out[f"{label} {mode}"]["repeated_p50_ms"] = statistics.median(
+                    r["repeated"]["p50_ms"] for r in rows)
+            for count in rows[0].get("clients", {}):
+                figures = [r["clients"][count] for r in rows]
+                out[f"{label} {mode}"][f"{count}_clients"] = {
+                    key: statistics.median(f[key] for f in figures)
+                    for key in ("p50_ms", "p95_ms", "queries_per_s", "cpu_ms_per_query",
+                                "cores_used")}
     return out
 
 
@@ -77,6 +91,7 @@ def main() -> None:
     parser.add_argument("--questions", type=Path, required=True)
     parser.add_argument("--before", type=Path, help="folder holding the older psirag_kb")
     parser.add_argument("--modes", default="hybrid,auto")
+    parser.add_argument("--clients", default="8", help="comma-separated client counts")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path)
@@ -89,8 +104,9 @@ def main() -> None:
         raise SystemExit(f"no peer virtualenv under {work}: run benchmarks/peers.py first")
     runner = peers.Runner(argparse.Namespace(threads=args.threads), python, str(get_model_path()))
     modes = args.modes.split(",")
+    clients = [int(c) for c in args.clients.split(",")]
     report: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                              "load_before": os.getloadavg(), "rounds": []}
+                              "load_before": os.getloadavg(), "clients": clients, "rounds": []}
     with tempfile.TemporaryDirectory(prefix="concurrent-") as tmp:
         # each psirag-kb state opens a copy of the store (an older release may migrate it)
         for number in range(args.rounds):
@@ -102,10 +118,11 @@ def main() -> None:
                 if not store.exists():
                     shutil.copytree(work / "psirag" / "stores" / args.store, store)
                 result[label] = run(runner, "psirag", code, {
-                    "store": str(store), "questions": str(args.questions), "modes": modes})
+                    "store": str(store), "questions": str(args.questions), "modes": modes,
+                    "clients": clients})
             result["peer"] = run(runner, "peer", None, {
                 "store": str(work / "peer" / "stores" / args.store),
-                "questions": str(args.questions)})
+                "questions": str(args.questions), "clients": clients})
             result["load"] = os.getloadavg()
             report["rounds"].append(result)
             print(json.dumps({"round": number + 1, **result}), flush=True)

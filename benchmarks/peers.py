@@ -141,17 +141,41 @@ def concurrent(ask: Any, questions: list[str], clients: int = CLIENTS) -> dict[s
             "cores_used": round(busy / wall, 2)}
 
 
-def sequential_then_concurrent(ask: Any, sources: Any, questions: list[dict[str, Any]]
-                               ) -> dict[str, Any]:
-    """One client asking every question (recall@5, p50/p95), then CLIENTS threads."""
+def sequential_then_concurrent(ask: Any, sources: Any, questions: list[dict[str, Any]],
+                               clients: tuple[int, ...] = (CLIENTS,),
+                               forget: Any = None) -> dict[str, Any]:
+    """One client asking every question (recall@5, p50/p95), then CLIENTS threads ("concurrent")
+    and each other count of `clients` threads ("clients", by count). `forget` (when given) is
+    called before each pass, so no pass finds the questions of the one before it cached."""
+    forget = forget or (lambda: None)
+    forget()
     total, seconds = 0.0, []
+    cpu = os.times()
     for item in questions:
         started = time.perf_counter()
         found = ask(item["question"])
         seconds.append(time.perf_counter() - started)
         total += recall_at(sources(found), item["gold"])
-    return {"recall@5": round(total / len(questions), 4), "single": latency(seconds),
-            "concurrent": concurrent(ask, [q["question"] for q in questions])}
+    spent = os.times()
+    busy = spent.user + spent.system - cpu.user - cpu.system
+    texts = [q["question"] for q in questions]
+    counts = {}
+    for count in clients:
+        forget()
+        counts[count] = concurrent(ask, texts, count)
+    if CLIENTS not in counts:
+        forget()
+        counts[CLIENTS] = concurrent(ask, texts)
+    repeated = []  # every question again, one client: what the last pass left cached
+    for text in texts:
+        started = time.perf_counter()
+        ask(text)
+        repeated.append(time.perf_counter() - started)
+    return {"recall@5": round(total / len(questions), 4),
+            "single": {**latency(seconds),
+                       "cpu_ms_per_query": round(1000 * busy / max(len(seconds), 1), 1)},
+            "concurrent": counts[CLIENTS], "repeated": latency(repeated),
+            "clients": {str(count): figures for count, figures in counts.items()}}
 
 
 def found(results: list[tuple[str, str]], marker: str) -> bool:
@@ -293,8 +317,11 @@ def psirag_concurrent(config: Any, embedder: Any, spec: dict[str, Any]) -> dict[
     with KnowledgeBase(config, embedder=embedder) as kb:
         for mode in spec["modes"]:  # concurrent too: a model instance made on demand loads
             concurrent(lambda t, m=mode: kb.rank(t, m, K), [f"warm up {i}" for i in range(16)])
+        clients = tuple(spec.get("clients", (CLIENTS,)))
+        cache = getattr(kb.query_embedder, "cache", None)  # question vectors (issue 42 on)
+        forget = None if cache is None else cache.clear
         report = {mode: sequential_then_concurrent(lambda t, m=mode: kb.rank(t, m, K).ids,
-                                                   kb.sources, questions)
+                                                   kb.sources, questions, clients, forget)
                   for mode in spec["modes"]}
     return {"modes": report, "peak_rss_mb": peak_rss_mb()}
 
@@ -515,7 +542,7 @@ def peer_task(task: str, spec: dict[str, Any]) -> dict[str, Any]:
         concurrent(fusion.retrieve, [f"warm up {i}" for i in range(16)])
         report = sequential_then_concurrent(
             fusion.retrieve, lambda rows: [r.node.ref_doc_id or "" for r in rows],
-            load_questions(Path(spec["questions"])))
+            load_questions(Path(spec["questions"])), tuple(spec.get("clients", (CLIENTS,))))
         return {"modes": {"fusion": report}, "peak_rss_mb": peak_rss_mb()}
     return peer_queries(peer, spec)
 

@@ -17,6 +17,7 @@ from psirag_kb.errors import ConfigError
 from psirag_kb.ingest.chunking import content_hash
 from psirag_kb.ingest.device import pick_device
 from psirag_kb.ingest.models import TokenCounter, normalise, quiet_offline, resolve_model_path
+from psirag_kb.ingest.question_cache import QuestionCache
 
 __all__ = ["CachedEmbedder", "Embedder", "QueryEmbedder", "SentenceTransformerEmbedder",
            "TokenCounter", "for_queries", "make_embedder", "normalise", "quiet_offline",
@@ -163,13 +164,16 @@ class QueryEmbedder:
     """Embeds questions for many threads at once: those that arrive together share one call.
 
     One thread feeds the model, so a burst of concurrent questions costs one batched forward
-    pass instead of one pass each, and no question waits behind another thread's lock.
+    pass instead of one pass each, and no question waits behind another thread's lock. A
+    question asked in the last minutes comes from a bounded cache (`QuestionCache`) keyed by
+    the model's name, and a new model gets a new QueryEmbedder (see `kb.py`'s switch).
     """
 
     MAX_BATCH = 64
 
-    def __init__(self, inner: Embedder) -> None:
+    def __init__(self, inner: Embedder, cache: QuestionCache | None = None) -> None:
         self.inner = inner
+        self.cache = QuestionCache() if cache is None else cache
         self._waiting: list[_Question] = []
         self._ready = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -184,7 +188,20 @@ class QueryEmbedder:
         return self.embed_many([text])[0]
 
     def embed_many(self, texts: list[str]) -> np.ndarray:
-        """The unit vectors of several questions, asked together (one batched call)."""
+        """The unit vectors of several questions: those kept in the cache from it, the rest
+        asked together (one batched call) and kept."""
+        model = self.inner.name
+        kept = {text: self.cache.get(model, text) for text in texts}
+        missing = [text for text, vector in kept.items() if vector is None]
+        found = {text: vector for text, vector in kept.items() if vector is not None}
+        if missing:
+            for text, vector in zip(missing, self._embed_now(missing), strict=True):
+                self.cache.put(model, text, vector)
+                found[text] = vector
+        return np.stack([found[text] for text in texts]) if texts else np.zeros((0, 0))
+
+    def _embed_now(self, texts: list[str]) -> list[np.ndarray]:
+        """The model's vectors of these texts, queued for the one embedding thread."""
         self._last_asked = time.monotonic()
         questions = [_Question(text) for text in texts]
         with self._ready:
@@ -198,8 +215,7 @@ class QueryEmbedder:
             question.done.wait()
             if question.error is not None:
                 raise question.error
-        return (np.stack([q.vector for q in questions if q.vector is not None]) if questions
-                else np.zeros((0, 0)))
+        return [q.vector for q in questions if q.vector is not None]
 
     def _run(self) -> None:
         while True:

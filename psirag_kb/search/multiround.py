@@ -31,12 +31,16 @@ MAX_ROUNDS = 2
 """Rounds at most, whatever the hop count: a third round's queries carry names two passages
 away from the question, and with ten lists fused by best rank their first passages crowd the
 question's own out of the top 5 (BENCHMARKS.md: MuSiQue recall@5 0.658 with up to
-4 rounds, 0.679 with 2; HotpotQA and PopQA the same). It also bounds a question's model calls
-to 1 + FANOUT texts."""
+4 rounds, 0.679 with 2; HotpotQA and PopQA the same)."""
 FANOUT = 3
 """Top passages of a round that each seed one expanded query in the next round."""
 MAX_TERMS = 4
 """Salient phrases taken from one passage."""
+LATER_MODE = "sparse"
+"""How a later round ranks its expanded queries: BM25 of the question and the names, no model
+pass (docs/benchmarks/default-mode.md, issue 42: recall@5 on HotpotQA 0.85 to 0.915, on PopQA
+0.592 to 0.623, on MuSiQue 0.679 to 0.633, a loss, at a quarter of the model's texts; the
+question's vector moved toward stored passage vectors measured lower on HotpotQA and PopQA)."""
 TITLE_CHARS = 120
 """A passage's first line counts as its title when it is at most this long."""
 ABBREVIATION = 4
@@ -218,10 +222,11 @@ def multi_round(
     """Round 1 ranks q; each next round ranks q plus the salient phrases of each of the
     previous round's top `fanout` new passages; all lists are fused into a max-score list.
 
-    The question is embedded once (the hop discriminator and round 1 share its vector); each
-    later round embeds its expanded queries in one batched call and reads the texts of its
-    seeds only. With `within` (paths, or the Scope they resolve to), every round searches
-    only there.
+    Only the question goes through the model (the hop discriminator and round 1 share its
+    vector): a later round ranks its expanded queries in LATER_MODE (BM25: the names are
+    found where names are found best), the question's vector standing in while BM25 is
+    rebuilt. With `within` (paths, or the Scope they resolve to), every round searches only
+    there.
     """
     scope = None if within is None else engine.scope_of(within)
     vector = engine.embed_query(question) if vector is None else vector
@@ -238,10 +243,9 @@ def multi_round(
         texts = [t for t in dict.fromkeys(texts) if t != question]
         if not texts:
             break
-        vectors = engine.embed_queries(texts)
         found: list[int] = []
-        for text, expanded in zip(texts, vectors, strict=True):  # the question's quotes hold
-            ids = engine.rank(text, mode, depth, scope, vector=expanded, phrases=phrases).ids
+        for text in texts:  # the question's quotes hold
+            ids = engine.rank(text, LATER_MODE, depth, scope, vector=vector, phrases=phrases).ids
             lists.append(ids)
             queries.append((number, text))
             found.extend(i for i in ids.tolist() if i not in seen)
