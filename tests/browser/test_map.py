@@ -14,7 +14,8 @@ from test_web import boosted_page_settled, sign_in
 from waiting import wait_until
 
 TOPICS = ("apples orchard blossom", "pears ripen picking", "plums jam stones")
-NOTES = {f"team-a/{name.split()[0]}-{n}.md": f"# {name}\n{name} " * 3 + f"note {n}\n"
+# each note's every run of four words names its own batch, so no two are copies of each other
+NOTES = {f"team-a/{name.split()[0]}-{n}.md": f"# {name} batch{n}\n" + f"{name} batch{n} " * 3
          for name in TOPICS for n in range(3)}
 
 
