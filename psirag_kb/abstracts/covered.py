@@ -41,8 +41,8 @@ NODE_SAMPLE = 1024
 SAMPLE_MIN = 8
 MIN_COVER = 0.1
 """A label word is in at least this share of its branch's sampled passages."""
-ROOT_COVER = 0.1
-"""The root's label words are each in at least this share of the collection's passages."""
+ROOT_COVER = 0.05
+"""The root's label phrases are each in at least this share of the collection's passages."""
 WORDS_MIN = 2
 WORDS_MAX = 5
 CANDIDATES = 24
@@ -52,6 +52,9 @@ ABSTRACT_BONUS = 0.05
 OFF_ABSTRACT = 0.25
 """What a word in no abstract of the root or its children counts for the root's label (a word
 of links or of a data file's keys, not of the prose)."""
+PRIOR = 0.3
+"""What a word's coverage less the largest sibling's adds to its gain (a sampled passage or two
+more is noise)."""
 MIN_GAIN = 1e-9
 """After WORDS_MIN, a child takes another word only when it routes more sampled passages right
 (a longer label weighs each of its words less in label BM25)."""
@@ -196,7 +199,7 @@ def _joint(samples: Sequence[Sample], profiles: Sequence[Profile]) -> list[list[
             if not gains:
                 continue
             rank = ranks[number]
-            key = max(gains, key=lambda k: (round(gains[k], 9), rank[k], k))
+            key = max(gains, key=lambda k: (round(gains[k] + PRIOR * rank[k], 9), rank[k], k))
             if gains[key] < MIN_GAIN and rounds >= WORDS_MIN:
                 continue
             taken.add(key)
@@ -283,11 +286,33 @@ def _fallback(profile: Profile, own: Sample | None = None) -> list[str]:
 
 def root_label(samples: Sequence[Sample], sizes: Sequence[int], profile: Profile,
                profiles: Sequence[Profile] = ()) -> list[str]:
-    """The root's label: words of its or its children's abstracts held by the most passages
-    not yet named, each child's sample weighing its leaves, each word in at least ROOT_COVER
-    of the collection."""
+    """The root's label: the phrases naming groups of children (labels.root_label) that are
+    held, all their words in one passage, by at least ROOT_COVER of the collection's sampled
+    passages (each child's sample weighing its leaves), up to WORDS_MAX words; when fewer than
+    WORDS_MIN words are left, the words of the abstracts held by the most passages instead."""
     weights = [size / s.size if s.size else 0.0 for s, size in zip(samples, sizes, strict=True)]
     total = sum(size for s, size in zip(samples, sizes, strict=True) if s.size) or 1
+
+    def held(keys: set[str]) -> float:
+        return sum(w for s, w in zip(samples, weights, strict=True)
+                   for found in s.sets if keys <= found) / total
+
+    out: list[str] = []
+    count = 0
+    for phrase in contrast.root_label(profiles, sizes, profile) if profiles else []:
+        keys = {key for key, _ in words_of(phrase)}
+        if keys and count + len(keys) <= WORDS_MAX and held(keys) >= ROOT_COVER:
+            out.append(phrase)
+            count += len(keys)
+    if count >= WORDS_MIN:
+        return out
+    return _root_words(samples, weights, total, profile, profiles)
+
+
+def _root_words(samples: Sequence[Sample], weights: list[float], total: int, profile: Profile,
+                profiles: Sequence[Profile]) -> list[str]:
+    """Words of the root's or its children's abstracts held by the most passages not yet
+    named, each in at least ROOT_COVER of the collection."""
     forms: dict[str, Counter[str]] = {}
     cover: Counter[str] = Counter()
     for sample, weight in zip(samples, weights, strict=True):
