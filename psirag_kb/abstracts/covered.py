@@ -314,10 +314,10 @@ def _root_words(samples: Sequence[Sample], weights: list[float], total: int, pro
     """Words of the root's or its children's abstracts held by the most passages not yet
     named, each in at least ROOT_COVER of the collection."""
     forms: dict[str, Counter[str]] = {}
-    cover: Counter[str] = Counter()
+    cover: dict[str, float] = {}
     for sample, weight in zip(samples, weights, strict=True):
         for key, count in sample.df.items():
-            cover[key] += count * weight
+            cover[key] = cover.get(key, 0.0) + count * weight
             forms.setdefault(key, Counter()).update(sample.forms.get(key, {}))
     sample_all = Sample(forms=forms)
     abstract_words = {w for p in [profile, *profiles] for key in p.weights for w in key.split()}
@@ -326,14 +326,14 @@ def _root_words(samples: Sequence[Sample], weights: list[float], total: int, pro
     named = [[False] * s.size for s in samples]
     out: list[str] = []
     while len(out) < WORDS_MAX:
-        gains: Counter[str] = Counter()
+        gains: dict[str, float] = {}
         for sample, weight, done in zip(samples, weights, named, strict=True):
             for bit, keys in enumerate(sample.sets):
                 if not done[bit]:
                     for key in keys.intersection(eligible):
-                        gains[key] += weight
-        gains = Counter({k: g * (1.0 if k in abstract_words else OFF_ABSTRACT)
-                         for k, g in gains.items() if k not in out})
+                        gains[key] = gains.get(key, 0.0) + weight
+        gains = {k: g * (1.0 if k in abstract_words else OFF_ABSTRACT)
+                 for k, g in gains.items() if k not in out}
         if not gains:
             break
         best, gain = max(gains.items(), key=lambda pair: (pair[1], pair[0]))
