@@ -1,20 +1,23 @@
 """Label routing: do a node's children's labels say where its passages are?
 
-    .venv/bin/python benchmarks/label_routing.py examples/docs /tmp/heldout \
-        --devset $D/popqa_dev500 --work /tmp/label-routing
+    .venv/bin/python benchmarks/label_routing.py examples/docs $HELDOUT \
+        --devset $DATA/popqa_dev500 --work $WORK
 
 Each folder (a dev set's corpus.jsonl becomes one Markdown file per title, as in
 benchmarks/chunk_context.py) is indexed once with the real model in a data directory under
 `--work` (a second run reuses it). For each offline label method (`[tree] offline_labels`:
 "keywords" is the earlier picker, "contrast" the sibling-contrastive labeller) every node is
-marked dirty and given its abstract and label again. Then every chunk under the root is routed
+marked dirty and given its abstract and label again ("covered" is the labeller checked against
+the passages, "contrast" the one before it). Then every chunk under the root is routed
 to one of the root's children by BM25 of the chunk's text against the children's labels alone,
 and every chunk under each child of the root to one of that child's children; a chunk counts
 when it lands in the child that holds it (a tie or no match counts as a miss; see
 psirag_kb/abstracts/routing.py). Labels are what
 people see: the display label, or for "keywords" (which has none) the first LABEL_MAX phrases
-of the abstract; "list" routes by the whole abstract. Prints one JSON line per folder and method,
-with the root's children's labels, and a table.
+of the abstract; "list" routes by the whole abstract. Beside it, the labels' coverage over the
+same branches (the root's children and theirs, each weighing its passages): "any", the share of
+passages holding one of their label's words; "weakest", the share holding its least-held word.
+Prints one JSON line per folder and method, with the root's children's labels, and a table.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from psirag_kb.abstracts.labels import LABEL_MAX
-from psirag_kb.abstracts.routing import routing
+from psirag_kb.abstracts.routing import coverage, routing
 from psirag_kb.config import Config
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.tree import rows as tree_rows
@@ -38,7 +41,7 @@ from psirag_kb.tree.view import TreeView
 sys.path.insert(0, str(Path(__file__).parent))
 from chunk_context import read_jsonl, write_articles  # noqa: E402
 
-METHODS = ("keywords", "contrast")
+METHODS = ("keywords", "contrast", "covered")
 
 
 def shown(view: TreeView, method: str, whole: bool) -> Callable[[int], str]:
@@ -48,7 +51,7 @@ def shown(view: TreeView, method: str, whole: bool) -> Callable[[int], str]:
         info = view.nodes[node]
         if whole:
             return info.abstract
-        if method == "contrast" and info.label:
+        if method != "keywords" and info.label:
             return info.label
         return ", ".join(info.abstract.split(", ")[:LABEL_MAX])
     return read
@@ -91,6 +94,8 @@ def measure(kb: KnowledgeBase, method: str) -> dict[str, Any]:
                 "down_majority": round(found["down_majority"], 4),
                 "down_passages": found["down_passages"]}
     read = shown(view, method, False)
+    covered = coverage(view, read, texts)
+    out |= {f"cover_{k}": round(v, 4) for k, v in covered.items()}
     out["root"] = read(view.root)
     out["children"] = [read(k) for k in view.nodes[view.root].children if k > 0]
     return out
@@ -102,7 +107,7 @@ def main() -> None:
     parser.add_argument("--devset", nargs="*", type=Path, default=[],
                         help="dev set folders with corpus.jsonl (written as Markdown files)")
     parser.add_argument("--work", type=Path, required=True, help="files and data directories")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--methods", nargs="+", default=["contrast", "covered"], choices=METHODS)
     args = parser.parse_args()
     folders = [f.resolve() for f in args.folders]
     for devset in args.devset:
@@ -133,11 +138,13 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
                 table.append(row)
     print(f"\n{'folder':<16} {'method':<9} {'root label':>10} {'root list':>9} "
-          f"{'root maj':>8} {'down label':>10} {'down list':>9} {'down maj':>8}")
+          f"{'root maj':>8} {'down label':>10} {'down list':>9} {'down maj':>8} "
+          f"{'cover any':>9} {'weakest':>7}")
     for row in table:
         print(f"{row['folder']:<16} {row['method']:<9} {row['root_label']:>10.3f} "
               f"{row['root_list']:>9.3f} {row['root_majority']:>8.3f} {row['down_label']:>10.3f} "
-              f"{row['down_list']:>9.3f} {row['down_majority']:>8.3f}")
+              f"{row['down_list']:>9.3f} {row['down_majority']:>8.3f} "
+              f"{row.get('cover_any', 0):>9.3f} {row.get('cover_weakest', 0):>7.3f}")
 
 
 if __name__ == "__main__":

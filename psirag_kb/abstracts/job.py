@@ -10,12 +10,14 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from psirag_kb.abstracts import covered
 from psirag_kb.abstracts.labels import Work, label_batch, offline_abstracts
 from psirag_kb.abstracts.writers import KeywordAbstractor, LLMAbstractor
 from psirag_kb.backoff import Backoff
 from psirag_kb.errors import LLMError, LLMUnavailable, Ungrounded
 from psirag_kb.llm.hosts import spread
 from psirag_kb.tree import rows as tree_rows
+from psirag_kb.tree.sample import spread_leaves
 
 if TYPE_CHECKING:
     from psirag_kb.config import Config
@@ -338,15 +340,23 @@ class AbstractJob:
             self.progress.advance(skipped=len(nodes))
             return 0, 0
         self.progress.advance(skipped=len(nodes) - len(work.nodes))
-        contrast = self.config.tree.offline_labels == "contrast"
-        labels = label_batch(work) if contrast else {}
+        labels = self._labels(work)
         if use_llm and self.llm_abstractor is not None:
             return self._with_llm(work, labels)
         return self._offline(work, labels, self._offline_writer(work)), 0
 
+    def _labels(self, work: Work) -> dict[int, dict[int, str]]:
+        """The labels a batch's abstracts bring, by the configured method ("keywords": none)."""
+        method = self.config.tree.offline_labels
+        if method == "covered":
+            store = self.stores.store
+            return covered.label_batch(work, lambda ids: {
+                cid: text for cid, (text, _) in store.texts(ids).items()})
+        return label_batch(work) if method == "contrast" else {}
+
     def _offline_writer(self, work: Work) -> Callable[[slice], list[str]]:
         """The offline abstracts of a slice of a batch's nodes (labels or keyword lists)."""
-        if self.config.tree.offline_labels == "contrast":
+        if self.config.tree.offline_labels in ("contrast", "covered"):
             return lambda part: offline_abstracts(work, part)
         abstracts = work.layer > 1  # children of layer 1 are passages, above it abstracts
         counts = self.keywords.phrases_of(work.groups, abstracts)
@@ -456,6 +466,7 @@ class AbstractJob:
         contexts: list[list[str]] = []
         kids: list[list[int]] = []
         sizes: list[list[int]] = []
+        samples: list[list[list[int]]] = []
         if layer == 1:
             found = self.stores.store.texts(-k for n in nodes for k in live.children[n])
             rows = [[found[-k] for k in live.children[n] if -k in found] for n in nodes]
@@ -466,6 +477,8 @@ class AbstractJob:
             groups = [[live.abstracts[k] for k in row] for row in kids]
             sizes = [[view.nodes[k].leaves if k in view.nodes else 1 for k in row]
                      for row in kids]
+            if self.config.tree.offline_labels == "covered":
+                samples = [self._samples(row) for row in kids]
         keep_dirty = {n for n in nodes if self.llm is not None and not use_llm}
         if keep_dirty:  # the LLM is down: offline keywords only where nothing exists yet
             selected = [i for i, n in enumerate(nodes) if n not in live.abstracts]
@@ -474,9 +487,20 @@ class AbstractJob:
             contexts = [contexts[i] for i in selected] if contexts else contexts
             kids = [kids[i] for i in selected] if kids else kids
             sizes = [sizes[i] for i in selected] if sizes else sizes
+            samples = [samples[i] for i in selected] if samples else samples
         if not nodes:
             return None
-        return Work(nodes, groups, shapes, keep_dirty, layer, contexts, kids, sizes, live.root)
+        return Work(nodes, groups, shapes, keep_dirty, layer, contexts, kids, sizes, live.root,
+                    samples)
+
+    def _samples(self, kids: list[int]) -> list[list[int]]:
+        """Chunk ids spread over each child's subtree, for its label's coverage (writer)."""
+        live = self.stores.tree_index.live
+        nodes = self.stores.tree_index.view.nodes
+        size = covered.sample_size(len(kids))
+        return [[-key for key in spread_leaves(
+            kid, size, live.children.__getitem__,
+            lambda n: nodes[n].leaves if n in nodes else 1)] for kid in kids]
 
     def _write(self, nodes: list[int], texts: list[str | None], embedded: dict[str, Any],
                work: Work, labels: dict[int, dict[int, str]]) -> int:

@@ -396,6 +396,8 @@ class Work:
     sizes: list[list[int]]
     """Per node above layer 1, the leaves under each of `kids`."""
     root: int | None
+    samples: list[list[list[int]]] = field(default_factory=list)
+    """Per node above layer 1, chunk ids sampled under each of `kids` (coverage labels)."""
 
 
 def node_profile(work: Work, number: int) -> Profile:

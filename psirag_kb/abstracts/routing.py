@@ -89,3 +89,35 @@ def routing(view: TreeView, shown: Shown,
     out |= {"down": sums[0] / max(sums[1], 1), "down_majority": sums[2] / max(sums[1], 1),
             "down_passages": sums[1]}
     return out
+
+
+def coverage(view: TreeView, shown: Shown,
+             texts: Callable[[Iterable[int]], dict[int, str]]) -> dict[str, float | int]:
+    """How much of its branch a label's words cover, over the children of the root and their
+    children, each branch weighing its passages: "any" is the share of passages holding one of
+    their label's words at least, "word" the share holding a label word (averaged over the
+    words), "weakest" the share holding the label's least-held word."""
+    if view.root is None or view.root < 0:
+        return {}
+    kids = [k for k in view.nodes[view.root].children if k > 0]
+    nodes = kids + [g for k in kids if view.nodes[k].layer > 1
+                    for g in view.nodes[k].children if g > 0]
+    sums = [0.0, 0.0, 0.0]
+    total = 0
+    for node in nodes:
+        words = set(terms(shown(node)))
+        ids = view.leaves_under(node)
+        found = texts(ids)
+        held: Counter[str] = Counter()
+        some = 0
+        for chunk_id in ids:
+            present = words.intersection(terms(found.get(chunk_id, "")))
+            held.update(present)
+            some += bool(present)
+        total += len(ids)
+        sums[0] += some
+        if words:
+            sums[1] += sum(held[w] for w in words) / len(words)
+            sums[2] += min(held[w] for w in words)
+    return {"any": sums[0] / max(total, 1), "word": sums[1] / max(total, 1),
+            "weakest": sums[2] / max(total, 1), "branches": len(nodes)}

@@ -208,7 +208,7 @@ def test_an_interrupted_llm_run_keeps_the_finished_nodes(config, minilm, small_c
         assert live.dirty == nodes - set(done)
 
 
-@pytest.mark.parametrize("method", ["contrast", "keywords"])
+@pytest.mark.parametrize("method", ["covered", "contrast", "keywords"])
 def test_an_interrupted_offline_run_keeps_what_it_finished(config, minilm, small_corpus,
                                                            monkeypatch, method):
     import psirag_kb.abstracts.job as abstraction
@@ -218,8 +218,8 @@ def test_an_interrupted_offline_run_keeps_what_it_finished(config, minilm, small
     with KnowledgeBase(config, embedder=minilm) as kb:
         kb.ingest_jsonl(small_corpus)
         nodes = set(kb.stores.tree_index.live.children)
-        owner = abstraction if method == "contrast" else kb.abstract_job.keywords
-        name = "offline_abstracts" if method == "contrast" else "abstract_many"
+        owner = abstraction if method != "keywords" else kb.abstract_job.keywords
+        name = "offline_abstracts" if method != "keywords" else "abstract_many"
         extract = getattr(owner, name)
         calls = []
 

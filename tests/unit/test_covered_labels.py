@@ -1,0 +1,125 @@
+"""Labels checked against the text: 2-5 words most of a branch's passages hold, few stray ones."""
+
+from __future__ import annotations
+
+from psirag_kb.abstracts import covered
+from psirag_kb.abstracts.covered import (
+    MIN_COVER,
+    WORDS_MAX,
+    WORDS_MIN,
+    Sample,
+    label_batch,
+    label_children,
+    root_label,
+)
+from psirag_kb.abstracts.labels import Work, child_profile, phrase_key
+from psirag_kb.abstracts.routing import LabelBM25, terms
+from psirag_kb.tree.sample import spread_leaves
+
+GC = [f"Garbage collection pass {n} frees unreachable objects; the collector tracks memory "
+      f"in generations." for n in range(10)]
+WEB = [f"URL routing rule {n} maps each request to a view; HTTP caching headers travel with "
+       f"the response." for n in range(10)]
+LICENCE = [f"The licence grants permission {n} to copy and distribute the software without "
+           f"warranty." for n in range(10)]
+STRAY = "Doujin gamer ethic and computer magazines appear in this one passage."
+
+
+def words(label: list[str]) -> list[str]:
+    return [phrase_key(w) for item in label for w in terms(item)]
+
+
+def test_a_stray_phrase_of_one_passage_never_labels_its_branch() -> None:
+    branch = [*GC[:9], f"{GC[9]} {STRAY}"]
+    labels = label_children(["doujin gamer ethic, garbage collection, computer magazines",
+                             "URL routing, HTTP caching"], [branch, WEB])
+    assert not {"doujin", "gamer", "ethic", "computer", "magazine"} & set(words(labels[0]))
+    assert "garbage" in words(labels[0]) or "collection" in words(labels[0])
+
+
+def test_labels_hold_two_to_five_words_each_in_most_of_the_branch() -> None:
+    texts = [GC, WEB, LICENCE]
+    labels = label_children(["garbage collection", "URL routing", "licence"], texts)
+    for label, branch in zip(labels, texts, strict=True):
+        found = words(label)
+        assert WORDS_MIN <= len(found) <= WORDS_MAX, label
+        sample = Sample.of(branch)
+        assert all(sample.cover(w) >= MIN_COVER for w in found), label
+
+
+def test_siblings_never_share_their_leading_word() -> None:
+    shared = " Python Software Foundation notice."
+    texts = [[t + shared for t in GC], [t + shared for t in WEB], [t + shared for t in LICENCE]]
+    labels = label_children(["Python Software Foundation"] * 3, texts)
+    leads = [phrase_key(label[0].lower()) for label in labels]
+    assert len(set(leads)) == 3, labels
+    for label in labels:  # every sibling holds it: in no label
+        assert not {"python", "software", "foundation"} & set(words(label)), label
+
+
+def test_names_recurring_in_every_branch_name_none_of_them() -> None:
+    """Changelog entries by the same authors in each release's branch: the authors name no
+    branch; what each branch is about does."""
+    authors = " Reported by Nguyen Thai Ngoc Duy and Johannes Schindelin."
+    releases = [[f"Release 1.{n}: merge fixes a crash.{authors}" for n in range(12)],
+                [f"Valgrind memcheck finds leaks in block {n}.{authors}" for n in range(12)]]
+    labels = label_children(["Nguyen Thai Ngoc Duy, Johannes Schindelin"] * 2, releases)
+    for label in labels:
+        assert not {"nguyen", "thai", "ngoc", "duy", "johannes", "schindelin"} & set(
+            words(label)), label
+    assert "valgrind" in words(labels[1]) or "memcheck" in words(labels[1])
+
+
+def test_an_abstract_phrase_whose_words_all_qualify_stands_for_them() -> None:
+    labels = label_children(["garbage collection, memory", "URL routing"], [GC, WEB])
+    assert "garbage collection" in [item.lower() for item in labels[0]], labels
+
+
+def test_labels_route_the_passages_they_were_chosen_from() -> None:
+    texts = [GC, WEB, LICENCE]
+    labels = label_children(["", "", ""], texts)
+    bm25 = LabelBM25([", ".join(label) for label in labels])
+    for number, branch in enumerate(texts):
+        assert all(bm25.best(text) == number for text in branch), labels
+
+
+def test_the_root_names_what_most_passages_hold() -> None:
+    samples = [Sample.of(GC), Sample.of(WEB), Sample.of(LICENCE)]
+    label = root_label(samples, [800, 100, 100], child_profile("garbage collection"))
+    assert WORDS_MIN <= len(words(label)) <= WORDS_MAX
+    assert words(label)[0] in {"garbage", "collection", "collector", "memory", "generation"}
+
+
+def test_a_batch_reads_its_samples_and_labels_children_and_root() -> None:
+    texts = {n: t for n, t in enumerate(GC + WEB + LICENCE, start=1)}
+    work = Work(nodes=[9], groups=[["garbage collection", "URL routing", "licence"]], shapes={},
+                keep_dirty=set(), layer=2, contexts=[], kids=[[1, 2, 3]],
+                sizes=[[10, 10, 10]], root=9, samples=[[list(range(1, 11)),
+                                                        list(range(11, 21)),
+                                                        list(range(21, 31))]])
+    asked: list[int] = []
+
+    def read(ids):
+        ids = list(ids)
+        asked.extend(ids)
+        return {i: texts[i] for i in ids if i in texts}
+
+    labels = label_batch(work, read)[9]
+    assert set(labels) == {1, 2, 3, 9}
+    assert sorted(asked) == list(range(1, 31))  # the samples only, read once
+    assert "garbage" in labels[1].lower() and "routing" in labels[2].lower()
+
+
+def test_leaves_are_spread_over_a_subtree_by_size() -> None:
+    children = {1: [2, 3], 2: [-1, -2, -3, -4, -5, -6], 3: [-7, -8]}
+    sizes = {2: 6, 3: 2}
+    picked = spread_leaves(1, 4, children.__getitem__, sizes.__getitem__)
+    assert picked == [-2, -4, -6, -8]  # 3 of the 6, 1 of the 2, evenly spaced
+    assert spread_leaves(1, 20, children.__getitem__, sizes.__getitem__) == [
+        -1, -2, -3, -4, -5, -6, -7, -8]
+    assert spread_leaves(1, 0, children.__getitem__, sizes.__getitem__) == []
+
+
+def test_the_sample_per_child_shrinks_with_many_children() -> None:
+    assert covered.sample_size(2) == covered.SAMPLE
+    assert covered.SAMPLE_MIN <= covered.sample_size(40) < covered.SAMPLE
