@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-SHINGLE = 4
-"""Words per compared run."""
-SAME = 0.5
+SHINGLE = 8
+"""Words per compared run: long enough that texts made from one template (a diary's days, a
+form's entries), whose names break every few words, share few of them; copies share most."""
+SAME = 0.35
 """Share of the smaller text's runs the two must have in common to be copies."""
 MIN_WORDS = 12
 """A shorter text is never taken for a copy (too little to tell)."""

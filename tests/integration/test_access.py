@@ -37,8 +37,9 @@ def write_corpus(root: Path) -> None:
     (root / "hr").mkdir()
     for i in range(120):
         (root / "eng" / f"v{i:03d}.md").write_text(
-            f"Kraknova volcano eruption report {i}: the kraknova volcano erupted again; lava "
-            "flows and lava fountains poured from the volcano, kraknova ash over the valley.\n")
+            f"Kraknova volcano eruption report {i}: at vent {i} the kraknova volcano erupted "
+            f"again; lava flow {i} and lava fountain {i} poured from the volcano, kraknova ash "
+            f"{i} over the valley.\n")  # a number every few words: no report copies another
     for i, lake in enumerate(LAKES):
         for folder, marker in (("hr", "Zephyrine"), ("eng", "Kraknova")):
             (root / folder / f"day{i}.md").write_text(

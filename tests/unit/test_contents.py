@@ -153,3 +153,14 @@ def test_the_other_copies_are_named_by_the_cli_and_mcp(capsys) -> None:
     assert passage(shown)["also_in"] == ["/m/manual.pdf p. 2"]
     print_results({"query": "options", "mode": "auto", "results": [shown]})
     assert "also in: /m/manual.pdf p. 2" in capsys.readouterr().out
+
+
+def test_texts_made_from_one_template_are_not_copies() -> None:
+    """A diary's days share their frame but each names its own place every few words."""
+    def day(n: int, place: str) -> str:
+        return (f"Hiking diary, day {n}. We walked past an old volcano on the way to the {place}, "
+                f"stopped for lunch by the water at the {place}, counted the birds over the "
+                f"{place} and slept in a tent beside the {place} until the rain came down the "
+                "mountain in the early morning.")
+    days = [row(1, "/d/day1.md", day(1, "blue lake")), row(2, "/d/day2.md", day(2, "old quarry"))]
+    assert len(fold_copies(days)) == 2
