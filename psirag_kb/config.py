@@ -150,6 +150,9 @@ class RetrievalConfig:
     merge_adjacent: bool = True
     """Rank 2k chunks, join those that touch in one file (and sheet, section or mail part) into
     one result, return k results."""
+    fold_copies: bool = True
+    """Show a passage found in several files (the same manual as HTML and PDF, a copied README)
+    once, naming the other copies in its `also_in`; false lists every copy as its own result."""
     tree_search: str = "collapsed"
     """collapsed: every leaf scored with its parent's score added (measured best); beam: the
     paper's top-down search keeping tree_k nodes per layer."""

@@ -259,8 +259,8 @@ class QueryEngine(OverStores):
         else:
             ranking = self.rank(text, mode, k or self.config.retrieval.k, scope)
             hits = self.store.hits(ranking.ids.tolist())
-            results = fold_copies([row | {"chunk_ids": [row["chunk_id"]]} for row in result_rows(
-                below_their_text(ranking, hits, text), hits)])
+            results = self._folded([row | {"chunk_ids": [row["chunk_id"]]} for row in
+                                    result_rows(below_their_text(ranking, hits, text), hits)])
         result: dict[str, Any] = {"query": text, "mode": mode, "results": results}
         if shown is not None:
             result["overview"] = shown
@@ -320,10 +320,14 @@ class QueryEngine(OverStores):
             ranking = self.rank(text, mode, depth, scope, vector=vector)
             hits = self.store.hits(ranking.ids.tolist())
             rows = result_rows(below_their_text(ranking, hits, text), hits)
-            results = fold_copies(merge_adjacent(rows, hits, len(rows)))[:k]
+            results = self._folded(merge_adjacent(rows, hits, len(rows)))[:k]
             if len(results) >= k or len(ranking.ids) < depth or depth >= k * MAX_DEPTH:
                 return results
             depth *= 2
+
+    def _folded(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows with copies folded, unless [retrieval] fold_copies is off."""
+        return fold_copies(rows) if self.config.retrieval.fold_copies else rows
 
     def tree_note(self) -> str | None:
         """What a tree-mode or summarize query says while the tree is missing or being

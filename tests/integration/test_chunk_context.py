@@ -46,7 +46,7 @@ def placed(kb: KnowledgeBase, results: list[dict[str, Any]]) -> list[tuple[str, 
 def guides_kb(config: Config, embedder: Any, folder: Path, context: bool) -> KnowledgeBase:
     """A knowledge base of the two guides in small chunks, headers on or off, no merging."""
     config = config.replace("ingest", chunk_context=context, chunk_tokens=40).replace(
-        "retrieval", merge_adjacent=False)
+        "retrieval", merge_adjacent=False, fold_copies=False)  # the bodies are copies
     kb = KnowledgeBase(config, embedder=embedder)
     kb.ingest([folder])
     return kb
@@ -105,7 +105,8 @@ def test_touching_hits_merge_into_one_result_and_k_results_are_k_places(
         (folder / f"trip{n}.md").write_text(f"In {where} we saw an aurora over the lake after "
                                             "a long drive through snow, then went back to the "
                                             "cabin.\n")
-    config = config.replace("ingest", chunk_tokens=20)
+    # the short notes differ in one word: copies, here listed each as its own place
+    config = config.replace("ingest", chunk_tokens=20).replace("retrieval", fold_copies=False)
     with KnowledgeBase(config.replace("retrieval", merge_adjacent=False),
                        embedder=fake_embedder) as kb:
         kb.ingest([folder])
@@ -183,7 +184,8 @@ def test_k_places_even_when_the_best_hits_all_touch(config, fake_embedder, tmp_p
     for n in range(5):
         (folder / f"note{n}.md").write_text(f"Note {n}: a glacier far away, seen once from the "
                                             "ridge while walking home in the evening light.\n")
-    config = config.replace("ingest", chunk_tokens=20)
+    # the short notes differ in one word: copies, here listed each as its own place
+    config = config.replace("ingest", chunk_tokens=20).replace("retrieval", fold_copies=False)
     with KnowledgeBase(config, embedder=fake_embedder) as kb:
         kb.ingest([folder])
         rows = kb.query("glacier moved camp measured", mode="sparse", k=4)["results"]

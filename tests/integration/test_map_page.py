@@ -12,7 +12,8 @@ from daemon_helpers import api, serving_notes
 from test_web_daemon import Browser
 
 TOPICS = ("apples orchard", "pears ripen", "plums jam")
-NOTES = {f"team-a/{name.split()[0]}-{n}.md": f"# {name}\n{name} " * 3 + f"note {n}\n"
+# each note's every run of words names its own batch, so no two are copies of each other
+NOTES = {f"team-a/{name.split()[0]}-{n}.md": f"# {name} batch{n}\n" + f"{name} batch{n} " * 3
          for name in TOPICS for n in range(2)}
 NOTES |= {f"team-b/secret-{n}.md": f"# Bananas\nbanana merger plans {n}\n" for n in range(3)}
 NOTES["team-a/evil.md"] = "# <script>alert(1)</script>\n<b onmouseover=x>apples</b> & pears\n"
