@@ -41,6 +41,12 @@ LATER_MODE = "sparse"
 pass (docs/benchmarks/default-mode.md, issue 42: recall@5 on HotpotQA 0.85 to 0.915, on PopQA
 0.592 to 0.623, on MuSiQue 0.679 to 0.633, a loss, at a quarter of the model's texts; the
 question's vector moved toward stored passage vectors measured lower on HotpotQA and PopQA)."""
+LATER_DENSE = True
+"""Whether a multi-hop question's later round also ranks each expanded query by its own vector:
+the expansions go through the model in ONE batched call, and each one's dense list is fused
+beside its BM25 list (docs/benchmarks/default-mode.md: recall@5 on held-out MuSiQue 0.587 to
+0.645, HotpotQA 0.915 to 0.910). A one-hop question's rounds stay BM25-only (the same pass for
+every question cost PopQA 2 points)."""
 TITLE_CHARS = 120
 """A passage's first line counts as its title when it is at most this long."""
 ABBREVIATION = 4
@@ -222,11 +228,12 @@ def multi_round(
     """Round 1 ranks q; each next round ranks q plus the salient phrases of each of the
     previous round's top `fanout` new passages; all lists are fused into a max-score list.
 
-    Only the question goes through the model (the hop discriminator and round 1 share its
+    The question goes through the model once (the hop discriminator and round 1 share its
     vector): a later round ranks its expanded queries in LATER_MODE (BM25: the names are
     found where names are found best), the question's vector standing in while BM25 is
-    rebuilt. With `within` (paths, or the Scope they resolve to), every round searches only
-    there.
+    rebuilt. In MULTI_HOP_MODE (with LATER_DENSE) the round's expanded queries also go
+    through the model in one batched call, and each one's dense list joins the fusion. With
+    `within` (paths, or the Scope they resolve to), every round searches only there.
     """
     scope = None if within is None else engine.scope_of(within)
     vector = engine.embed_query(question) if vector is None else vector
@@ -234,7 +241,7 @@ def multi_round(
     depth = max(depth, k)
     phrases = required(question)
     first = engine.rank(question, mode, depth, scope, vector=vector, phrases=phrases).ids
-    lists, queries = [first], [(1, question)]
+    lists, queries, steps = [first], [(1, question)], [first]
     frontier, seen = first, set(first.tolist())
     for number in range(2, min(hops, MAX_ROUNDS) + 1):
         seeds = frontier[:fanout].tolist()
@@ -244,17 +251,35 @@ def multi_round(
         if not texts:
             break
         found: list[int] = []
-        for text in texts:  # the question's quotes hold
-            ids = engine.rank(text, LATER_MODE, depth, scope, vector=vector, phrases=phrases).ids
-            lists.append(ids)
+        for text, ranked in zip(texts, _later(engine, texts, mode, depth, scope, vector, phrases),
+                                strict=True):
+            lists.extend(ranked)
+            ids = np.array(list(dict.fromkeys(np.concatenate(ranked).tolist())), dtype=np.int64)
             queries.append((number, text))
+            steps.append(ids)
             found.extend(i for i in ids.tolist() if i not in seen)
             seen.update(ids.tolist())
         if not found:
             break
         frontier = np.array(list(dict.fromkeys(found)), dtype=np.int64)
     ranking = max_score(lists, k)
-    return _hydrated(engine, ranking, lists, queries, hops)
+    return _hydrated(engine, ranking, lists, queries, steps, hops)
+
+
+def _later(engine: Any, texts: list[str], mode: str, depth: int, scope: Any,
+           vector: np.ndarray, phrases: list[str]) -> list[list[np.ndarray]]:
+    """Each expanded query's ranked lists: BM25's, then (a multi-hop question's, LATER_DENSE)
+    the dense list of its own vector, all vectors from one batched model call. The question's
+    quotes hold in every list."""
+    dense = LATER_DENSE and mode == MULTI_HOP_MODE
+    vectors = engine.embed_queries(texts) if dense else [vector] * len(texts)
+    ranked = []
+    for text, own in zip(texts, vectors, strict=True):
+        lists = [engine.rank(text, LATER_MODE, depth, scope, vector=vector, phrases=phrases).ids]
+        if dense:
+            lists.append(engine.rank(text, "dense", depth, scope, vector=own, phrases=phrases).ids)
+        ranked.append(lists)
+    return ranked
 
 
 def auto_rank(engine: Any, question: str, k: int, scope: Any = None,
@@ -271,8 +296,9 @@ def auto_rank(engine: Any, question: str, k: int, scope: Any = None,
 
 
 def _hydrated(engine: Any, ranking: Ranking, lists: list[np.ndarray],
-              queries: list[tuple[int, str]], hops: int) -> MultiRound:
-    """The fused results as result rows and each query's step, from one row lookup."""
+              queries: list[tuple[int, str]], found: list[np.ndarray], hops: int) -> MultiRound:
+    """The fused results as result rows and each query's step (the passages its lists
+    `found`), from one row lookup."""
     hits = engine.store.hits(set(np.concatenate([ranking.ids, *lists]).tolist()))
     pairs = zip(ranking.ids.tolist(), ranking.scores.tolist(), strict=True)
     results = [result_row(hits[i], i, score, 0) for i, score in pairs if i in hits]
@@ -283,5 +309,5 @@ def _hydrated(engine: Any, ranking: Ranking, lists: list[np.ndarray],
     steps = [{"round": number, "query": text,
               "passages": [{"chunk_id": i, "source": hits[i].source}
                            for i in ids.tolist() if i in hits]}
-             for (number, text), ids in zip(queries, lists, strict=True)]
+             for (number, text), ids in zip(queries, found, strict=True)]
     return MultiRound(Ranking(kept, scores), results, hops, steps)

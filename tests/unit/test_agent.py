@@ -15,9 +15,11 @@ from psirag_kb.config import Config
 from psirag_kb.llm.client import OllamaLLM
 from psirag_kb.llm.replies import ReplyError, parse_json, parse_reply, schema, unanswerable
 from psirag_kb.search.multiround import (
+    LATER_DENSE,
     LATER_MODE,
     MAX_ROUNDS,
     MULTI_HOP_MODE,
+    ROUND_DEPTH,
     SINGLE_HOP_MODE,
     auto_rank,
     capitalised_spans,
@@ -52,7 +54,8 @@ class StubKB:
         return np.ones(3, dtype=np.float32)
 
     def query(self, text: str, mode: str | None = None, k: int | None = None) -> dict[str, Any]:
-        assert mode in ("hybrid", LATER_MODE)  # later rounds of the fallback rank by BM25
+        # later rounds of the fallback rank by BM25 and by each expanded query's own vector
+        assert mode in ("hybrid", LATER_MODE, "dense")
         self.queries.append(text)
         key = "oberoi family" if text == QUESTION else "company"
         results = [{"rank": i, "score": 1.0 / (60 + i), "source": source, "lines": None,
@@ -463,12 +466,13 @@ class ChainKB:
         self.ranked: list[str] = []
         self.modes: list[str] = []
         self.embedded: list[str] = []
+        self.calls = 0
 
     def embed_query(self, text: str) -> np.ndarray:
-        self.embedded.append(text)
-        return np.ones(3, dtype=np.float32)
+        return self.embed_queries([text])[0]
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
         self.embedded.extend(texts)
         return np.ones((len(texts), 3), dtype=np.float32)
 
@@ -498,10 +502,14 @@ def test_multi_round_stops_at_max_rounds_whatever_the_hop_count():
     assert MAX_ROUNDS == 2
     assert max(step["round"] for step in result.steps) == MAX_ROUNDS
     assert result.hops == 4  # the hop count is reported as predicted
-    # the question alone goes through the model; round 2 ranks its FANOUT expanded queries
-    # by BM25 (no model pass)
-    assert kb.embedded == ["Where is the town?"] and len(kb.ranked) == 1 + 3
-    assert kb.modes == ["hybrid"] + [LATER_MODE] * 3
+    # round 2 ranks its FANOUT expanded queries by BM25 and by their own vectors, all three
+    # sent through the model in one batched call after the question's
+    assert kb.embedded[0] == "Where is the town?" and kb.embedded[1:] == kb.ranked[1::2]
+    assert kb.calls == 2 and len(kb.embedded) == 1 + 3 and len(kb.ranked) == 1 + 3 * 2
+    assert kb.modes == ["hybrid"] + [LATER_MODE, "dense"] * 3
+    # a step per expanded query, holding what both of its lists found
+    later = [step for step in result.steps if step["round"] == 2]
+    assert len(later) == 3 and all(len(step["passages"]) == 2 * ROUND_DEPTH for step in later)
     assert multi_round(ChainKB(), "Where is the town?", 5, rounds=1).steps[-1]["round"] == 1
 
 
@@ -511,9 +519,13 @@ def test_auto_follows_the_names_of_one_hop_questions_too(monkeypatch, hops: int,
     kb = ChainKB()
     ranking = auto_rank(kb, "Where was the poet born?", 5)
     # round 1 in the mode of the hop count, then a round of the passages' names ("Place1
-    # Town") by BM25
-    assert len(kb.ranked) == 1 + 3 and kb.modes == [mode] + [LATER_MODE] * 3
+    # Town") by BM25; a multi-hop question's expanded queries also by their own vectors (one
+    # batched model call), a one-hop question's by BM25 alone (the question its only text)
+    later = [LATER_MODE, "dense"] if mode == MULTI_HOP_MODE and LATER_DENSE else [LATER_MODE]
+    assert kb.modes == [mode] + later * 3
     assert all("Place" in text for text in kb.ranked[1:])
+    assert kb.calls == (2 if len(later) == 2 else 1) and len(kb.embedded) == 1 + 3 * (
+        len(later) - 1)
     assert len(ranking.ids) == 5
 
 
