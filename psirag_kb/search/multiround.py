@@ -41,12 +41,13 @@ LATER_MODE = "sparse"
 pass (docs/benchmarks/default-mode.md, issue 42: recall@5 on HotpotQA 0.85 to 0.915, on PopQA
 0.592 to 0.623, on MuSiQue 0.679 to 0.633, a loss, at a quarter of the model's texts; the
 question's vector moved toward stored passage vectors measured lower on HotpotQA and PopQA)."""
-LATER_DENSE = True
-"""Whether a multi-hop question's later round also ranks each expanded query by its own vector:
-the expansions go through the model in ONE batched call, and each one's dense list is fused
-beside its BM25 list (docs/benchmarks/default-mode.md: recall@5 on held-out MuSiQue 0.587 to
-0.645, HotpotQA 0.915 to 0.910). A one-hop question's rounds stay BM25-only (the same pass for
-every question cost PopQA 2 points)."""
+DENSE_EXPANSIONS = 1
+"""A multi-hop question's later round also ranks this many of its expanded queries (the best
+seeds' first) by their own vectors, all in ONE batched model call, each dense list fused beside
+its BM25 list (docs/benchmarks/default-mode.md: recall@5 on held-out MuSiQue 0.587 to 0.645,
+HotpotQA 0.915 to 0.910; all 3 expansions found no more than the first one's, at twice the
+texts). A one-hop question's rounds stay BM25-only (the pass for every question cost PopQA 2
+points)."""
 TITLE_CHARS = 120
 """A passage's first line counts as its title when it is at most this long."""
 ABBREVIATION = 4
@@ -231,7 +232,7 @@ def multi_round(
     The question goes through the model once (the hop discriminator and round 1 share its
     vector): a later round ranks its expanded queries in LATER_MODE (BM25: the names are
     found where names are found best), the question's vector standing in while BM25 is
-    rebuilt. In MULTI_HOP_MODE (with LATER_DENSE) the round's expanded queries also go
+    rebuilt. In MULTI_HOP_MODE the round's first DENSE_EXPANSIONS expanded queries also go
     through the model in one batched call, and each one's dense list joins the fusion. With
     `within` (paths, or the Scope they resolve to), every round searches only there.
     """
@@ -268,16 +269,17 @@ def multi_round(
 
 def _later(engine: Any, texts: list[str], mode: str, depth: int, scope: Any,
            vector: np.ndarray, phrases: list[str]) -> list[list[np.ndarray]]:
-    """Each expanded query's ranked lists: BM25's, then (a multi-hop question's, LATER_DENSE)
-    the dense list of its own vector, all vectors from one batched model call. The question's
-    quotes hold in every list."""
-    dense = LATER_DENSE and mode == MULTI_HOP_MODE
-    vectors = engine.embed_queries(texts) if dense else [vector] * len(texts)
+    """Each expanded query's ranked lists: BM25's, then (a multi-hop question's first
+    DENSE_EXPANSIONS) the dense list of its own vector, those vectors from one batched model
+    call. The question's quotes hold in every list."""
+    embedded = DENSE_EXPANSIONS if mode == MULTI_HOP_MODE else 0
+    vectors = list(engine.embed_queries(texts[:embedded])) if embedded else []
     ranked = []
-    for text, own in zip(texts, vectors, strict=True):
+    for number, text in enumerate(texts):
         lists = [engine.rank(text, LATER_MODE, depth, scope, vector=vector, phrases=phrases).ids]
-        if dense:
-            lists.append(engine.rank(text, "dense", depth, scope, vector=own, phrases=phrases).ids)
+        if number < len(vectors):
+            lists.append(engine.rank(text, "dense", depth, scope, vector=vectors[number],
+                                     phrases=phrases).ids)
         ranked.append(lists)
     return ranked
 

@@ -15,7 +15,7 @@ from psirag_kb.config import Config
 from psirag_kb.llm.client import OllamaLLM
 from psirag_kb.llm.replies import ReplyError, parse_json, parse_reply, schema, unanswerable
 from psirag_kb.search.multiround import (
-    LATER_DENSE,
+    DENSE_EXPANSIONS,
     LATER_MODE,
     MAX_ROUNDS,
     MULTI_HOP_MODE,
@@ -502,14 +502,18 @@ def test_multi_round_stops_at_max_rounds_whatever_the_hop_count():
     assert MAX_ROUNDS == 2
     assert max(step["round"] for step in result.steps) == MAX_ROUNDS
     assert result.hops == 4  # the hop count is reported as predicted
-    # round 2 ranks its FANOUT expanded queries by BM25 and by their own vectors, all three
-    # sent through the model in one batched call after the question's
-    assert kb.embedded[0] == "Where is the town?" and kb.embedded[1:] == kb.ranked[1::2]
-    assert kb.calls == 2 and len(kb.embedded) == 1 + 3 and len(kb.ranked) == 1 + 3 * 2
-    assert kb.modes == ["hybrid"] + [LATER_MODE, "dense"] * 3
-    # a step per expanded query, holding what both of its lists found
+    # round 2 ranks its FANOUT expanded queries by BM25, the first DENSE_EXPANSIONS also by
+    # their own vectors, sent through the model in one batched call after the question's
+    expansions = list(dict.fromkeys(kb.ranked[1:]))
+    assert len(expansions) == 3 and 1 <= DENSE_EXPANSIONS <= 3
+    assert kb.embedded == ["Where is the town?", *expansions[:DENSE_EXPANSIONS]]
+    assert kb.calls == 2 and len(kb.ranked) == 1 + 3 + DENSE_EXPANSIONS
+    assert kb.modes == ["hybrid"] + ([LATER_MODE, "dense"] * DENSE_EXPANSIONS
+                                     + [LATER_MODE] * (3 - DENSE_EXPANSIONS))
+    # a step per expanded query, holding what all of its lists found
     later = [step for step in result.steps if step["round"] == 2]
-    assert len(later) == 3 and all(len(step["passages"]) == 2 * ROUND_DEPTH for step in later)
+    assert [len(step["passages"]) for step in later] == (
+        [2 * ROUND_DEPTH] * DENSE_EXPANSIONS + [ROUND_DEPTH] * (3 - DENSE_EXPANSIONS))
     assert multi_round(ChainKB(), "Where is the town?", 5, rounds=1).steps[-1]["round"] == 1
 
 
@@ -521,11 +525,10 @@ def test_auto_follows_the_names_of_one_hop_questions_too(monkeypatch, hops: int,
     # round 1 in the mode of the hop count, then a round of the passages' names ("Place1
     # Town") by BM25; a multi-hop question's expanded queries also by their own vectors (one
     # batched model call), a one-hop question's by BM25 alone (the question its only text)
-    later = [LATER_MODE, "dense"] if mode == MULTI_HOP_MODE and LATER_DENSE else [LATER_MODE]
-    assert kb.modes == [mode] + later * 3
+    embedded = DENSE_EXPANSIONS if mode == MULTI_HOP_MODE else 0
+    assert kb.modes == [mode] + [LATER_MODE, "dense"] * embedded + [LATER_MODE] * (3 - embedded)
     assert all("Place" in text for text in kb.ranked[1:])
-    assert kb.calls == (2 if len(later) == 2 else 1) and len(kb.embedded) == 1 + 3 * (
-        len(later) - 1)
+    assert kb.calls == 1 + (embedded > 0) and len(kb.embedded) == 1 + embedded
     assert len(ranking.ids) == 5
 
 
