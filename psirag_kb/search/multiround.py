@@ -41,6 +41,14 @@ LATER_MODE = "sparse"
 pass (docs/benchmarks/default-mode.md, issue 42: recall@5 on HotpotQA 0.85 to 0.915, on PopQA
 0.592 to 0.623, on MuSiQue 0.679 to 0.633, a loss, at a quarter of the model's texts; the
 question's vector moved toward stored passage vectors measured lower on HotpotQA and PopQA)."""
+DENSE_EXPANSIONS = 1
+"""A multi-hop question's later round also ranks this many of its expanded queries (the best
+seeds' first) by their own vectors, all in ONE batched model call, each dense list fused beside
+its BM25 list (docs/benchmarks/default-mode.md: recall@5 on held-out MuSiQue 0.587 to 0.645,
+HotpotQA 0.915 to 0.910; all 3 expansions found no more than the first one's, at twice the
+texts). A one-hop question's rounds stay BM25-only (the pass for every question cost PopQA 2
+points). The price: about 2.5 times the CPU of a multi-hop question, 20 clients' throughput 63
+to 23 questions/s; 0 restores the question as the only model text."""
 TITLE_CHARS = 120
 """A passage's first line counts as its title when it is at most this long."""
 ABBREVIATION = 4
@@ -222,11 +230,12 @@ def multi_round(
     """Round 1 ranks q; each next round ranks q plus the salient phrases of each of the
     previous round's top `fanout` new passages; all lists are fused into a max-score list.
 
-    Only the question goes through the model (the hop discriminator and round 1 share its
+    The question goes through the model once (the hop discriminator and round 1 share its
     vector): a later round ranks its expanded queries in LATER_MODE (BM25: the names are
     found where names are found best), the question's vector standing in while BM25 is
-    rebuilt. With `within` (paths, or the Scope they resolve to), every round searches only
-    there.
+    rebuilt. In MULTI_HOP_MODE the round's first DENSE_EXPANSIONS expanded queries also go
+    through the model in one batched call, and each one's dense list joins the fusion. With
+    `within` (paths, or the Scope they resolve to), every round searches only there.
     """
     scope = None if within is None else engine.scope_of(within)
     vector = engine.embed_query(question) if vector is None else vector
@@ -234,7 +243,7 @@ def multi_round(
     depth = max(depth, k)
     phrases = required(question)
     first = engine.rank(question, mode, depth, scope, vector=vector, phrases=phrases).ids
-    lists, queries = [first], [(1, question)]
+    lists, queries, steps = [first], [(1, question)], [first]
     frontier, seen = first, set(first.tolist())
     for number in range(2, min(hops, MAX_ROUNDS) + 1):
         seeds = frontier[:fanout].tolist()
@@ -244,17 +253,36 @@ def multi_round(
         if not texts:
             break
         found: list[int] = []
-        for text in texts:  # the question's quotes hold
-            ids = engine.rank(text, LATER_MODE, depth, scope, vector=vector, phrases=phrases).ids
-            lists.append(ids)
+        for text, ranked in zip(texts, _later(engine, texts, mode, depth, scope, vector, phrases),
+                                strict=True):
+            lists.extend(ranked)
+            ids = np.array(list(dict.fromkeys(np.concatenate(ranked).tolist())), dtype=np.int64)
             queries.append((number, text))
+            steps.append(ids)
             found.extend(i for i in ids.tolist() if i not in seen)
             seen.update(ids.tolist())
         if not found:
             break
         frontier = np.array(list(dict.fromkeys(found)), dtype=np.int64)
     ranking = max_score(lists, k)
-    return _hydrated(engine, ranking, lists, queries, hops)
+    return _hydrated(engine, ranking, lists, queries, steps, hops)
+
+
+def _later(engine: Any, texts: list[str], mode: str, depth: int, scope: Any,
+           vector: np.ndarray, phrases: list[str]) -> list[list[np.ndarray]]:
+    """Each expanded query's ranked lists: BM25's, then (a multi-hop question's first
+    DENSE_EXPANSIONS) the dense list of its own vector, those vectors from one batched model
+    call. The question's quotes hold in every list."""
+    embedded = DENSE_EXPANSIONS if mode == MULTI_HOP_MODE else 0
+    vectors = list(engine.embed_queries(texts[:embedded])) if embedded else []
+    ranked = []
+    for number, text in enumerate(texts):
+        lists = [engine.rank(text, LATER_MODE, depth, scope, vector=vector, phrases=phrases).ids]
+        if number < len(vectors):
+            lists.append(engine.rank(text, "dense", depth, scope, vector=vectors[number],
+                                     phrases=phrases).ids)
+        ranked.append(lists)
+    return ranked
 
 
 def auto_rank(engine: Any, question: str, k: int, scope: Any = None,
@@ -271,8 +299,9 @@ def auto_rank(engine: Any, question: str, k: int, scope: Any = None,
 
 
 def _hydrated(engine: Any, ranking: Ranking, lists: list[np.ndarray],
-              queries: list[tuple[int, str]], hops: int) -> MultiRound:
-    """The fused results as result rows and each query's step, from one row lookup."""
+              queries: list[tuple[int, str]], found: list[np.ndarray], hops: int) -> MultiRound:
+    """The fused results as result rows and each query's step (the passages its lists
+    `found`), from one row lookup."""
     hits = engine.store.hits(set(np.concatenate([ranking.ids, *lists]).tolist()))
     pairs = zip(ranking.ids.tolist(), ranking.scores.tolist(), strict=True)
     results = [result_row(hits[i], i, score, 0) for i, score in pairs if i in hits]
@@ -283,5 +312,5 @@ def _hydrated(engine: Any, ranking: Ranking, lists: list[np.ndarray],
     steps = [{"round": number, "query": text,
               "passages": [{"chunk_id": i, "source": hits[i].source}
                            for i in ids.tolist() if i in hits]}
-             for (number, text), ids in zip(queries, lists, strict=True)]
+             for (number, text), ids in zip(queries, found, strict=True)]
     return MultiRound(Ranking(kept, scores), results, hops, steps)

@@ -1,5 +1,6 @@
 """Mode auto over the real MiniLM and the shipped hop discriminator: flat rounds for a one-hop
-question, hybrid rounds for more, the question alone sent through the model."""
+question, hybrid rounds for more; a multi-hop question's first expanded queries sent through
+the model in one batched call, a one-hop question's not at all."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from psirag_kb.config import Config
 from psirag_kb.evaluation import load_questions, recall_at
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.search.multiround import (
+    DENSE_EXPANSIONS,
+    MULTI_HOP_MODE,
     ONE_HOP_ROUNDS,
     SINGLE_HOP_MODE,
     multi_round,
@@ -65,21 +68,36 @@ def test_multi_hop_questions_take_their_rounds(kb: KnowledgeBase) -> None:
     assert auto.ids.tolist() == rounds.ranking.ids.tolist()
 
 
-def test_later_rounds_send_nothing_through_the_model(kb: KnowledgeBase,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_multi_hop_round_sends_its_expansions_in_one_call(kb: KnowledgeBase,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     question = questions_by_hops(kb)[2]
     kb.query_embedder.cache.clear()
-    texts: list[str] = []
+    batches: list[list[str]] = []
     model = kb.query_embedder.inner
     embed = model.embed
-    monkeypatch.setattr(model, "embed", lambda batch: texts.extend(batch) or embed(batch))
-    result = multi_round(kb.engine, question, 5, rounds=2)
-    later = [s for s in result.steps if s["round"] == 2]
+    monkeypatch.setattr(model, "embed", lambda batch: batches.append(list(batch)) or embed(batch))
+    result = multi_round(kb.engine, question, 5, rounds=2, mode=MULTI_HOP_MODE)
+    later = [s["query"] for s in result.steps if s["round"] == 2]
     assert later, result.steps
-    assert texts == [question]  # the question once; its expansions use stored vectors
+    # the question, then round 2's first DENSE_EXPANSIONS expanded queries in ONE batched call
+    assert batches == [[question], later[:DENSE_EXPANSIONS]]
+    assert all(text.startswith(question) and text != question for text in later)
     assert len(result.results) == 5 and all(r["text"] for r in result.results)
     kb.rank(question, "auto", 5)
-    assert texts == [question]  # asked again: its vector comes from the question cache
+    assert len(batches) == 2  # asked again: every vector comes from the question cache
+
+
+def test_a_one_hop_round_sends_the_question_alone(kb: KnowledgeBase,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    question = questions_by_hops(kb)[1]
+    kb.query_embedder.cache.clear()
+    batches: list[list[str]] = []
+    model = kb.query_embedder.inner
+    embed = model.embed
+    monkeypatch.setattr(model, "embed", lambda batch: batches.append(list(batch)) or embed(batch))
+    result = multi_round(kb.engine, question, 5, rounds=ONE_HOP_ROUNDS, mode=SINGLE_HOP_MODE)
+    assert [s for s in result.steps if s["round"] == 2], result.steps
+    assert batches == [[question]]  # its expanded queries are ranked by BM25 alone
 
 
 def test_auto_finds_more_gold_passages_than_hybrid(kb: KnowledgeBase) -> None:

@@ -15,9 +15,11 @@ from psirag_kb.config import Config
 from psirag_kb.llm.client import OllamaLLM
 from psirag_kb.llm.replies import ReplyError, parse_json, parse_reply, schema, unanswerable
 from psirag_kb.search.multiround import (
+    DENSE_EXPANSIONS,
     LATER_MODE,
     MAX_ROUNDS,
     MULTI_HOP_MODE,
+    ROUND_DEPTH,
     SINGLE_HOP_MODE,
     auto_rank,
     capitalised_spans,
@@ -52,7 +54,8 @@ class StubKB:
         return np.ones(3, dtype=np.float32)
 
     def query(self, text: str, mode: str | None = None, k: int | None = None) -> dict[str, Any]:
-        assert mode in ("hybrid", LATER_MODE)  # later rounds of the fallback rank by BM25
+        # later rounds of the fallback rank by BM25 and by each expanded query's own vector
+        assert mode in ("hybrid", LATER_MODE, "dense")
         self.queries.append(text)
         key = "oberoi family" if text == QUESTION else "company"
         results = [{"rank": i, "score": 1.0 / (60 + i), "source": source, "lines": None,
@@ -463,12 +466,13 @@ class ChainKB:
         self.ranked: list[str] = []
         self.modes: list[str] = []
         self.embedded: list[str] = []
+        self.calls = 0
 
     def embed_query(self, text: str) -> np.ndarray:
-        self.embedded.append(text)
-        return np.ones(3, dtype=np.float32)
+        return self.embed_queries([text])[0]
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
         self.embedded.extend(texts)
         return np.ones((len(texts), 3), dtype=np.float32)
 
@@ -498,10 +502,18 @@ def test_multi_round_stops_at_max_rounds_whatever_the_hop_count():
     assert MAX_ROUNDS == 2
     assert max(step["round"] for step in result.steps) == MAX_ROUNDS
     assert result.hops == 4  # the hop count is reported as predicted
-    # the question alone goes through the model; round 2 ranks its FANOUT expanded queries
-    # by BM25 (no model pass)
-    assert kb.embedded == ["Where is the town?"] and len(kb.ranked) == 1 + 3
-    assert kb.modes == ["hybrid"] + [LATER_MODE] * 3
+    # round 2 ranks its FANOUT expanded queries by BM25, the first DENSE_EXPANSIONS also by
+    # their own vectors, sent through the model in one batched call after the question's
+    expansions = list(dict.fromkeys(kb.ranked[1:]))
+    assert len(expansions) == 3 and 1 <= DENSE_EXPANSIONS <= 3
+    assert kb.embedded == ["Where is the town?", *expansions[:DENSE_EXPANSIONS]]
+    assert kb.calls == 2 and len(kb.ranked) == 1 + 3 + DENSE_EXPANSIONS
+    assert kb.modes == ["hybrid"] + ([LATER_MODE, "dense"] * DENSE_EXPANSIONS
+                                     + [LATER_MODE] * (3 - DENSE_EXPANSIONS))
+    # a step per expanded query, holding what all of its lists found
+    later = [step for step in result.steps if step["round"] == 2]
+    assert [len(step["passages"]) for step in later] == (
+        [2 * ROUND_DEPTH] * DENSE_EXPANSIONS + [ROUND_DEPTH] * (3 - DENSE_EXPANSIONS))
     assert multi_round(ChainKB(), "Where is the town?", 5, rounds=1).steps[-1]["round"] == 1
 
 
@@ -511,9 +523,12 @@ def test_auto_follows_the_names_of_one_hop_questions_too(monkeypatch, hops: int,
     kb = ChainKB()
     ranking = auto_rank(kb, "Where was the poet born?", 5)
     # round 1 in the mode of the hop count, then a round of the passages' names ("Place1
-    # Town") by BM25
-    assert len(kb.ranked) == 1 + 3 and kb.modes == [mode] + [LATER_MODE] * 3
+    # Town") by BM25; a multi-hop question's expanded queries also by their own vectors (one
+    # batched model call), a one-hop question's by BM25 alone (the question its only text)
+    embedded = DENSE_EXPANSIONS if mode == MULTI_HOP_MODE else 0
+    assert kb.modes == [mode] + [LATER_MODE, "dense"] * embedded + [LATER_MODE] * (3 - embedded)
     assert all("Place" in text for text in kb.ranked[1:])
+    assert kb.calls == 1 + (embedded > 0) and len(kb.embedded) == 1 + embedded
     assert len(ranking.ids) == 5
 
 
