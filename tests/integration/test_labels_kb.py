@@ -26,7 +26,8 @@ TOPICS = {  # four clearly different topics, two real documents each
 }
 ROUTING_FLOOR = 0.8
 """Passages under the root routed to their child by the children's labels alone: 0.85 measured,
-0.71 with the earlier phrase picker's first five phrases (BENCHMARKS.md, "Topic labels")."""
+0.71 with the earlier phrase picker's first five phrases (docs/benchmarks/archive.md, "Topic
+labels")."""
 
 
 @pytest.fixture
