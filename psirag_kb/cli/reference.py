@@ -142,8 +142,10 @@ def _toml(value: Any) -> str:
 def config_sections() -> list[tuple[str, type, tuple[str, ...]]]:
     """Every table of config.toml: (its name, its dataclass, keys that are sub-tables)."""
     hints = get_type_hints(config_module.Config)
-    sections = [(f"[{f.name}]", hints[f.name], ("oidc", "proxy", "groups") if f.name == "auth"
-                 else ()) for f in dataclasses.fields(config_module.Config)]
+    tables = ("oidc", "proxy", "groups")
+    sections: list[tuple[str, type, tuple[str, ...]]] = [
+        (f"[{f.name}]", hints[f.name], tables if f.name == "auth" else ())
+        for f in dataclasses.fields(config_module.Config)]
     at = next(i for i, s in enumerate(sections) if s[0] == "[auth]") + 1
     sections[at:at] = [("[auth.oidc]", config_module.OIDCConfig, ()),
                        ("[auth.proxy]", config_module.ProxyConfig, ()),
