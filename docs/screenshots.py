@@ -88,9 +88,12 @@ def shoot_pages(daemon: Daemon, scratch: str) -> list[Path]:
         written.append(capture(page, "web-answer.png", scratch))
         written.append(shoot_chat(page, url, scratch))
         if answers(url + "/map"):
+            page.set_viewport_size({"width": 1100, "height": 760})
             page.goto(url + "/map")
-            page.wait_for_load_state("networkidle")
+            page.wait_for_selector("svg.topic-map a.area")
+            page.focus("svg.topic-map a.area >> nth=1")  # its abstract and files beside the map
             written.append(capture(page, "web-map.png", scratch))
+            page.set_viewport_size({"width": 900, "height": 560})
         else:
             print("the topic map (/map) is not served by this build: no web-map.png",
                   file=sys.stderr)
