@@ -245,7 +245,9 @@ def mcp_markdown() -> str:
         else:
             lines.append("No arguments.")
         fields = ", ".join(f"`{name}`" for name in out.get("properties", {}))
-        lines += ["", f"Result: {fields}." if fields else "Result: a JSON object."]
+        described = " ".join(str(out.get("description", "")).split())
+        lines += ["", " ".join(part for part in (
+            "Result:", described, f"Fields: {fields}." if fields else "") if part)]
     return "\n".join(lines) + "\n"
 
 
