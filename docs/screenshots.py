@@ -4,7 +4,7 @@
 
 Serves the bundled examples/docs with the fake embedder (fast, no model download), signs in with
 the owner's token in headless Chromium (Debian's `chromium`) and captures the search, answer,
-chat, topic map (when the daemon serves `/map`) and status pages; then draws the terminal UI on
+chat, topic map and status pages; then draws the terminal UI on
 the same knowledge base with Textual's own screenshot (an SVG).
 """
 
@@ -14,8 +14,6 @@ import asyncio
 import shutil
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from browser_plugin import ARGS, chromium_path
@@ -58,15 +56,6 @@ def main() -> int:
     return 0
 
 
-def answers(url: str) -> bool:
-    """Whether the page serves this address (a signed-out page redirects, which counts)."""
-    try:
-        with urllib.request.urlopen(url, timeout=10):
-            return True
-    except urllib.error.HTTPError as error:
-        return error.code != 404
-
-
 def shoot_pages(daemon: Daemon, scratch: str) -> list[Path]:
     """Sign in and capture the search, answer, chat, map and status pages."""
     written = []
@@ -87,16 +76,12 @@ def shoot_pages(daemon: Daemon, scratch: str) -> list[Path]:
         page.wait_for_selector("#answer-body")
         written.append(capture(page, "web-answer.png", scratch))
         written.append(shoot_chat(page, url, scratch))
-        if answers(url + "/map"):
-            page.set_viewport_size({"width": 1100, "height": 760})
-            page.goto(url + "/map")
-            page.wait_for_selector("svg.topic-map a.area")
-            page.focus("svg.topic-map a.area >> nth=1")  # its abstract and files beside the map
-            written.append(capture(page, "web-map.png", scratch))
-            page.set_viewport_size({"width": 900, "height": 560})
-        else:
-            print("the topic map (/map) is not served by this build: no web-map.png",
-                  file=sys.stderr)
+        page.set_viewport_size({"width": 1100, "height": 760})
+        page.goto(url + "/map")
+        page.wait_for_selector("svg.topic-map a.area")
+        page.focus("svg.topic-map a.area >> nth=1")  # its abstract and files beside the map
+        written.append(capture(page, "web-map.png", scratch))
+        page.set_viewport_size({"width": 900, "height": 560})
         page.goto(url + "/status")
         written.append(capture(page, "web-status.png", scratch))
         browser.close()

@@ -101,6 +101,10 @@ class EmbeddingConfig:
     the CPU."""
     backend: str = "torch"
     """torch, onnx or onnx-int8 (ONNX Runtime; exported once into [storage] cache_dir)."""
+    models_dir: str = ""
+    """Absolute folder of model folders the daemon may load when a reembed over its API asks
+    for one (by its path inside, or its name there); empty: over the API a model is given by
+    its name only (`psirag-kb reembed` with no daemon running takes a folder from anywhere)."""
 
 
 @dataclass(frozen=True)
@@ -204,7 +208,9 @@ class WatchConfig:
     folders: tuple[Path, ...] = ()
     """Watched folders (recursive)."""
     quiet_period_s: float = 1.0
-    """A file is processed once its size and mtime were stable this long."""
+    """A change that brings no close from its writer (polled folders, a writer keeping the
+    file open past the watcher's wait) is processed once size and mtime were stable this long;
+    a file its writer closed or renamed into place is read at once."""
     rescan_interval_s: float = 600.0
     """Seconds between periodic rescans."""
     maintain_interval_s: float = 3600.0
@@ -243,6 +249,10 @@ class APIConfig:
     allowed_hosts: tuple[str, ...] = ()
     """Host names clients may use beyond localhost, IP addresses and this machine's names
     (the name a reverse proxy forwards, for instance); "*" accepts any."""
+    forwarded_allow: tuple[str, ...] = ()
+    """Addresses or networks of reverse proxies whose X-Forwarded-For and X-Forwarded-Proto
+    are believed (on the API's and the page's port); empty: a request's address is always its
+    socket's."""
     max_body_bytes: int = 1_000_000
     """Larger request bodies are refused with 413."""
     max_connections: int = 256
@@ -292,15 +302,19 @@ class ConversationsConfig:
 
 @dataclass(frozen=True)
 class BackupConfig:
-    """Backups the daemon takes on a schedule (`psirag-kb backup` takes one now)."""
+    """Backups the daemon takes on a schedule and those named over its API (`psirag-kb backup`
+    takes one now)."""
 
     dir: str = ""
-    """Absolute folder the daemon writes its backups into (one folder each, named
-    psirag-backup-<UTC time>-g<generation>); empty: no scheduled backups."""
+    """Absolute folder the daemon writes its backups into: scheduled ones (named
+    psirag-backup-<UTC time>-g<generation>) and those POST /api/backup names; empty: neither
+    (the API refuses a backup, and `psirag-kb backup DEST` works only with no daemon running)."""
     every_hours: float = 24.0
-    """Hours between two scheduled backups (the first one this long after the daemon starts)."""
+    """Hours between two scheduled backups (the first one this long after the daemon starts);
+    0: none on a schedule, only the named ones."""
     keep: int = 7
-    """Scheduled backups kept in `dir`; older ones are deleted after each new one."""
+    """Scheduled backups kept in `dir`; older ones are deleted after each new one (named ones
+    are never deleted)."""
 
 
 @dataclass(frozen=True)
@@ -457,9 +471,26 @@ def parse_config(data: dict[str, Any], base: Path) -> Config:
     config.ingest.extension_kinds  # noqa: B018 - validates [ingest] extensions
     if config.tree.max_children < 3:
         raise ConfigError("[tree] max_children must be at least 3")
-    if config.backup.dir and not Path(config.backup.dir).expanduser().is_absolute():
-        raise ConfigError(f"[backup] dir must be an absolute path, not {config.backup.dir!r}")
+    for key, value in (("[backup] dir", config.backup.dir),
+                       ("[embedding] models_dir", config.embedding.models_dir)):
+        if value and not Path(value).expanduser().is_absolute():
+            raise ConfigError(f"{key} must be an absolute path, not {value!r}")
+    _networks("[api] forwarded_allow", config.api.forwarded_allow)
+    if config.backup.every_hours < 0:
+        raise ConfigError("[backup] every_hours must be 0 (no scheduled backups) or more")
     return config
+
+
+def _networks(where: str, entries: tuple[str, ...]) -> None:
+    """Refuse an entry that is not an address or a network."""
+    import ipaddress
+
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry.strip(), strict=False)
+        except ValueError:
+            raise ConfigError(f"{where}: {entry!r} is not an address or network (such as "
+                              "\"127.0.0.1\" or \"10.0.0.0/8\")") from None
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -608,12 +639,7 @@ def _auth(values: dict[str, Any], base: Path) -> AuthConfig:
         proxy = _table("[auth.proxy]", ProxyConfig, values["proxy"], base)
         if not proxy.trusted:
             raise ConfigError("[auth.proxy] trusted must list the proxy's addresses or networks")
-        for entry in proxy.trusted:
-            try:
-                ipaddress.ip_network(entry, strict=False)
-            except ValueError:
-                raise ConfigError(f"[auth.proxy] trusted: {entry!r} is not an address or "
-                                  "network") from None
+        _networks("[auth.proxy] trusted", proxy.trusted)
         if not proxy.user_header.strip():
             raise ConfigError("[auth.proxy] user_header is required")
     groups_table = values.get("groups", {})

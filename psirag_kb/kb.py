@@ -302,8 +302,7 @@ class KnowledgeBase:
         return self.engine.embed_queries(texts)
 
     def scope_of(self, within: Within, access: Access = OWNER) -> Scope:
-        """The scope of a query limited to these folders and files (and the person's grants):
-        their normalised paths and the ids of the chunks below them (see `QueryEngine`)."""
+        """The scope of a query limited to these folders and files and the person's grants."""
         scope = self.engine.scope_of(within, access)
         assert scope is not None  # paths were given
         return scope
@@ -589,9 +588,12 @@ class KnowledgeBase:
         self.engine.query_embedder = self.query_embedder
 
     def node(self, node_id: int | None = None, *, access: Access = OWNER) -> dict[str, Any]:
-        """One abstract node (the root by default): its abstract and its children (only nodes
-        whose every leaf `access` may read)."""
+        """One abstract node (the root by default) and its children, as `access` may see them."""
         return self.engine.node(node_id, access)
+
+    def topic_map(self, node_id: int | None = None, *, access: Access = OWNER) -> dict[str, Any]:
+        """`node` with two layers below and each area's sampled files (`search/topicmap.py`)."""
+        return self.engine.topic_map(node_id, access)
 
     def path_of(self, chunk_id: int, *, access: Access = OWNER) -> list[dict[str, Any]]:
         """The abstract nodes above a chunk's leaf, root first: id, layer, abstract, dirty."""
@@ -604,8 +606,7 @@ class KnowledgeBase:
         return self.engine.chunk(chunk_id, neighbours, access)
 
     def original(self, chunk_id: int, *, access: Access = OWNER) -> dict[str, Any]:
-        """The indexed file of a chunk ({"path", "source"}) when `access` may read it (see
-        `QueryEngine.original`)."""
+        """The indexed file of a chunk ({"path", "source"}) when `access` may read it."""
         return self.engine.original(chunk_id, access)
 
     def tree_status(self) -> dict[str, Any]:
@@ -653,7 +654,6 @@ class KnowledgeBase:
             **({"reembed": reembed} if reembed else {}),
             "encodings": self.stores.store.encodings(),
         }
-
 
 
 def _writable(paths: Iterable[Path | str], access: Access) -> Iterable[Path | str]:

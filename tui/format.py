@@ -381,8 +381,9 @@ def turn_entry(question: str, result: dict[str, Any]) -> dict[str, Any]:
             "turn": result.get("turn")}
 
 
-def conversation_text(turns: list[dict[str, Any]]) -> Text:
-    """The turns of a conversation, earliest first, each with what was searched."""
+def conversation_text(turns: list[dict[str, Any]], asking: str = "") -> Text:
+    """The turns of a conversation, earliest first, each with what was searched, then the
+    question being asked."""
     out = Text()
     for number, turn in enumerate(turns, start=1):
         if number > 1:
@@ -392,6 +393,40 @@ def conversation_text(turns: list[dict[str, Any]]) -> Text:
         if turn["searched"] != turn["question"]:
             out.append(f"\n   searched: {turn['searched']}", style="italic")
         out.append(f"\n   {turn['found']}")
+    if asking:
+        out.append("\n" if turns else "")
+        out.append(f"{len(turns) + 1}. ", style="bold")
+        out.append(asking, style="bold")
+        out.append("\n   asking…", style="italic")
     if turns:
         out.append("\n(ctrl+t starts a new conversation)", style="dim")
+    return out
+
+
+BAR_COLOURS = ("dodger_blue2", "dark_orange3", "green4", "medium_purple3", "gold3", "cyan3")
+
+
+def blocks_text(children: list[dict[str, Any]], width: int = 40,
+                marked: Any = None) -> Text:
+    """A node's children as bars in proportion to their passages, each under its label (the
+    `marked` child's with a pointer): the topic map of one layer."""
+    total = sum(int(c.get("leaves") or 0) for c in children) or 1
+    out = Text()
+    for n, child in enumerate(children):
+        leaves = int(child.get("leaves") or 0)
+        if child.get("kind") == "leaf":
+            name = os.path.basename(str(child.get("source") or "")) or f"chunk {child.get('id')}"
+        else:
+            name = " ".join(str(child.get("label") or child.get("abstract") or "").split())
+        name = name or "(no label yet)"
+        pointer = "▶ " if marked is not None and child.get("id") == marked else "  "
+        room = max(8, width - 2)
+        out.append(pointer, style="bold")
+        out.append(name if len(name) <= room else name[: room - 1] + "…", style="bold")
+        share = leaves / total
+        figure = f" {leaves} ({share:.0%})"
+        cells = max(1, round(share * max(4, width - 2 - len(figure))))
+        out.append("\n  ")
+        out.append("█" * cells, style=BAR_COLOURS[n % len(BAR_COLOURS)])
+        out.append(figure + "\n", style="dim")
     return out

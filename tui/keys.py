@@ -43,7 +43,9 @@ SCREENS = {
 EXTRA = {
     "Query": [("enter", "run the query / show the selected result (a follow-up of the "
                         "questions before it, until ctrl+t starts a new conversation)"),
+              ("up", "in the empty box: the last question again"),
               ("tab", "move between input, mode, results and details"),
               ("up/down", "move through the results")],
-    "Tree": [("enter/space", "expand or collapse a node")],
+    "Tree": [("enter/space", "expand or collapse a node; the bars at the right show its "
+                             "children sized by passages")],
 }

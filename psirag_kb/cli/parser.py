@@ -145,10 +145,18 @@ def _tree(commands: Commands) -> None:
 def _backup(commands: Commands) -> None:
     backup = commands.add_parser(
         "backup", parents=[json_option()],
-        help="copy the knowledge base into a new folder while it goes on serving (through the "
-             "running daemon, else in-process)")
-    backup.add_argument("dest", help="a new or empty folder (with --server: on the daemon's "
-                                     "machine)")
+        help="copy the knowledge base into a new folder while it goes on serving: with no "
+             "daemon running, in-process; else the daemon takes it into its [backup] dir (its "
+             "API never writes elsewhere) and this command moves it to DEST",
+        description="Copy the knowledge base into DEST while it goes on serving. With no daemon "
+                    "running, this command opens the data directory and writes DEST itself. With "
+                    "a daemon running, over its API a backup is named, never placed: the daemon "
+                    "takes it into its [backup] dir (refused with 409 when none is set: set "
+                    "[backup] dir in its config.toml and restart it), then this command, the OS "
+                    "user at the daemon's machine, moves it to DEST. With --server, DEST is the "
+                    "backup's name in that daemon's [backup] dir.")
+    backup.add_argument("dest", help="a new or empty folder on this machine; with --server: "
+                                     "the backup's name in that daemon's [backup] dir")
     restore = commands.add_parser(
         "restore", parents=[json_option()],
         help="bring a backup back into an empty data directory (no daemon on it)")
@@ -164,7 +172,8 @@ def _models(commands: Commands) -> None:
              "(queries and indexing go on meanwhile)")
     reembed.add_argument("--model", metavar="NAME_OR_PATH",
                          help="the new model: a sentence-transformers name or local folder "
-                              "(a static model from `distill`)")
+                              "(a static model from `distill`); with a daemon running, a "
+                              "folder must be inside its [embedding] models_dir")
     reembed.add_argument("--cancel", action="store_true",
                          help="stop the running reembed and keep the current model")
 

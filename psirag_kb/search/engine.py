@@ -27,6 +27,7 @@ from psirag_kb.search.phrases import no_match_note, phrase_scope, required
 from psirag_kb.search.rerank import Reranker
 from psirag_kb.search.retrieval import EVAL_MODES, MODES, rrf
 from psirag_kb.search.rows import result_rows
+from psirag_kb.search.topicmap import topic_map
 from psirag_kb.search.visibility import Visibility
 from psirag_kb.storage.records import Ranking
 from psirag_kb.storage.scope import Scope, normalise
@@ -355,6 +356,13 @@ class QueryEngine(OverStores):
         visible = self.visibility(access)
         view = self.tree_index.view if visible is None else visible.view
         return node_view(view, node_id, self.store.hits, visible)
+
+    def topic_map(self, node_id: int | None = None, access: Access = OWNER) -> dict[str, Any]:
+        """A node, its children and theirs with sizes and sampled files (`topic_map`), only
+        what the person may see, as `node`."""
+        visible = self.visibility(access)
+        view = self.tree_index.view if visible is None else visible.view
+        return topic_map(view, node_id, self.store.hits, self.store.files_of, visible)
 
     def path_of(self, chunk_id: int, access: Access = OWNER) -> list[dict[str, Any]]:
         """The abstract nodes above a chunk's leaf, root first: id, layer, abstract, dirty

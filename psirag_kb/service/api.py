@@ -24,7 +24,7 @@ from psirag_kb.people import People
 from psirag_kb.service.endpoints import ROUTE_KEY, Endpoints
 from psirag_kb.service.guard import Guard
 from psirag_kb.service.metrics import Measured, Metrics
-from psirag_kb.service.starting import SERVING, Starting, Switch
+from psirag_kb.service.starting import SERVING, Door, Starting, Switch
 from psirag_kb.serving.audit import AuditLog
 from psirag_kb.serving.auth import FailureLimiter, HostPolicy, PersonLimiter
 from psirag_kb.serving.thread import ServedInThread, served_url
@@ -69,17 +69,22 @@ def build_app(app: Any, token: str, policy: HostPolicy, limiter: FailureLimiter,
 
 
 class Listener(ServedInThread):
-    """The API's port from the daemon's first instant: `Switch` answers from `starting` (503
-    with the reason) until `APIServer.start` installs the real application on it."""
+    """The API's port from the daemon's first instant: `Switch` answers from `starting` (503,
+    the reason for an admin or a monitor, 401 for a stranger; `door` says who a token is)
+    until `APIServer.start` installs the real application on it."""
 
     def __init__(self, host: str, port: int, starting: Starting | None = None,
                  allowed_hosts: Iterable[str] = (),
-                 max_connections: int = MAX_CONNECTIONS) -> None:
+                 max_connections: int = MAX_CONNECTIONS,
+                 forwarded_allow: tuple[str, ...] = (), door: Door | None = None,
+                 failures_per_minute: int = 10) -> None:
         super().__init__(host, port, "API", "psirag-api")
         self.starting = starting or Starting()
         self.switch = Switch(self.starting, HostPolicy(host, allowed_hosts,
-                                                       port=self.server_address[1]))
-        self.serve(self.switch, max_connections, lifespan="on", graceful_s=5)
+                                                       port=self.server_address[1]),
+                             door, FailureLimiter(failures_per_minute, 60.0))
+        self.serve(self.switch, max_connections, lifespan="on", graceful_s=5,
+                   forwarded_allow=forwarded_allow)
         self.running = False
 
     def start(self, wait_s: float = 30.0) -> None:

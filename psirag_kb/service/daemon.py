@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import logging.handlers
 import os
 import signal
 import threading
@@ -20,12 +19,16 @@ from psirag_kb.llm.hosts import CALLS
 from psirag_kb.paths import inside
 from psirag_kb.people import People
 from psirag_kb.service.api import APIServer, Listener
+from psirag_kb.service.backups import NamedBackups
 from psirag_kb.service.client import DAEMON_FILE, STARTING_FILE
+from psirag_kb.service.logs import configure_logging
+from psirag_kb.service.model_folders import api_model
 from psirag_kb.service.refresher import AbstractRefresher
 from psirag_kb.service.scheduler import Jobs
-from psirag_kb.service.starting import SERVING, Starting
+from psirag_kb.service.starting import SERVING, EarlyDoor, Starting
 from psirag_kb.service.watcher import FolderWatcher, Stopping
 from psirag_kb.service.writes import allowed_path, may_write
+from psirag_kb.serving.activity import Activity
 from psirag_kb.serving.audit import AuditLog
 from psirag_kb.serving.auth import configured_token, ensure_token_file
 from psirag_kb.serving.ops import OPS
@@ -44,9 +47,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Daemon", "DaemonError", "DataDirLock", "configure_logging", "run_daemon"]
 
-LOG_FILE = "daemon.log"
-LOG_BYTES = 5_000_000
-LOG_BACKUPS = 3
 BOUNDARIES_EVERY_S = 2.0
 """How often the daemon looks for grants that moved the tree's partition boundaries."""
 CONVERSATIONS_EVERY_S = 60.0
@@ -56,19 +56,6 @@ FORWARDED = frozenset(entry.target for entry in OPS if entry.forwarded and entry
 RESTORE_WAIT_S = 3600.0
 """How long a starting daemon waits for a restore writing its data directory (answering 503
 "restoring" meanwhile) before it gives up with an error."""
-
-
-def configure_logging(data_dir: Path, verbose: bool = False) -> None:
-    """Log to stderr (set up by the CLI) and to a rotating daemon.log in the data directory."""
-    root = logging.getLogger("psirag_kb")
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    handler = logging.handlers.RotatingFileHandler(
-        Path(data_dir) / LOG_FILE, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
-    )
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 class Daemon:
@@ -94,12 +81,14 @@ class Daemon:
         self._grants: list[str] = []
         """The grants the tree is partitioned at (as people.json held them)."""
         self.audit: AuditLog | None = None
+        self.named_backups = NamedBackups(config.backup.dir)
         self.starting = Starting()
         """What the daemon does until it serves (the listener's 503 answers say it)."""
         self.listener: Listener | None = None
         self._restore_seen: float | None = None
         """When the daemon first found a restore writing its data directory (monotonic)."""
         self.started = 0.0
+        self.activity = Activity.of(self)
         self._lock = DataDirLock(self.data_dir)
         self._stop = threading.Event()
         self._stopping = threading.Event()
@@ -116,7 +105,9 @@ class Daemon:
         api = self.config.api
         try:
             self.listener = Listener(api.host, api.port, self.starting, api.allowed_hosts,
-                                     api.max_connections)
+                                     api.max_connections, api.forwarded_allow,
+                                     EarlyDoor(self.data_dir, api),
+                                     api.auth_failures_per_minute)
         except BaseException:
             self._lock.release()
             raise
@@ -142,6 +133,7 @@ class Daemon:
         self.api.start()
         if self.web is not None:
             self.web.start()
+        self.activity.start()
         self._write_info()
         if self.serve_only:
             log.info("psirag-kb %d serving %s for %s while it works", os.getpid(),
@@ -249,15 +241,20 @@ class Daemon:
         try:
             return WebServer(self, api.host, port, token, self.people, self.api.limiter,
                              web.session_minutes, api.allowed_hosts, api.max_connections,
-                             self.api.persons, self.audit, self.config.auth, self.proxy)
+                             self.api.persons, self.audit, self.config.auth, self.proxy,
+                             api.forwarded_allow)
         except KBError as exc:
             raise KBError(f"the web page cannot listen on port {port} ({exc}); set [web] port "
                           "(or --web-port), or [web] enabled = false") from exc
 
     def _warm_up(self) -> None:
-        """Load the embedding model now, so the first query does not wait for it."""
+        """Load the embedding model now, so the first query does not wait for it, nor (when
+        folders are watched) the first edited file for the instance that embeds files."""
         try:
-            self._kb().embed_query("warm up")
+            kb = self._kb()
+            kb.embed_query("warm up")
+            if self.folders:  # loads it, and the tokenizer copy that counts chunks' tokens
+                kb.embedder.count_tokens("warm up")
         except Exception:  # noqa: BLE001 - a model that cannot load fails the first query clearly
             log.warning("could not load the embedding model at start-up", exc_info=True)
 
@@ -271,7 +268,7 @@ class Daemon:
         jobs.add("boundaries", self._grants_changed, BOUNDARIES_EVERY_S)
         jobs.add("conversations", self._prune_conversations, CONVERSATIONS_EVERY_S)
         backup = self.config.backup
-        if backup.dir:
+        if backup.dir and backup.every_hours > 0:
             jobs.add("backup", self._scheduled_backup, backup.every_hours * 3600.0)
         return jobs
 
@@ -288,7 +285,8 @@ class Daemon:
         folder = Path(self.config.backup.dir).expanduser()
         folder.mkdir(parents=True, exist_ok=True)
         kb = self._kb()
-        manifest = kb.backup(folder / scheduled_name(kb.generation))
+        with self.activity.running("backup"):
+            manifest = kb.backup(folder / scheduled_name(kb.generation))
         pruned = prune(folder, self.config.backup.keep)
         shown = summary(manifest)
         shown.pop("files", None)
@@ -319,6 +317,7 @@ class Daemon:
             return
         self._stopping.set()
         self._stop.set()
+        self.activity.stop()
         log.info("daemon stopping")
         if self.web is not None:
             self.web.stop()
@@ -369,7 +368,8 @@ class Daemon:
             return {"folders": 0}
         assert self.watcher is not None
         try:
-            report = self.kb.ingest(present, self.watcher.check_stop)
+            report = self.kb.ingest(present, self.activity.tracked("rescan",
+                                                                  self.watcher.check_stop))
         except Stopping:
             return {"stopped": True}
         data = report.as_dict()
@@ -469,6 +469,13 @@ class Daemon:
     def node(self, node_id: int | None = None, *, access: Access = OWNER) -> dict[str, Any]:
         """One tree node (the root by default), as far as `access` may read it."""
         found = self._kb().node(node_id, access=access)
+        self._audited(access, "browse", node_id, len(found.get("children", [])))
+        return found
+
+    def topic_map(self, node_id: int | None = None, *,
+                  access: Access = OWNER) -> dict[str, Any]:
+        """A tree node with two layers below it, sized and sampled for the map."""
+        found = self._kb().topic_map(node_id, access=access)
         self._audited(access, "browse", node_id, len(found.get("children", [])))
         return found
 
@@ -575,19 +582,19 @@ class Daemon:
             raise AttributeError(name)
         return getattr(self._kb(), name)
 
-    def backup(self, dest: str, *, access: Access = OWNER) -> dict[str, Any]:
-        """Take a backup into the new folder `dest` (an absolute path on this machine) while
-        serving (an admin only); what was copied, the generation and the bytes."""
+    def backup(self, name: str, *, access: Access = OWNER) -> dict[str, Any]:
+        """Take the backup `name` into [backup] dir while serving (an admin only; over the API
+        a backup is named, never placed); what was copied, the generation and the bytes."""
         if access.role != "admin":
             if self.audit is not None:
-                self.audit.record(access.name, "backup", dest, status=403)
+                self.audit.record(access.name, "backup", name, status=403)
             raise AccessDenied(f"{access.name} ({access.role}) may not take backups: an admin "
                                "only")
-        if not dest or "\x00" in dest or not os.path.isabs(dest):
-            raise KBError(f"{dest!r}: give the backup's folder as an absolute path on the "
-                          "daemon's machine")
-        self._audited(access, "backup", dest)
-        return summary(self._kb().backup(Path(dest)))
+        with self.named_backups.hold():
+            target = self.named_backups.target(name)
+            self._audited(access, "backup", str(target))
+            with self.activity.running("backup"):
+                return summary(self._kb().backup(target))
 
     def ready(self) -> list[str]:
         """Why the daemon is not ready to answer as it should ([] when it is): stores not open,
@@ -624,13 +631,16 @@ class Daemon:
     def reembed(self, model: str, cancel: bool = False, *,
                 access: Access = OWNER) -> dict[str, Any]:
         """Start embedding everything again with `model` in the background, or cancel the
-        running reembed (an admin only); the reembed's status."""
+        running reembed (an admin only); the reembed's status. `model` is a model's name or
+        a folder inside [embedding] models_dir (service/model_folders.py)."""
         if access.role != "admin":
             if self.audit is not None:
                 self.audit.record(access.name, "reembed", None, status=403)
             raise AccessDenied(f"{access.name} ({access.role}) may not change the embedding "
                                "model: an admin only")
         kb = self._kb()
+        if not cancel:  # a name, or a folder inside [embedding] models_dir
+            model = api_model(model, self.config.embedding.models_dir)
         self._audited(access, "reembed", model or "cancel")
         if cancel:
             return kb.cancel_reembed()

@@ -32,6 +32,7 @@ __all__ = ["METHODS", "ROUTE_KEY", "Endpoints"]
 log = logging.getLogger(__name__)
 
 METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"}
+"""The methods the tests try on every path (any other is answered as one of these not served)."""
 ROUTE_KEY = "psirag.route"
 """Where a request's scope holds the operation it was matched to."""
 Handler = Callable[["Endpoints", Request, "Access | None", Op, dict[str, Any]],
@@ -47,8 +48,9 @@ class _Arguments(Protocol):
 
 
 def _routes() -> list[Route]:
-    """One Starlette route per path of the table, matching every method (405 and 501 are
-    answered in the API's shape by `Endpoints.match`)."""
+    """One Starlette route per path of the table, matching every method (a method the path
+    does not serve, OPTIONS, TRACE or one never heard of, is answered 405 with `Allow` in the
+    API's shape by `Endpoints.match`)."""
     paths: dict[str, dict[str, Op]] = {}
     for entry in OPS:
         paths.setdefault(entry.template, {})[entry.method] = entry
@@ -110,9 +112,9 @@ class Endpoints:
 
     def failure(self, scope: Scope, path: str, exc: Exception) -> Response:
         """The error response for an exception a route raised, in its route's error shape."""
-        status, close = 500, False
+        status, close, headers = 500, False, {}
         if isinstance(exc, HTTPError):
-            status, message, close = exc.status, str(exc), exc.close
+            status, message, close, headers = exc.status, str(exc), exc.close, exc.headers
         elif isinstance(exc, Invalid):
             status, message = 400, str(exc)
         elif isinstance(exc, (NodeNotFound, UnknownPerson, NotFound)):
@@ -126,8 +128,8 @@ class Endpoints:
             message = f"internal error ({type(exc).__name__}); see daemon.log"
         entry = scope.get(ROUTE_KEY)
         if path.startswith("/v1/") or (entry is not None and entry.errors == "openai"):
-            return openai_error(status, message, close)
-        return reply(status, {"error": message}, close=close)
+            return openai_error(status, message, close, headers)
+        return reply(status, {"error": message}, close=close, headers=headers)
 
     def match(self, scope: Scope, path: str) -> tuple[Op, dict[str, str]]:
         """The operation for the request's method and undecoded path, with its raw path
@@ -139,15 +141,14 @@ class Endpoints:
                 by_method = cast(_Methods, candidate.endpoint).by_method  # see _routes
                 entry = by_method.get(scope["method"])
                 if entry is None:
+                    allowed = ", ".join(sorted(by_method))
                     raise HTTPError(405, f"{scope['method']} is not allowed on {path}; use "
-                                         f"{', '.join(sorted(by_method))}")
+                                         f"{allowed}", headers={"Allow": allowed})
                 return entry, child["path_params"]
         raise HTTPError(404, f"no such endpoint {path}")
 
     async def dispatch(self, request: Request, path: str) -> Response:
         """Serve one request: its operation, who asks, what the table lets them reach."""
-        if request.method not in METHODS:
-            raise HTTPError(501, f"method {request.method} is not supported")
         entry, raw = self.match(request.scope, path)
         request.scope[ROUTE_KEY] = entry
         access = request.scope.get("state", {}).get("access") if entry.role == "open" else \

@@ -16,6 +16,7 @@ from psirag_kb.serving.audit import AuditLog
 from psirag_kb.serving.auth import FailureLimiter, HostPolicy, PersonLimiter, bearer, token_matches
 from psirag_kb.serving.http import MAX_HEAD_BYTES, header
 from psirag_kb.serving.ops import OPEN_PATHS
+from psirag_kb.serving.peers import client_address, socket_peer
 
 __all__ = ["Guard", "HTTPError", "openai_error", "reply"]
 
@@ -25,10 +26,12 @@ MAX_HEADERS = 100
 class HTTPError(Exception):
     """A request error answered with a status code and a JSON message."""
 
-    def __init__(self, status: int, message: str, close: bool = False) -> None:
+    def __init__(self, status: int, message: str, close: bool = False,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.close = close
+        self.headers = headers or {}
 
 
 def reply(status: int, payload: dict[str, Any], close: bool = False,
@@ -42,14 +45,15 @@ def reply(status: int, payload: dict[str, Any], close: bool = False,
     return JSONResponse(payload, status, headers=extra)
 
 
-def openai_error(status: int, message: str, close: bool = False) -> Response:
+def openai_error(status: int, message: str, close: bool = False,
+                 headers: dict[str, str] | None = None) -> Response:
     """An error in OpenAI's shape ({"error": {"message", "type", "code"}}) for the /v1 routes."""
     kind = {400: "invalid_request_error", 401: "authentication_error",
             403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}.get(
                 status, "invalid_request_error" if status < 500 else "server_error")
     code = {401: "invalid_api_key", 404: "not_found", 429: "rate_limit_exceeded"}.get(status)
     return reply(status, {"error": {"message": message, "type": kind, "code": code,
-                                    "param": None}}, close=close)
+                                    "param": None}}, close=close, headers=headers)
 
 
 def as_openai(response: Response) -> Response:
@@ -120,10 +124,10 @@ class Guard:
             return None
         token = bearer(given)
         person = self.people.access_for(token) if self.people is not None and token else None
-        client = (scope.get("client") or ("?", 0))[0]
+        client = client_address(scope)  # the socket's, or an allowed reverse proxy's client
         if person is None and self.proxy is not None:
-            try:  # believed only from a trusted peer; from any other the headers are ignored
-                person = self.proxy.access(client, Headers(scope=scope))
+            try:  # believed only from a trusted socket; from any other the headers are ignored
+                person = self.proxy.access(socket_peer(scope), Headers(scope=scope))
             except SignInRefused as exc:
                 self._refused(f"proxy sign-in {path.decode('latin-1')}", 403, client)
                 return reply(403, {"error": str(exc)})

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from psirag_kb.access import Access
 from psirag_kb.service.guard import HTTPError, reply
 from psirag_kb.service.metrics import CONTENT_TYPE
+from psirag_kb.service.starting import PRIVILEGED, RETRY_AFTER_S, SERVING
 from psirag_kb.serving.openapi import openapi as document
 from psirag_kb.serving.ops import OPS, Op
 
@@ -21,25 +22,34 @@ if TYPE_CHECKING:
 __all__ = ["HANDLERS"]
 
 
+def privileged(access: Access | None) -> bool:
+    """Whether the caller may learn the daemon's internals (its pid, paths and reasons): the
+    admin token, an admin or a monitor."""
+    return access is not None and access.role in PRIVILEGED
+
+
 async def health(ctx: Endpoints, request: Request, access: Access | None, entry: Op,
                  params: dict[str, Any]) -> Response:
-    """GET /api/health: without a token only `ok`, for a person no server paths."""
+    """GET /api/health: the state word, and for an admin or a monitor the pid (and for one
+    granted everything the data directory)."""
     found = ctx.app.health()
-    state = request.scope.get("state", {})
-    if not state.get("authorized", True):
-        found = {"ok": found.get("ok", True)}
-    elif not getattr(state.get("access"), "everything", True):
-        found.pop("data_dir", None)  # a person's grants never show the server's paths
+    if not privileged(access):
+        return reply(200, {"ok": found.get("ok", True), "state": found.get("state", SERVING)})
+    if access is not None and not access.everything:
+        found.pop("data_dir", None)  # a monitor's grants never show the server's paths
     return reply(200, found)
 
 
 async def ready(ctx: Endpoints, request: Request, access: Access | None, entry: Op,
                 params: dict[str, Any]) -> Response:
-    """GET /api/ready: 503 with the reasons while not ready."""
+    """GET /api/ready: 200, or 503 with Retry-After while an index is rebuilt (the reasons
+    for an admin or a monitor)."""
     reasons = await ctx.call(ctx.app.ready)
-    if reasons:
-        return reply(503, {"ready": False, "reasons": reasons}, headers={"Retry-After": "5"})
-    return reply(200, {"ready": True})
+    if not reasons:
+        return reply(200, {"ready": True, "state": SERVING})
+    shown = {"reasons": reasons} if privileged(access) else {}
+    return reply(503, {"ready": False, "state": "rebuilding", **shown},
+                 headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
 async def metrics_text(ctx: Endpoints, request: Request, access: Access | None, entry: Op,

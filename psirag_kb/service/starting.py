@@ -2,7 +2,9 @@
 
 A daemon binds its port before it waits for a restore or a command to finish and before it opens
 (and maybe migrates) the stores. Meanwhile `Switch` answers from `Starting`: /api/health 200 with
-the state (alive), /api/ready 503 naming what runs, every other route 503 with the same reason;
+the state (alive), /api/ready 503, every other route 503 for a caller with a token and 401 for a
+stranger. Only the admin token and a person of role admin or monitor learn the reason (which
+names a restore's pid or the schema versions of a migration); anyone else gets the state word.
 `Listener.install` then hands the same listening server over to the real application (whose
 lifespan it runs on the server's loop), so the port never closes between the two.
 """
@@ -12,15 +14,35 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from psirag_kb.access import OWNER, Access
+from psirag_kb.config import APIConfig
 from psirag_kb.errors import KBError
-from psirag_kb.serving.auth import HostPolicy
+from psirag_kb.people import People
+from psirag_kb.serving.auth import (
+    TOKEN_FILE,
+    FailureLimiter,
+    HostPolicy,
+    bearer,
+    configured_token,
+    read_token_file,
+    token_matches,
+)
 from psirag_kb.serving.http import header
+from psirag_kb.serving.peers import client_address
 
-__all__ = ["RETRY_AFTER_S", "SERVING", "Starting", "Switch", "unavailable"]
+__all__ = ["PRIVILEGED", "RETRY_AFTER_S", "SERVING", "Door", "EarlyDoor", "Starting", "Switch",
+           "unavailable"]
+
+Door = Callable[[str], Access | None]
+"""Who an Authorization header names (None: nobody)."""
+PRIVILEGED = ("admin", "monitor")
+"""The roles that learn why the daemon is not ready (and its pid and paths)."""
 
 SERVING = "serving"
 """The state once the real application answers."""
@@ -50,19 +72,55 @@ class Starting:
             return self._state, self._reason
 
 
+class EarlyDoor:
+    """Who a token is before the stores are open: the admin token (configured, or the data
+    directory's api.token, read when asked since a restore may be writing it; never created
+    here) or a person's in people.json (read only)."""
+
+    def __init__(self, data_dir: Path, api: APIConfig) -> None:
+        self.data_dir = Path(data_dir)
+        self.api = api
+        self._people: People | None = None
+
+    def __call__(self, given: str) -> Access | None:
+        try:
+            token = (configured_token(self.api.token, self.api.token_file, "the config")
+                     or read_token_file(self.data_dir / TOKEN_FILE))
+        except KBError:
+            token = ""
+        if token and token_matches(given, token):
+            return OWNER
+        if not bearer(given) or not self.data_dir.is_dir():
+            return None
+        if self._people is None:
+            self._people = People(self.data_dir)
+        return self._people.access_for(bearer(given))
+
+
 def unavailable(state: str, reason: str) -> str:
-    """The error message of a request refused while the daemon starts."""
-    return (f"the daemon is not serving yet ({state}: {reason}); retry in a few seconds "
+    """The error message of a request refused while the daemon starts (`reason` empty: the
+    state alone)."""
+    doing = f"{state}: {reason}" if reason else state
+    return (f"the daemon is not serving yet ({doing}); retry in a few seconds "
             "(GET /api/ready answers 200 once it serves)")
 
 
-async def _answer(send: Send, status: int, payload: dict[str, Any], retry: bool) -> None:
-    """A complete JSON response that closes the connection."""
+STRANGER = "missing or wrong bearer token (send Authorization: Bearer <token>)"
+"""A refusal's message for a request without a known token (as the real application's)."""
+
+
+async def _answer(send: Send, status: int, payload: dict[str, Any], retry: bool | int,
+                  ) -> None:
+    """A complete JSON response that closes the connection (`retry`: with Retry-After, its
+    seconds when an int)."""
     body = json.dumps(payload).encode("utf-8")
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                (b"connection", b"close")]
-    if retry:
-        headers.append((b"retry-after", str(RETRY_AFTER_S).encode()))
+    if retry is not False:
+        seconds = RETRY_AFTER_S if retry is True else retry
+        headers.append((b"retry-after", str(seconds).encode()))
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -70,9 +128,13 @@ async def _answer(send: Send, status: int, payload: dict[str, Any], retry: bool)
 class Switch:
     """ASGI application: the starting answers until `install`, then the real application."""
 
-    def __init__(self, starting: Starting, policy: HostPolicy) -> None:
+    def __init__(self, starting: Starting, policy: HostPolicy, door: Door | None = None,
+                 limiter: FailureLimiter | None = None) -> None:
         self.starting = starting
         self.policy = policy
+        self.door = door
+        """Who a token is meanwhile (None: nobody, so every caller is a stranger)."""
+        self.limiter = limiter or FailureLimiter()
         self.app: ASGIApp | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._inbox: asyncio.Queue[Message] | None = None
@@ -89,8 +151,9 @@ class Switch:
             await self._early(scope, send)
 
     async def _early(self, scope: Scope, send: Send) -> None:
-        """Health, readiness or a refusal, from the starting state (no token is known yet:
-        nothing beyond the state and its reason is shown)."""
+        """Health, readiness or a refusal, from the starting state: the reason only for the
+        admin token and the admin and monitor roles, the state word for anyone else, and 401
+        for a stranger on any other route."""
         host = header(scope, b"host")
         if not self.policy.host_allowed(host) or not self.policy.origin_allowed(
                 header(scope, b"origin"), host):
@@ -99,18 +162,41 @@ class Switch:
             return
         state, reason = self.starting.get()
         path = scope.get("raw_path", b"").split(b"?", 1)[0]
-        if path == b"/api/health" and scope["method"] == "GET":
-            await _answer(send, 200, {"ok": True, "state": state, "reason": reason}, retry=False)
-        elif path == b"/api/ready" and scope["method"] == "GET":
-            await _answer(send, 503, {"ready": False, "state": state, "reasons": [reason]},
-                          retry=True)
-        elif path.startswith(b"/v1/"):  # the OpenAI-compatible routes' error shape
-            await _answer(send, 503, {"error": {"message": unavailable(state, reason),
-                                                "type": "server_error", "code": state,
-                                                "param": None}}, retry=True)
+        openai = path.startswith(b"/v1/")
+        given = header(scope, b"authorization")
+        open_path = scope["method"] == "GET" and path in (b"/api/health", b"/api/ready")
+        access = None
+        if given is not None:
+            access = self.door(given) if self.door is not None else None
+            if access is None:
+                await self._wrong_token(scope, send, openai)
+                return
+        elif not open_path:
+            await _answer(send, 401, _error(401, STRANGER, openai), retry=False)
+            return
+        privileged = access is not None and access.role in PRIVILEGED
+        if path == b"/api/health" and open_path:
+            await _answer(send, 200, {"ok": True, "state": state} | (
+                {"reason": reason} if privileged else {}), retry=True)
+        elif open_path:
+            await _answer(send, 503, {"ready": False, "state": state} | (
+                {"reasons": [reason]} if privileged else {}), retry=True)
         else:
-            await _answer(send, 503, {"error": unavailable(state, reason), "state": state},
-                          retry=True)
+            message = unavailable(state, reason if privileged else "")
+            await _answer(send, 503, _error(503, message, openai, state) if openai else
+                          {"error": message, "state": state}, retry=True)
+
+    async def _wrong_token(self, scope: Scope, send: Send, openai: bool) -> None:
+        """401 for a token nobody holds, counted per client; 429 past the limit."""
+        client = client_address(scope)
+        wait = self.limiter.retry_after(client)
+        if wait > 0:
+            await _answer(send, 429, _error(429, f"too many wrong tokens from {client}; retry "
+                                                 f"in {int(wait) + 1} s", openai),
+                          retry=int(wait) + 1)
+            return
+        self.limiter.failed(client)
+        await _answer(send, 401, _error(401, STRANGER, openai), retry=False)
 
     async def _serve_lifespan(self, receive: Receive, send: Send) -> None:
         """uvicorn's lifespan: started at once; at shutdown, the real application's first."""
@@ -164,3 +250,12 @@ class Switch:
         if failed:
             self._inbox = self._lifespan = None
             raise KBError(f"the API could not start: {failed}")
+
+
+def _error(status: int, message: str, openai: bool, code: str | None = None) -> dict[str, Any]:
+    """An error body: {"error": message}, or OpenAI's shape for the /v1 routes."""
+    if not openai:
+        return {"error": message}
+    kind = {401: "authentication_error", 429: "rate_limit_error"}.get(status, "server_error")
+    code = code or {401: "invalid_api_key", 429: "rate_limit_exceeded"}.get(status)
+    return {"error": {"message": message, "type": kind, "code": code, "param": None}}

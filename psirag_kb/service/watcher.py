@@ -1,4 +1,11 @@
-"""Folder watcher: watchdog events become debounced, coalesced ingest, remove and rename calls."""
+"""Folder watcher: watchdog events become debounced, coalesced ingest, remove and rename calls.
+
+A file is read as soon as its writer closes it (inotify's close-after-write) or renames it into
+place; changes that bring no close (polled folders, a path truncated, a writer that keeps the
+file open) wait for the quiet period, and a file its writer still holds open after writing is
+not read before it is closed or OPEN_WAIT_S have passed. A file that changes while it is read
+is read again.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
-from watchdog.observers import Observer
+from watchdog.observers.inotify import InotifyObserver
 from watchdog.observers.polling import PollingObserver
 
 from psirag_kb.errors import Cancelled
@@ -31,7 +38,13 @@ ROOT_CHECK_S = 1.0
 REFRESH_GAP_S = 1.0
 """Least seconds between two fresh watches of a folder, and how long the old watch keeps
 reporting after it (longer than watchdog's 0.5 s wait to pair the halves of a move)."""
-EVENT_TYPES = frozenset({"created", "modified", "deleted", "moved"})
+EVENT_TYPES = frozenset({"created", "modified", "deleted", "moved", "closed"})
+OPEN_WAIT_S = 30.0
+"""Longest wait for the close of a file its writer keeps open after writing to it (a log, a
+database): then it is read as it is, once quiet, and read again when it is closed."""
+REMOVAL_WAIT_S = 0.2
+"""How long a path gone on an inotify-watched folder waits for a file to take its place (an
+editor that moves the old file away, then writes the new one), so the two are one update."""
 
 
 Stopping = Cancelled
@@ -39,21 +52,29 @@ Stopping = Cancelled
 exception the writer raises when the knowledge base closes mid-ingest, so both end a run quietly."""
 
 
+Signature = tuple[int, int, int]
+
+
 @dataclass
 class _Pending:
-    """A path waiting for its quiet period: when to look again and what it looked like."""
+    """A path waiting to be read: when to look again, what it looked like, whether its writer
+    closed it (read at once) and since when a writer holds it open after writing (or None)."""
 
     due: float
-    signature: tuple[int, int] | None
+    signature: Signature | None
+    closed: bool = False
+    writing: float | None = None
+    held: bool = False
+    """Quiet for the quiet period but not read: its writer has not closed it yet."""
 
 
-def signature(path: Path) -> tuple[int, int] | None:
-    """(size, mtime in ns) of a path, or None when it does not exist."""
+def signature(path: Path) -> Signature | None:
+    """(size, mtime in ns, inode) of a path, or None when it does not exist."""
     try:
         stat = path.stat()
     except OSError:
         return None
-    return stat.st_size, stat.st_mtime_ns
+    return stat.st_size, stat.st_mtime_ns, stat.st_ino
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -71,14 +92,16 @@ def _linked_folder(path: Path) -> bool:
 
 
 class _Handler(FileSystemEventHandler):
-    """Forwards the event types that matter to the watcher."""
+    """Forwards the event types that matter to the watcher, saying whether inotify saw them
+    (a poll sees no opens and closes)."""
 
-    def __init__(self, watcher: FolderWatcher) -> None:
+    def __init__(self, watcher: FolderWatcher, inotify: bool = True) -> None:
         self.watcher = watcher
+        self.inotify = inotify
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.event_type in EVENT_TYPES:
-            self.watcher.on_event(event)
+            self.watcher.on_event(event, self.inotify)
 
 
 class FolderWatcher:
@@ -86,10 +109,11 @@ class FolderWatcher:
 
     def __init__(self, kb: Any, folders: Sequence[Path], quiet_period_s: float,
                  data_dir: Path, poll: str = "auto", poll_interval_s: float = 10.0,
-                 mountinfo: Path = MOUNTINFO) -> None:
+                 mountinfo: Path = MOUNTINFO, open_wait_s: float = OPEN_WAIT_S) -> None:
         self.kb = kb
         self.folders = [Path(os.path.abspath(f)) for f in folders]
         self.quiet = float(quiet_period_s)
+        self.open_wait = float(open_wait_s)
         self.data_dir = Path(os.path.abspath(data_dir))
         self.errors: deque[dict[str, Any]] = deque(maxlen=50)
         self.processed = 0
@@ -99,7 +123,9 @@ class FolderWatcher:
         self._mutex = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._observer = Observer()
+        self._observer = InotifyObserver(generate_full_events=True)
+        """Full events: a file moved in from outside the watched folders comes as a move
+        (taken as its writer's close), not as a creation."""
         self.poll, self.poll_interval = poll, float(poll_interval_s)
         self._mountinfo = mountinfo
         self._poller = PollingObserver(timeout=self.poll_interval)
@@ -168,7 +194,8 @@ class FolderWatcher:
                 self._polled[folder] = reason
             else:
                 self._polled.pop(folder, None)
-            self._watches[folder] = observer.schedule(_Handler(self), raw, recursive=True)
+            self._watches[folder] = observer.schedule(_Handler(self, inotify=not reason), raw,
+                                                      recursive=True)
             if reason:
                 log.info("watching %s by polling every %.0f s: %s", folder, self.poll_interval,
                          reason)
@@ -214,7 +241,8 @@ class FolderWatcher:
         fresh = not self._fresh.get(folder, False)
         raw = str(folder) + (os.sep if fresh else "")
         try:
-            self._watches[folder] = self._observer.schedule(_Handler(self), raw, recursive=True)
+            self._watches[folder] = self._observer.schedule(_Handler(self, inotify=True), raw,
+                                                            recursive=True)
         except OSError as exc:
             log.warning("cannot watch %s afresh: %s", folder, exc)
             return
@@ -274,37 +302,65 @@ class FolderWatcher:
                 return not self.kb.ignored(path.relative_to(folder))
         return False
 
-    def on_event(self, event: FileSystemEvent) -> None:
-        """Queue the paths an event concerns (called from the observer thread)."""
-        src = Path(os.fsdecode(event.src_path))
-        if event.event_type == "modified" and event.is_directory:
+    def on_event(self, event: FileSystemEvent, inotify: bool = False) -> None:
+        """Queue the paths an event concerns (called from the observer thread; `inotify`: the
+        event comes from inotify, which reports closes, not from a poll)."""
+        kind, is_dir = event.event_type, event.is_directory
+        if kind == "moved" and not event.src_path:  # moved in from outside: a file arrived
+            dest = Path(os.fsdecode(event.dest_path))
+            if self.relevant(dest):
+                self._touch(dest, closed=not is_dir)
             return
-        if event.event_type in ("deleted", "moved") and src in self.folders:
+        src = Path(os.fsdecode(event.src_path))
+        if kind == "moved" and not event.dest_path:
+            kind = "deleted"  # moved out of the watched folders
+        if kind == "modified" and is_dir:
+            return
+        if kind in ("deleted", "moved") and src in self.folders:
             self._lost.add(src)  # its inotify watch is gone even if the folder comes back
-        if event.event_type != "moved":
+        removal = REMOVAL_WAIT_S if inotify else None
+        if kind != "moved":
             if self.relevant(src):
-                self._touch(src)
+                self._touch(src, closed=kind == "closed",
+                            writing=inotify and kind == "modified",
+                            wait=removal if kind == "deleted" else None)
             return
         dest = Path(os.fsdecode(event.dest_path))
         src_ok, dest_ok = self.relevant(src), self.relevant(dest)
         with self._mutex:
             self._pending.pop(src, None)
             if src_ok and dest_ok:
-                self._moves.append((src, dest, event.is_directory))
+                self._moves.append((src, dest, is_dir))
         if src_ok and not dest_ok:
-            self._touch(src)  # moved away or to an ignored name: a removal
+            self._touch(src, wait=removal)  # moved away or to an ignored name: a removal
         elif dest_ok and not src_ok:
-            self._touch(dest)  # an editor's temp file renamed over the real one: an update
+            # an editor's temp file renamed over the real one: an update, complete
+            self._touch(dest, closed=not is_dir)
         self._wake.set()
 
-    def _touch(self, path: Path) -> None:
-        """(Re)start a path's quiet period; events for a queued path coalesce."""
+    def _touch(self, path: Path, closed: bool = False, writing: bool = False,
+               wait: float | None = None) -> None:
+        """(Re)start a path's wait; events for a queued path coalesce. A close (or a rename into
+        place) makes it due at once; a write seen by inotify holds it until its close; `wait`
+        shortens the quiet period."""
+        now = time.monotonic()
+        quiet = self.quiet if wait is None else min(wait, self.quiet)
         with self._mutex:
-            self._pending[path] = _Pending(time.monotonic() + self.quiet, signature(path))
+            entry = self._pending.get(path)
+            since = entry.writing if entry is not None and entry.writing is not None else now
+            self._pending[path] = _Pending(now if closed else now + quiet, signature(path),
+                                           closed, since if writing else None)
         self._wake.set()
+
+    def held_open(self) -> list[Path]:
+        """Files quiet for the quiet period but not read, because their writer keeps them open
+        (read when closed, or OPEN_WAIT_S after the first write)."""
+        with self._mutex:
+            return sorted(path for path, entry in self._pending.items() if entry.held)
 
     def _take(self) -> tuple[list[tuple[Path, Path, bool]], list[Path], list[Path], float]:
-        """Moves, scans and the paths whose size and mtime held still for the quiet period."""
+        """Moves, scans, the files their writers closed, and the paths whose size and mtime
+        held still for the quiet period (unless a writer still holds them open)."""
         now = time.monotonic()
         ready: list[Path] = []
         next_due = now + 0.5
@@ -315,11 +371,16 @@ class FolderWatcher:
                 if entry.due > now:
                     next_due = min(next_due, entry.due)
                     continue
-                current = signature(path)
-                if current != entry.signature:
-                    entry.signature, entry.due = current, now + self.quiet
-                    next_due = min(next_due, entry.due)
-                    continue
+                if not entry.closed:
+                    current = signature(path)
+                    if current != entry.signature:
+                        entry.signature, entry.due = current, now + self.quiet
+                        next_due = min(next_due, entry.due)
+                        continue
+                    if entry.writing is not None and now < entry.writing + self.open_wait:
+                        entry.due, entry.held = entry.writing + self.open_wait, True
+                        next_due = min(next_due, entry.due)
+                        continue
                 ready.append(path)
                 del self._pending[path]
             self._busy = bool(moves or scans or ready)
@@ -497,6 +558,7 @@ class FolderWatcher:
         (The knowledge base matches a vanished file and a new one by content hash.) False when
         the call fails as a whole, e.g. because a vanished path was a folder or never indexed.
         """
+        before = {path: signature(path) for path in files}
         try:
             report = self.kb.ingest([*missing, *files], self.check_stop, keep_vanished=True)
         except Stopping:
@@ -505,10 +567,23 @@ class FolderWatcher:
             log.debug("combined ingest failed; handling paths one by one", exc_info=True)
             return False
         self._log_report(f"{len(files)} file(s), {len(missing)} gone", report)
+        self._read_again(before)
         return True
+
+    def _read_again(self, before: dict[Path, Signature | None]) -> None:
+        """Queue again the files that changed while they were read (size, mtime or inode moved
+        on), unless an event queued them already: a change with no event is not lost."""
+        changed = [path for path, seen in before.items()
+                   if seen is not None and signature(path) != seen]
+        with self._mutex:
+            changed = [path for path in changed if path not in self._pending]
+        for path in changed:
+            log.info("%s changed while it was read: reading it again", path)
+            self._touch(path)
 
     def _ingest(self, batch: list[Path]) -> None:
         """Ingest a batch; if the call fails as a whole, retry each path on its own."""
+        before = {path: signature(path) for path in batch}
         try:
             report = self.kb.ingest(batch, self.check_stop, keep_vanished=True)
         except Stopping:
@@ -522,8 +597,10 @@ class FolderWatcher:
                     report = None
                     self._guard("remove", path, self.kb.remove, [path])
                 self._log_report(str(path), report)
+            self._read_again(before)
             return
         self._log_report(f"{len(batch)} file(s)", report)
+        self._read_again(before)
 
     def _log_report(self, what: str, report: Any) -> None:
         if report is None:

@@ -132,8 +132,9 @@ _ASK: dict[str, Any] = {"local": True, "timeout": "llm", "folders": ("within",),
                         "positional": ("question", "conversation", "history", "mode", "k",
                                        "within")}
 OPS: tuple[Op, ...] = (
-    Op("health", "GET", "/api/health", "Is the daemon up (open: without a token, only `ok`); "
-       "200 while it starts too, with its state and reason.", role="open",
+    Op("health", "GET", "/api/health", "Is the daemon up: 200 with its state word (\"serving\", "
+       "or while it starts \"starting\", \"waiting\", \"restoring\", \"migrating\"), open "
+       "to anyone; the pid and the reason only for an admin or a monitor.", role="open",
        response=rs.Health, client="health", timeout="short"),
     Op("status", "GET", "/api/status", "Files, chunks, tree and daemon state within the "
        "caller's grants.", response=rs.Status, target="status", local=True),
@@ -209,17 +210,20 @@ OPS: tuple[Op, ...] = (
     Op("my_token_revoke", "DELETE", "/api/me/tokens/{name}", "Revoke one of the caller's "
        "personal tokens (at once).", noun="token", response=rs.Revoked),
     Op("ready", "GET", "/api/ready", "Readiness: 200 when the stores are open and no derived "
-       "index is stale, 503 with the reasons otherwise: an index rebuilt, or while the daemon "
-       "starts (waiting for a restore, migrating the schema, opening the stores) with its "
-       "state (liveness is /api/health).", role="open", response=rs.Ready),
+       "index is stale, else 503 with Retry-After and the state word (\"rebuilding\" an index, "
+       "or one of the starting states of /api/health); the reasons only for an admin or a "
+       "monitor (liveness is /api/health).", role="open", response=rs.Ready),
     Op("metrics_text", "GET", "/metrics", "Prometheus metrics (text format) for an admin or a "
        "monitor.", role="monitor", response=None, media="text/plain",
        checked="{name} is a {role}; metrics are for an admin or a monitor"),
-    Op("backup", "POST", "/api/backup", "Copy the knowledge base into a new folder on the "
-       "daemon's machine while it serves (an admin only).", role="admin",
+    Op("backup", "POST", "/api/backup", "Copy the knowledge base while it serves into the "
+       "folder `name` under the daemon's [backup] dir (an admin only; 409 when no [backup] dir "
+       "is configured or the name is taken).", role="admin",
        body=rq.BackupBody, response=rs.Backup, target="backup", timeout="long"),
     Op("reembed", "POST", "/api/reembed", "Embed everything again with another model in the "
-       "background (or cancel the running reembed); an admin only.", role="admin",
+       "background (or cancel the running reembed); an admin only. `model` is a model's name "
+       "or a folder inside the daemon's [embedding] models_dir (400 for a folder elsewhere, "
+       "409 when no models_dir is configured).", role="admin",
        body=rq.ReembedBody, response=rs.ReembedStatus, target="reembed", sparse=True),
     Op("openapi", "GET", "/api/openapi.json", "This API's OpenAPI 3.1 description, generated "
        "from its table of operations.", response=rs.OpenAPIDocument),

@@ -16,6 +16,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from psirag_kb.serving import openai_compat as chat
+from psirag_kb.storage.backup import NAME, BackupError, backup_name
 
 __all__ = ["Invalid", "parse", "parse_query"]
 
@@ -240,13 +241,26 @@ class NameBody(Body):
 
 
 class BackupBody(Body):
-    """POST /api/backup."""
+    """POST /api/backup: the backup's name; it lands in the daemon's [backup] dir."""
 
-    dest: str
+    name: str = Field(pattern=f"^{NAME.pattern}$", min_length=1, max_length=64,
+                      description="the backup's folder name under the daemon's [backup] dir "
+                                  "(a name, not a path)")
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _named(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                backup_name(value)
+            except BackupError as exc:
+                raise _refuse(str(exc)) from None
+        return value
 
 
 class ReembedBody(Body):
-    """POST /api/reembed: {"model": NAME_OR_PATH} or {"cancel": true}."""
+    """POST /api/reembed: {"model": NAME_OR_FOLDER} or {"cancel": true}; the daemon takes a
+    folder only inside its [embedding] models_dir (service/model_folders.py)."""
 
     model: str | None = None
     cancel: bool | None = None

@@ -3,9 +3,11 @@ name, and are sent as the knowledge base returns them)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from psirag_kb.serving.shapes import Location
 
 __all__ = ["Reply"]
 
@@ -17,8 +19,8 @@ class Reply(BaseModel):
 
 
 class Health(Reply):
-    """{ok, pid, data_dir, state: serving}; only {ok} without a token; {ok, state, reason}
-    while the daemon starts."""
+    """{ok, state} for anyone; with the admin token or an admin's or a monitor's also pid,
+    data_dir (granted everything) and, while the daemon starts, the reason."""
 
     ok: bool
     pid: int | None = None
@@ -30,7 +32,8 @@ class Health(Reply):
 class Status(Reply):
     """Files, chunks, tree and daemon state within the caller's grants."""
 
-    files: dict[str, Any]
+    files: dict[str, int]
+    """Files by state: indexed, skipped, failed (unavailable when there are some)."""
     daemon: dict[str, Any] | None = None
 
 
@@ -41,7 +44,9 @@ class Passage(Reply):
     chunk_id: int
     text: str
     lines: list[int] | None = None
-    location: str | None = None
+    location: Location | None = None
+    """Where it is in its document: a page, a slide, a sheet's rows, paragraphs under a
+    heading... (None for a plain text file: see `lines`)."""
 
 
 class QueryResult(Reply):
@@ -52,18 +57,44 @@ class QueryResult(Reply):
     results: list[Passage] | None = None
 
 
-class TreeNode(Reply):
-    """A tree node with its children."""
+class TreeChild(Reply):
+    """A child in a tree node: an abstract node ("node": its label and whether its abstract
+    is stale) or a leaf ("leaf": its chunk's id, text, source and place)."""
 
     id: int
-    children: list[dict[str, Any]]
+    kind: Literal["node", "leaf"]
+    leaves: int
+    abstract: str
+    label: str | None = None
+    dirty: bool | None = None
+    source: str | None = None
+    lines: list[int] | None = None
+    location: Location | None = None
+
+
+class TreeStep(Reply):
+    """An abstract node on the way from the root to a chunk."""
+
+    id: int
+    layer: int
+    abstract: str
+    label: str
+    dirty: bool
+
+
+class TreeNode(TreeStep):
+    """A tree node with its children (id 0: a root over what one person may see)."""
+
+    parent: int | None
+    leaves: int
+    children: list[TreeChild]
 
 
 class TreePath(Reply):
     """The tree nodes above a chunk, root first."""
 
     chunk_id: int
-    path: list[dict[str, Any]]
+    path: list[TreeStep]
 
 
 class Chunk(Reply):
@@ -72,10 +103,40 @@ class Chunk(Reply):
     chunk_id: int
     text: str | None = None
     source: str | None = None
+    lines: list[int] | None = None
+    location: Location | None = None
+    neighbours: list[dict[str, Any]] | None = None
+
+
+class Problem(Reply):
+    """A file skipped or failed, or indexed with a note."""
+
+    path: str
+    state: str
+    reason: str
 
 
 class IngestReport(Reply):
-    """What a reindex read, changed and removed."""
+    """What a reindex read, changed and removed ({removed: 0} alone for a path that is gone
+    and was never indexed)."""
+
+    added: int | None = None
+    updated: int | None = None
+    unchanged: int | None = None
+    removed: int
+    renamed: int | None = None
+    skipped: int | None = None
+    failed: int | None = None
+    chunks_embedded: int | None = None
+    chunks_kept: int | None = None
+    unavailable: int | None = None
+    restored: int | None = None
+    problems: list[Problem] | None = None
+    seconds: dict[str, float] | None = None
+    tree_build: dict[str, Any] | None = None
+    compute: dict[str, Any] | None = None
+    abstracts: dict[str, Any] | None = None
+    """The offline abstracts of the tree nodes the reindex changed."""
 
 
 class Removed(Reply):
@@ -171,9 +232,11 @@ class Tokens(Reply):
 
 
 class Ready(Reply):
-    """{ready: true}, or {ready: false, reasons} with 503 (and `state` while starting)."""
+    """{ready: true, state: serving}, or {ready: false, state} with 503 and Retry-After; the
+    reasons only for the admin token, an admin or a monitor."""
 
     ready: bool
+    state: str | None = None
     reasons: list[str] | None = None
 
 

@@ -13,6 +13,7 @@ from starlette.types import ASGIApp
 
 from psirag_kb.errors import KBError
 from psirag_kb.serving.http import MAX_HEAD_BYTES, JSONProtocol
+from psirag_kb.serving.peers import Forwarded
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +38,15 @@ class ServedInThread:
         self._failed: BaseException | None = None
 
     def serve(self, asgi: ASGIApp, max_connections: int, lifespan: Literal["on", "off"],
-              graceful_s: int) -> None:
-        """Make the server for `asgi` (each connection's head and keep-alive bounded)."""
+              graceful_s: int, forwarded_allow: tuple[str, ...] = ()) -> None:
+        """Make the server for `asgi` (each connection's head and keep-alive bounded);
+        forwarded headers are believed only from the `forwarded_allow` proxies (uvicorn's
+        own default, which believes 127.0.0.1 or $FORWARDED_ALLOW_IPS, is off)."""
         protocol = type("Protocol", (JSONProtocol,), {"head_timeout_s": TIMEOUT_S,
                                                       "max_connections": max_connections})
         config = uvicorn.Config(
-            asgi, http=protocol, loop="asyncio", lifespan=lifespan, log_config=None,
+            Forwarded(asgi, forwarded_allow), http=protocol, loop="asyncio", lifespan=lifespan,
+            log_config=None, proxy_headers=False, forwarded_allow_ips=[],
             access_log=False, timeout_keep_alive=KEEP_ALIVE_S, server_header=False,
             h11_max_incomplete_event_size=MAX_HEAD_BYTES, timeout_graceful_shutdown=graceful_s,
         )

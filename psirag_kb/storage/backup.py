@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 import uuid
@@ -36,6 +37,8 @@ RESTORING = "restore.incomplete"
 """In a data directory while a restore writes it; the stores refuse to open beside it."""
 PREFIX = "psirag-backup-"
 """Name prefix of the backups the daemon takes on a schedule (and prunes)."""
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""A named backup's folder name (one path component: no separator, never "." or "..")."""
 RUNTIME = frozenset({"daemon.lock", "daemon.json", "daemon.starting.json", "takeover.request",
                      "people.lock",
                      LAST_BACKUP, RESTORING, "kb.duckdb", "kb.duckdb.wal", "bm25", "dense"})
@@ -309,6 +312,18 @@ def take_backup(data_dir: Path, dest: Path, copy: Callable[[Path, Later], dict[s
              "%.2f s)", data_dir, manifest["generation"], dest, len(files), manifest["bytes"],
              manifest["seconds"], manifest["writer_held_s"])
     return manifest | {"path": str(dest)}
+
+
+def backup_name(name: str) -> str:
+    """`name` when it may name a backup folder under [backup] dir, else a BackupError that
+    says why (a path, "..", a scheduled backup's prefix, a partial one's suffix)."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise BackupError(f"{name!r} is not a backup name: give 1 to 64 letters, digits, '.', "
+                          "'_' or '-', starting with a letter or digit (a name, not a path)")
+    if name.startswith(PREFIX) or name.endswith(".partial"):
+        raise BackupError(f"{name!r} is not a backup name: names starting {PREFIX!r} are the "
+                          "scheduled backups' (pruned) and '.partial' marks an unfinished one")
+    return name
 
 
 def summary(manifest: dict[str, Any]) -> dict[str, Any]:

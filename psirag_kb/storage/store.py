@@ -556,6 +556,17 @@ class Store(Reports):
         ).fetchnumpy()
         return np.asarray(data["id"], dtype=np.int64)
 
+    def files_of(self, ids: Iterable[int]) -> dict[int, tuple[str, float]]:
+        """(path, modification time) of the file of each chunk id (one join; no text read;
+        unknown ids are left out)."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        rows = self.reader().execute(
+            """SELECT c.id, f.path, coalesce(f.mtime, 0) FROM chunks c JOIN files f
+               ON c.file_id = f.id WHERE c.id = ANY(?::BIGINT[])""", [ids]).fetchall()
+        return {int(cid): (str(path), float(mtime)) for cid, path, mtime in rows}
+
     def hits(self, ids: Iterable[int]) -> dict[int, Hit]:
         """Result rows for chunk ids."""
         ids = [int(i) for i in ids]

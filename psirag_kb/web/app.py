@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
@@ -21,8 +25,7 @@ def build_web_app(web: Web) -> ASGIApp:
     tokens, api, views, chat = TokenPages(web), TokenAPI(web), Views(web), Chat(web)
     routes = [
         Route("/", web.page(views.search)),
-        Route("/signin", signin.signin_page, methods=["GET"]),
-        Route("/signin", signin.signin, methods=["POST"]),
+        _by_method("/signin", GET=signin.signin_page, POST=signin.signin),
         Route("/signout", signin.signout, methods=["POST"]),
         Route("/source/{chunk_id}", web.page(views.source)),
         Route("/download/{chunk_id}", web.page(views.download)),
@@ -30,18 +33,27 @@ def build_web_app(web: Web) -> ASGIApp:
         Route("/answer/stream", web.page(views.answer_stream, resume=False)),
         Route("/tree", web.page(views.tree)),
         Route("/tree/{node_id}", web.page(views.tree)),
+        Route("/map", web.page(views.map)),
         Route("/status", web.page(views.status)),
         Route("/auth/login", provider.oidc_login, methods=["GET"]),
         Route("/auth/callback", provider.oidc_callback, methods=["GET"]),
         Route("/auth/finish", provider.oidc_finish, methods=["GET"]),
-        Route("/tokens", web.page(tokens.tokens_page), methods=["GET"]),
-        Route("/tokens", web.page(tokens.tokens_make), methods=["POST"]),
+        _by_method("/tokens", GET=web.page(tokens.tokens_page),
+                   POST=web.page(tokens.tokens_make)),
         Route("/tokens/revoke", web.page(tokens.tokens_revoke), methods=["POST"]),
         *api.routes(),
-        Route("/chat", web.page(chat.chat), methods=["GET"]),
-        Route("/chat", web.page(chat.chat_ask), methods=["POST"]),
-        Route("/chat/{conversation}", web.page(chat.chat_open), methods=["GET"]),
-        Route("/chat/{conversation}", web.page(chat.chat_ask), methods=["POST"]),
+        _by_method("/chat", GET=web.page(chat.chat), POST=web.page(chat.chat_ask)),
+        _by_method("/chat/{conversation}", GET=web.page(chat.chat_open),
+                   POST=web.page(chat.chat_ask)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     return Headers(Starlette(routes=routes), web.policy)
+
+
+def _by_method(path: str, **handlers: Callable[[Request], Awaitable[Response]]) -> Route:
+    """One route for a path with a handler per method: a method none serves is 405 with an
+    `Allow` naming them all (two routes of one path would name only the first one's)."""
+    async def endpoint(request: Request) -> Response:
+        return await handlers["GET" if request.method == "HEAD" else request.method](request)
+
+    return Route(path, endpoint, methods=list(handlers))

@@ -21,7 +21,8 @@ class WebServer(ServedInThread):
                  people: People | None, limiter: FailureLimiter, session_minutes: int,
                  allowed_hosts: tuple[str, ...] = (), max_connections: int = 256,
                  persons: PersonLimiter | None = None, audit: AuditLog | None = None,
-                 auth: AuthConfig | None = None, proxy: Any = None) -> None:
+                 auth: AuthConfig | None = None, proxy: Any = None,
+                 forwarded_allow: tuple[str, ...] = ()) -> None:
         auth = auth or AuthConfig()
         oidc = None
         if auth.oidc is not None:  # the secret is read now: a missing file fails the start
@@ -32,7 +33,8 @@ class WebServer(ServedInThread):
         policy = HostPolicy(host, allowed_hosts, port=self.server_address[1])
         self.web = Web(daemon, owner_token, people, limiter, policy, session_minutes, persons,
                        audit=audit, auth=auth, proxy=proxy, oidc=oidc)
-        self.serve(build_web_app(self.web), max_connections, lifespan="off", graceful_s=2)
+        self.serve(build_web_app(self.web), max_connections, lifespan="off", graceful_s=2,
+                   forwarded_allow=forwarded_allow)
 
     @property
     def url(self) -> str:

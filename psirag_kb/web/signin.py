@@ -74,6 +74,8 @@ class TokenSignIn:
             self.web.limiter.failed(peer)
             self.web.audited(None, "signin", peer, 401)  # never the token: it may be a typo of one
             return self.signin_form(request, 401, "That token is not accepted.", back)
+        # a new id at every sign-in; the one this browser held (maybe planted) ends now
+        self.web.sessions.close(request.cookies.get(COOKIE))
         session_id, _ = self.web.sessions.open(name, digest)
         self.web.audited(name, "signin", peer)
         response = RedirectResponse(back, 303)
@@ -203,6 +205,7 @@ class ProviderSignIn:
         if done is None or done[2] <= time.monotonic():
             return RedirectResponse("/signin", 303)
         name, back, _ = done
+        self.web.sessions.close(request.cookies.get(COOKIE))  # a new id at every sign-in
         session_id, _ = self.web.sessions.open(name, None, "oidc")
         self.web.audited(name, "signin oidc", client(request))
         response = RedirectResponse(back, 303)

@@ -29,6 +29,7 @@ from psirag_kb.people import MyTokens, People, SignInRefused
 from psirag_kb.search.retrieval import MODES
 from psirag_kb.serving.audit import AuditLog
 from psirag_kb.serving.auth import FailureLimiter, HostPolicy, PersonLimiter
+from psirag_kb.serving.peers import client_address, socket_peer
 from psirag_kb.web.render import excerpt, file_name, highlight, title, where
 from psirag_kb.web.sessions import Session, Sessions
 
@@ -111,8 +112,8 @@ class Web:
         header); SignInRefused when their groups grant nothing."""
         if self.proxy is None:
             return None
-        access = self.proxy.access(request.client.host if request.client else None,
-                                   request.headers)
+        # judged on the socket's address, never one a reverse proxy forwarded
+        access = self.proxy.access(socket_peer(request.scope), request.headers)
         if access is None:
             return None
         csrf = hmac.new(self.secret, access.name.encode(), "sha256").hexdigest()
@@ -204,8 +205,9 @@ class Web:
 
 
 def client(request: Request) -> str:
-    """The address a request came from ("?" when unknown)."""
-    return request.client.host if request.client else "?"
+    """The address a request came from: the socket's, or the client an allowed reverse proxy
+    forwarded ("?" when unknown)."""
+    return client_address(request.scope)
 
 
 def asked(request: Request) -> str:

@@ -97,8 +97,10 @@ class TokenAPI:
         in X-CSRF-Token (never cross-site), or a person's token as Bearer."""
         entry = by_method.get(request.method)
         if entry is None:
-            return answered(mytokens.not_allowed(request.method, request.url.path,
-                                                 by_method))
+            refused = answered(mytokens.not_allowed(request.method, request.url.path,
+                                                    by_method))
+            refused.headers["Allow"] = ", ".join(sorted(by_method))
+            return refused
         origin = request.headers.get("origin")
         if request.headers.get("sec-fetch-site") == "cross-site" or not \
                 self.web.policy.origin_allowed(origin, request.headers.get("host")):

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,9 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from psirag_kb.access import Access
 from psirag_kb.errors import KBError, NodeNotFound
 from psirag_kb.search.retrieval import MODES
+from psirag_kb.serving.activity import progress, series
+from psirag_kb.web.mapdraw import COLOURINGS, Drawing, area_id, label_of, short
+from psirag_kb.web.plots import chart, duration, legend
 from psirag_kb.web.render import file_name, shaped
 from psirag_kb.web.sessions import Session
 from psirag_kb.web.site import MAX_QUERY_CHARS, Web, WebError
@@ -163,11 +167,51 @@ class Views:
         node = await self.web.call(lambda: self.web.daemon.node(node_id, access=access))
         return self.web.render(request, "tree.html", session=session, node=node)
 
+    async def map(self, request: Request, session: Session, access: Access) -> Response:
+        """GET /map?node=&chunk=&colour=: the topic map of a node (the root by default) as far
+        as the person may read, a passage's area and path marked (`chunk`)."""
+        params = request.query_params
+        node_id = number(params["node"], "topic") if params.get("node") else None
+        chunk_id = number(params["chunk"], "passage") if params.get("chunk") else None
+        colouring = params.get("colour") or "folder"
+        if colouring not in COLOURINGS:
+            raise WebError(400, f"unknown colouring {colouring!r}; choose one of "
+                           f"{', '.join(COLOURINGS)}")
+        keep = {k: v for k, v in (("colour", "" if colouring == "folder" else colouring),
+                                  ("chunk", str(chunk_id or ""))) if v}
+        top = await self.web.call(lambda: self.web.daemon.topic_map(node_id, access=access))
+        path = await self.web.call(lambda: self.above(chunk_id, access)) if chunk_id else []
+        drawing = Drawing(top, colouring, self.folders(access), [n["id"] for n in path],
+                          keep=keep, passage=chunk_id if path else None)
+        return self.web.render(request, "map.html", session=session, top=top, path=path,
+                               chunk_id=chunk_id, drawing=drawing, colouring=colouring,
+                               at_top=node_id is None,
+                               keep=keep, label_of=label_of, area_id=area_id, short=short)
+
     async def status(self, request: Request, session: Session, access: Access) -> Response:
         """GET /status: files by state, problems and freshness, as far as the person may read."""
         status = await self.web.call(lambda: self.web.daemon.status(access=access))
+        activity = getattr(self.web.daemon, "activity", None)
+        drawn = activity_view(status, activity, time.time()) if access.everything and \
+            activity is not None else None
         return self.web.render(request, "status.html", session=session, info=status,
-                               everything=access.everything)
+                               everything=access.everything, activity=drawn)
+
+
+def activity_view(status: dict[str, Any], activity: Any, now: float) -> dict[str, Any]:
+    """The daemon's last hour as charts, and its long jobs with their progress."""
+    samples = activity.history()
+    drawn = series(samples)
+    routes = drawn["routes"]
+    return {
+        "charts": [chart("Ingest", {"chunks/s": drawn["ingest"]}, now, "chunks/s"),
+                   chart("Writer queue", {"tasks": drawn["writer_queue"]}, now, "tasks"),
+                   chart("Query latency", {"mean": drawn["latency_ms"]}, now, "ms"),
+                   chart("Requests by route", routes, now, "/min")],
+        "routes": legend(list(routes)),
+        "jobs": [job | {"left": duration(job.get("eta_s"))} for job in
+                 progress(status, activity.running_jobs(), samples, now)],
+    }
 
 
 def number(raw: str, what: str, signed: bool = False) -> int:

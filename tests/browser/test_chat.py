@@ -85,9 +85,11 @@ def test_a_chat_turn_with_an_llm_links_its_citations(page: Any, team: dict[str, 
     assert "In spring" in turn.locator(".answer-text").inner_text()
     link = turn.locator(".answer-text a.cite").first
     number = link.inner_text().strip("[]")
-    cited = turn.locator(f"#turn-1-cite-{number} a")
+    cited = turn.locator(f"#turn-1-cite-{number} a[href^='/source/']")  # not "on the map"
     assert link.get_attribute("href") == cited.get_attribute("href")
     assert "apples.md" in cited.inner_text()
+    on_map = turn.locator(f"#turn-1-cite-{number} a.on-map").get_attribute("href")
+    assert on_map == "/map?chunk=" + cited.get_attribute("href").rsplit("/", 1)[1]
     page.goto(page.url.split("#")[0])  # the stored answer, reopened (LLM off by now)
     assert "In spring" in page.locator("article.turn .answer-text").first.inner_text()
     page.locator("article.turn .answer-text a.cite").first.click()

@@ -98,6 +98,7 @@ def test_backup_during_a_burst_restores_the_knowledge_base_at_its_generation(
     for n in range(20):
         (docs / f"n{n:03d}.md").write_text(note(n))
     config = watching(Config().with_data_dir(tmp_path / "data"), docs, 0.2)
+    config = config.replace("backup", dir=str(tmp_path / "named"), every_hours=0.0)
     daemon = Daemon(config, embedder=minilm)
     daemon.start()
     recorded: dict[str, Any] = {}
@@ -124,11 +125,11 @@ def test_backup_during_a_burst_restores_the_knowledge_base_at_its_generation(
 
         manifest = kb.backup(tmp_path / "backup", then=record)
         # through the API as `psirag-kb backup` hands it over, while the burst goes on
-        status, via_api = api(daemon, "POST", "/api/backup", {"dest": str(tmp_path / "b2")})
+        status, via_api = api(daemon, "POST", "/api/backup", {"name": "b2"})
         assert status == 200, via_api
+        assert via_api["path"] == str(tmp_path / "named" / "b2")
         reader = daemon.people.add("bob", "reader", [str(docs)])
-        status, refused = api(daemon, "POST", "/api/backup",
-                              {"dest": str(tmp_path / "b3")}, token=reader)
+        status, refused = api(daemon, "POST", "/api/backup", {"name": "b3"}, token=reader)
         assert status == 403 and "admin" in refused["error"]
         writing.join()
         wait_for(lambda: kb.stores.store.chunk_count() == 20 + BURST, 600, "the whole burst")
@@ -168,7 +169,7 @@ def test_backup_during_a_burst_restores_the_knowledge_base_at_its_generation(
 
     # the API's backup restores as well, at its own generation
     second = tmp_path / "restored2"
-    assert main(["--data-dir", str(second), "restore", str(tmp_path / "b2")]) == 0
+    assert main(["--data-dir", str(second), "restore", str(tmp_path / "named" / "b2")]) == 0
     with KnowledgeBase(Config().with_data_dir(second), Counting(minilm)) as restored:
         assert restored.stores.store.generation == via_api["generation"]
         assert restored.stores.store.chunk_count() == via_api["chunks"]

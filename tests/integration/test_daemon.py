@@ -216,7 +216,8 @@ def test_a_token_is_generated_once_and_required_on_loopback(config: Config, docs
         assert len(token) >= 32 and token_file.stat().st_mode & 0o777 == 0o600
         assert running.api.token == token
         assert api(running, "GET", "/api/status", token="")[0] == 401
-        assert api(running, "GET", "/api/health", token="") == (200, {"ok": True})
+        assert api(running, "GET", "/api/health", token="") == (200, {"ok": True,
+                                                                      "state": "serving"})
         assert api(running, "GET", "/api/status", token=token)[0] == 200
     finally:
         running.stop()

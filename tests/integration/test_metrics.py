@@ -42,7 +42,10 @@ def value(samples: dict[Any, float], name: str, **labels: str) -> float | None:
 
 
 def test_metrics_parse_and_count_requests_by_route_pattern(tmp_path: Path) -> None:
-    with serving_notes(tmp_path, NOTES, "still shallow") as (daemon, docs):
+    def backups(config: Any, _docs: Path) -> Any:
+        return config.replace("backup", dir=str(tmp_path / "backups"), every_hours=0.0)
+
+    with serving_notes(tmp_path, NOTES, "still shallow", backups) as (daemon, docs):
         for chunk in (123456, 654321):  # two raw paths, one route
             assert api(daemon, "GET", f"/api/chunk/{chunk}")[0] == 404
         assert api(daemon, "GET", "/no/such/thing")[0] == 404
@@ -68,7 +71,7 @@ def test_metrics_parse_and_count_requests_by_route_pattern(tmp_path: Path) -> No
                      route="/api/query") >= 2
         assert value(samples, "psirag_writer_queue") is not None
         assert value(samples, "psirag_backup_last_timestamp_seconds") is None  # none taken
-        status, taken = api(daemon, "POST", "/api/backup", {"dest": str(tmp_path / "b")})
+        status, taken = api(daemon, "POST", "/api/backup", {"name": "b"})
         assert status == 200, taken
         _, samples = scrape(daemon)
         assert value(samples, "psirag_backup_last_bytes") == taken["bytes"]
@@ -87,7 +90,7 @@ def test_a_monitor_reads_metrics_and_health_and_nothing_else(tmp_path: Path) -> 
         for method, path, body in (("GET", "/api/status", None), ("GET", "/api/tree", None),
                                    ("POST", "/api/query", {"text": "pike"}),
                                    ("GET", "/api/chunk/1", None),
-                                   ("POST", "/api/backup", {"dest": str(tmp_path / "x")})):
+                                   ("POST", "/api/backup", {"name": "x"})):
             status, answer = api(daemon, method, path, body, token=monitor)
             assert status == 403 and "monitor" in answer["error"], (path, answer)
         request = urllib.request.Request(daemon.api.url + "/mcp", data=b"{}", method="POST")
@@ -103,7 +106,8 @@ def test_a_monitor_reads_metrics_and_health_and_nothing_else(tmp_path: Path) -> 
 def test_ready_is_503_while_an_index_is_rebuilt(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     with serving_notes(tmp_path, NOTES, "still shallow") as (daemon, docs):
-        assert api(daemon, "GET", "/api/ready", token="") == (200, {"ready": True})
+        assert api(daemon, "GET", "/api/ready", token="") == (200, {"ready": True,
+                                                                    "state": "serving"})
         release = threading.Event()
         rebuilding = threading.Event()
         original, original_apply = SparseIndex.rebuild, SparseIndex.apply
@@ -120,9 +124,11 @@ def test_ready_is_503_while_an_index_is_rebuilt(tmp_path: Path,
         monkeypatch.setattr(SparseIndex, "rebuild", slow_rebuild)
         (docs / "birds" / "tern.md").write_text("Terns fly from pole to pole every year.\n")
         wait_for(rebuilding.is_set, 30, "the BM25 rebuild")
-        status, body = api(daemon, "GET", "/api/ready", token="")
+        status, body = api(daemon, "GET", "/api/ready")
         assert status == 503 and body["ready"] is False
         assert any("bm25" in reason for reason in body["reasons"]), body
+        status, body = api(daemon, "GET", "/api/ready", token="")  # a stranger: the word
+        assert status == 503 and body == {"ready": False, "state": "rebuilding"}
         assert api(daemon, "GET", "/api/health", token="")[0] == 200  # liveness stays 200
         _, samples = scrape(daemon)
         assert value(samples, "psirag_index_ok", index="bm25", state="stale") == 0

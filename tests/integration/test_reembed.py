@@ -1,6 +1,7 @@
 """A new embedding model without downtime: MiniLM -> the static model `distill` makes -> MiniLM,
 with questions answered and an edited file indexed during the reembed; a stop and resume in the
-middle; a cancel (real models, DuckDB, Tantivy, hnswlib)."""
+middle; a cancel; over the API only a model's name or a folder inside [embedding] models_dir
+(real models, DuckDB, Tantivy, hnswlib)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import numpy as np
 import pytest
 from daemon_helpers import wait_for
 
-from psirag_kb.config import EmbeddingConfig
+from psirag_kb.config import Config, EmbeddingConfig
 from psirag_kb.ingest import reembed as reembed_module
 from psirag_kb.ingest.distill import distill_static
 from psirag_kb.ingest.embedding import SentenceTransformerEmbedder
+from psirag_kb.ingest.reembed import Reembed
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.storage import reembedding
 from psirag_kb.storage.records import indexed_text
@@ -105,6 +107,12 @@ def has_new_column(kb: KnowledgeBase) -> bool:
     return bool(kb.stores.store.db.cursor().execute(
         "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'chunks' AND column_name = ?",
         [reembedding.COLUMN]).fetchone()[0])
+
+
+def in_models_dir(config: Config, model: SentenceTransformerEmbedder) -> Config:
+    """`config` whose [embedding] models_dir holds `model`'s folder (the daemon loads a folder
+    only from there)."""
+    return config.replace("embedding", models_dir=str(Path(model.name).parent))
 
 
 def top_path(kb: KnowledgeBase, text: str, mode: str = "dense") -> str:
@@ -223,7 +231,8 @@ def test_the_daemon_reembeds_there_and_back_while_20_clients_query_and_a_file_ch
     folder = tmp_path / "notes"
     write_notes(folder)
     monkeypatch.delenv("PSIRAG_KB_TOKEN", raising=False)
-    daemon = Daemon(watching(config, folder, 0.2), embedder=minilm)
+    config = in_models_dir(watching(config, folder, 0.2), static_model)
+    daemon = Daemon(config, embedder=minilm)
     daemon.start()
     stop, errors, answered = threading.Event(), [], [0]
 
@@ -291,7 +300,7 @@ def test_a_daemon_stopped_mid_reembed_resumes_it_at_start(config, minilm, static
     folder = tmp_path / "notes"
     write_notes(folder)
     monkeypatch.delenv("PSIRAG_KB_TOKEN", raising=False)
-    config = watching(config, folder, 0.2)
+    config = in_models_dir(watching(config, folder, 0.2), static_model)
     daemon = Daemon(config, embedder=minilm)
     daemon.start()
     try:
@@ -462,3 +471,61 @@ def test_a_reembed_begun_with_the_side_table_resumes_from_its_rows(
         right_vectors(kb, static_model)
         assert kb.stores.store.db.cursor().execute(
             "SELECT count(*) FROM reembed_vectors").fetchone() == (0,)
+
+
+def test_over_the_api_a_model_is_a_name_or_a_folder_inside_models_dir(
+        config, minilm, static_model, tmp_path, monkeypatch, capsys) -> None:
+    import shutil
+
+    from daemon_helpers import api, watching
+
+    from psirag_kb.cli import main
+    from psirag_kb.service.daemon import Daemon
+
+    outside = Path(static_model.name)  # in pytest's cache
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "escape").symlink_to(outside)
+    folder = tmp_path / "notes"
+    write_notes(folder, 6)
+    monkeypatch.delenv("PSIRAG_KB_TOKEN", raising=False)
+    config = watching(config, folder, 0.2)
+
+    def unchanged(daemon: Daemon) -> None:
+        status = api(daemon, "GET", "/api/status")[1]
+        assert status["model"] == minilm.name and "reembed" not in status
+        assert Reembed.pending(daemon.kb.stores) is None and not has_new_column(daemon.kb)
+
+    daemon = Daemon(config, embedder=minilm)  # no models_dir: names only
+    daemon.start()
+    try:
+        wait_for(lambda: daemon.kb.stores.dense.count == 6, timeout=120, what="the notes")
+        code, body = api(daemon, "POST", "/api/reembed", {"model": str(outside)})
+        assert code == 409 and "[embedding] models_dir = " in body["error"], body
+        unchanged(daemon)
+    finally:
+        daemon.stop()
+    daemon = Daemon(config.replace("embedding", models_dir=str(models)), embedder=minilm)
+    daemon.start()
+    try:
+        for model in (str(outside), "escape", str(models / "escape"), "./escape/",
+                      f"{models}/../{outside.name}", "../data"):
+            code, body = api(daemon, "POST", "/api/reembed", {"model": model})
+            assert code == 400 and "not a folder inside [embedding] models_dir" in body["error"], (
+                model, body)
+            unchanged(daemon)
+        capsys.readouterr()
+        assert main(["--data-dir", str(config.data_dir), "reembed", "--model", str(outside)]) == 1
+        assert "place (copy) it there" in capsys.readouterr().err  # the command at the shell
+        unchanged(daemon)
+        shutil.copytree(outside, models / "static")  # placed by the operator
+        inside = str((models / "static").resolve())
+        for model, now in (("static", inside), (minilm.name, minilm.name)):  # and back by name
+            code, body = api(daemon, "POST", "/api/reembed", {"model": model})
+            assert code == 200 and body["model"] == now, body
+            wait_for(lambda n=now: daemon.kb.reembedding.state in ("done", "failed")
+                     and daemon.kb.status()["model"] == n, timeout=300, what="the switch")
+            assert daemon.kb.reembedding.state == "done", daemon.kb.reembedding.error
+            right_vectors(daemon.kb, static_model if model == "static" else minilm)
+    finally:
+        daemon.stop()

@@ -86,13 +86,25 @@ class Starter:
 
 
 def assert_refused_while(url: str, token: str, state: str, words: str) -> None:
-    """Health 200 with `state`; ready, status, query and /v1 503 naming `words`."""
-    status, _, health = get(url, "/api/health")
-    assert status == 200 and health["ok"] is True and health["state"] == state, health
+    """A stranger: health 200 and ready 503 with the state word only, 401 on every other route
+    (OpenAI's shape on /v1). The admin token: the reason on health and ready, 503 naming
+    `words` on status, query and /v1."""
+    status, headers, health = get(url, "/api/health")
+    assert status == 200 and health == {"ok": True, "state": state}, health
+    assert headers.get("Retry-After") == "5"
     status, headers, ready = get(url, "/api/ready")
+    assert status == 503 and ready == {"ready": False, "state": state}, ready
+    assert headers.get("Retry-After") == "5"
+    for path, body in (("/api/status", None), ("/api/query", {"text": "fish"})):
+        status, _, refused = get(url, path, "", body)
+        assert status == 401 and "bearer token" in refused["error"], (path, refused)
+    status, _, refused = get(url, "/v1/models")
+    assert status == 401 and refused["error"]["type"] == "authentication_error", refused
+    status, _, health = get(url, "/api/health", token)
+    assert status == 200 and health["state"] == state and words in health["reason"], health
+    status, headers, ready = get(url, "/api/ready", token)
     assert status == 503 and ready["ready"] is False and ready["state"] == state, ready
     assert any(words in reason for reason in ready["reasons"]), ready
-    assert headers.get("Retry-After") == "5"
     for path, body in (("/api/status", None), ("/api/query", {"text": "fish"})):
         status, _, refused = get(url, path, token, body)
         assert status == 503 and words in refused["error"], (path, refused)
@@ -188,7 +200,8 @@ def test_a_daemon_started_beside_a_restore_waits_for_it_answering_503_then_serve
     restoring.start()
     wait_for(copying.is_set, 60, "the restore's copy")
     port = free_port()
-    config = watching(target, tmp_path / "docs", 0.2).replace("api", port=port)
+    token = "restore-test-token-" + "r" * 32  # the admin's, while api.token is being restored
+    config = watching(target, tmp_path / "docs", 0.2).replace("api", port=port, token=token)
     daemon = Daemon(config, embedder=fake_embedder)
     starter = Starter(daemon)
     try:
@@ -196,14 +209,20 @@ def test_a_daemon_started_beside_a_restore_waits_for_it_answering_503_then_serve
         wait_for(lambda: (config.data_dir / STARTING_FILE).exists() or starter.failed, 60,
                  "the starting daemon")
         assert (config.data_dir / RESTORING).exists()
-        assert_refused_while(url, "", "restoring", "a restore (pid")
+        assert_refused_while(url, token, "restoring", "a restore (pid")
         release.set()
         restoring.join(120)
         starter.join()
         wait_for(lambda: get(url, "/api/ready")[0] == 200, 60, "ready after the restore")
-        token = (config.data_dir / "api.token").read_text().strip()  # the restored token
         status, _, shown = get(url, "/api/status", token)
         assert status == 200 and shown["chunks"] == len(NOTES), shown
+        # serving: a stranger still learns only the state word
+        assert get(url, "/api/health")[2] == {"ok": True, "state": "serving"}
+        assert get(url, "/api/ready")[2] == {"ready": True, "state": "serving"}
+        status, _, refused = get(url, "/api/status")
+        assert status == 401 and "bearer token" in refused["error"]
+        status, _, refused = get(url, "/v1/models")
+        assert status == 401 and refused["error"]["code"] == "invalid_api_key"
     finally:
         release.set()
         starter.thread.join(300)

@@ -197,11 +197,20 @@ def test_a_foreign_tree_node_is_answered_as_a_missing_one(team: Team) -> None:
         assert json.dumps(answer).replace(str(number), "N") == expected
 
 
-def test_health_shows_a_person_no_server_path(team: Team) -> None:
-    for person in READS:
+def test_health_shows_the_pid_to_an_admin_or_a_monitor_and_a_path_to_no_person(
+        team: Team) -> None:
+    for person in READS:  # readers and editors, as strangers: the state word
         status, health = as_(team, person, "GET", "/api/health")
-        assert status == 200 and health["ok"] and "pid" in health
+        assert status == 200 and health == {"ok": True, "state": "serving"}
+    assert api(team.daemon, "GET", "/api/health", token="")[1] == {"ok": True,
+                                                                    "state": "serving"}
+    monitor = team.daemon.people.add("mo", "monitor", [])
+    try:
+        status, health = api(team.daemon, "GET", "/api/health", token=monitor)
+        assert status == 200 and "pid" in health
         assert str(team.data_dir) not in json.dumps(health)
+    finally:
+        team.daemon.people.revoke("mo")
     assert api(team.daemon, "GET", "/api/health")[1]["data_dir"] == str(team.data_dir)
 
 

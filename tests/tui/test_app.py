@@ -111,16 +111,16 @@ async def test_modes_agent_and_summarize(app: PsiragApp, client: FakeClient) -> 
         assert "[1] /docs/python/memory.md:3-9 (chunk 11)" in shown
         assert len(options(app)) == 1
         client.agent = {"query": "memory", "mode": "agent", "results": []}
-        await pilot.press("enter")
+        await pilot.press("up", "enter")  # the box is empty once asked: up brings it back
         await until(pilot, lambda: "does not support agent mode" in text_of(answer))
         await pilot.press("ctrl+n")
         assert mode.value == "summarize"
-        await pilot.press("enter")
+        await pilot.press("up", "enter")
         await until(pilot, lambda: "node 90: reference counting" in text_of(answer))
         assert "No summary  (no_llm)" in text_of(answer)
         assert ("query", ("memory", None, True)) in client.calls
         await pilot.press("ctrl+n")
-        await pilot.press("enter")
+        await pilot.press("up", "enter")
         await until(pilot, lambda: not answer.display)
 
 
@@ -273,5 +273,5 @@ async def test_a_query_note_shows_in_the_banner(app: PsiragApp, client: FakeClie
         await until(pilot, lambda: banner.display)
         assert "the tree is rebuilding" in text_of(banner)
         client.query = real  # type: ignore[method-assign]
-        await pilot.press("enter")
+        await pilot.press("up", "enter")
         await until(pilot, lambda: not banner.display)

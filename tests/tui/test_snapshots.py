@@ -60,3 +60,20 @@ def test_status_screen(snap_compare) -> None:
         await until(pilot, lambda: "Jobs" in str(status.render()))
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_conversation_screen(snap_compare) -> None:
+    from .test_conversation import TalkingClient
+
+    app = make_app(TalkingClient())
+
+    async def run_before(pilot: Any) -> None:
+        shown = app.screen.query_one("#conversation", Static)
+        for question in ("memory management", "how do they free cycles"):
+            await pilot.click("#query")
+            await pilot.press(*["space" if c == " " else c for c in question], "enter")
+            await until(pilot, lambda q=question: q in str(shown.render())
+                        and "asking" not in str(shown.render()))
+        await pilot.press(*"what", "space", *"next")  # typed into the empty box
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -164,7 +164,8 @@ def test_kb_errors_are_400_and_bugs_500_without_killing_the_server(api) -> None:
 
 def test_token_required_on_every_route_but_health_on_loopback(api) -> None:
     server, _ = api
-    assert call(server, "GET", "/api/health", headers={}) == (200, {"ok": True})
+    assert call(server, "GET", "/api/health", headers={}) == (200, {"ok": True,
+                                                                     "state": "serving"})
     assert call(server, "GET", "/api/health")[1] == {"ok": True, "pid": 1}
     for path in ("/api/status", "/api/tree", "/api/nowhere", "/mcp", "/api/chunk/5"):
         status, body = call(server, "GET", path, headers={})

@@ -37,6 +37,9 @@ def test_unknown_key_is_named(tmp_path):
         ({"ingest": {"follow_external_links": "yes"}}, "true or false"),
         ({"watch": {"folders": "docs"}}, "list of path strings"),
         ({"retrieval": {"k": 0}}, "must be positive"),
+        ({"api": {"forwarded_allow": ["nginx.local"]}}, "is not an address or network"),
+        ({"api": {"forwarded_allow": ["*"]}}, "is not an address or network"),
+        ({"auth": {"proxy": {"trusted": ["10.0.0.0/33"]}}}, "is not an address or network"),
     ],
 )
 def test_bad_values_are_explained(tmp_path, data, message):

@@ -16,6 +16,7 @@ from psirag_kb.ingest.report import IngestReport
 from psirag_kb.service.watcher import FolderWatcher
 
 QUIET = 0.3
+OPEN = 30.0
 
 
 class RecordingKB:
@@ -87,29 +88,105 @@ def ingested(kb: RecordingKB) -> list[str]:
     return [p for batch in kb.of("ingest") for p in batch]
 
 
-def test_writes_coalesce_into_one_ingest_after_the_quiet_period(tmp_path: Path,
-                                                                  monkeypatch) -> None:
-    clock = ManualClock()  # the watcher's quiet period runs on this clock, moved by hand
+@pytest.fixture
+def frozen(tmp_path: Path, monkeypatch) -> Iterator[tuple[FolderWatcher, RecordingKB, Path,
+                                                          ManualClock]]:
+    """A watcher whose clock moves only by hand: a quiet period never ends by itself."""
+    clock = ManualClock()
     monkeypatch.setattr(f"{FolderWatcher.__module__}.time", clock)
     folder = tmp_path / "docs"
     folder.mkdir()
     kb = RecordingKB()
-    watcher = FolderWatcher(kb, [folder], QUIET, tmp_path / "docs" / ".data")
+    watcher = FolderWatcher(kb, [folder], QUIET, tmp_path / "docs" / ".data", open_wait_s=OPEN)
+    watcher.start()
+    yield watcher, kb, folder, clock
+    watcher.stop()
+
+
+def test_a_file_closed_by_its_writer_is_read_at_once(frozen) -> None:
+    watcher, kb, folder, clock = frozen
+    note = folder / "note.md"
+    note.write_text("written and closed")
+    wait_for(lambda: str(note) in ingested(kb), what="read on its close")
+    assert watcher.queue_size == 0
+
+
+def test_writes_through_an_open_file_are_one_read_at_its_close(frozen) -> None:
+    watcher, kb, folder, clock = frozen
+    target = folder / "a.md"
+    with target.open("w") as handle:
+        for n in range(5):  # five writes 50 ms apart on the watcher's clock, the file open
+            handle.write(f"part {n}\n")
+            handle.flush()
+            clock.now += 0.05
+        # inotify reports in order: once a note closed after them is read, every event of the
+        # five writes has been handled
+        (folder / "later.md").write_text("written after the five")
+        wait_for(lambda: str(folder / "later.md") in ingested(kb))
+        clock.now += QUIET + 0.05  # past the quiet period of the last write
+        wait_for(lambda: watcher.held_open() == [target], what="a.md held for its close")
+        assert str(target) not in ingested(kb)  # half-written: never read
+    wait_for(lambda: str(target) in ingested(kb) and watcher.queue_size == 0)
+    assert ingested(kb).count(str(target)) == 1
+
+
+def test_a_file_kept_open_is_read_after_the_open_wait_and_again_at_its_close(frozen) -> None:
+    watcher, kb, folder, clock = frozen
+    log_file = folder / "service.log"
+    with log_file.open("w") as handle:
+        handle.write("started\n")
+        handle.flush()
+        (folder / "marker.md").write_text("after the first write")
+        wait_for(lambda: str(folder / "marker.md") in ingested(kb))
+        clock.now += QUIET + 0.05
+        wait_for(lambda: watcher.held_open() == [log_file])
+        clock.now += OPEN  # its writer kept it open this long: read as it is
+        wait_for(lambda: str(log_file) in ingested(kb), what="read after the open wait")
+        assert watcher.held_open() == []
+    wait_for(lambda: ingested(kb).count(str(log_file)) == 2, what="read again when closed")
+
+
+def test_a_file_renamed_into_place_is_read_at_once(frozen, tmp_path: Path) -> None:
+    watcher, kb, folder, clock = frozen
+    temporary = folder / "note.md.tmp"  # an ignored name: the editor's temp file
+    temporary.write_text("saved by an editor")
+    os.replace(temporary, folder / "note.md")
+    outside = tmp_path / "downloaded.md"  # moved in from outside the watched folder
+    outside.write_text("moved in")
+    os.rename(outside, folder / "downloaded.md")
+    wait_for(lambda: {str(folder / "note.md"), str(folder / "downloaded.md")}
+             <= set(ingested(kb)), what="both read without a quiet period")
+    assert str(temporary) not in ingested(kb)
+
+
+def test_a_file_changed_while_it_is_read_is_read_again(tmp_path: Path, monkeypatch) -> None:
+    clock = ManualClock()
+    monkeypatch.setattr(f"{FolderWatcher.__module__}.time", clock)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    target = folder / "a.md"
+
+    class ChangingKB(RecordingKB):
+        """Its first read of a.md sees the file change underneath with no write event (only
+        its mtime moves, as after an edit through a memory map)."""
+
+        def ingest(self, paths: list[Path], progress: Callable | None = None,
+                   keep_vanished: bool = False) -> IngestReport:
+            report = super().ingest(paths, progress, keep_vanished)
+            if ingested(self).count(str(target)) == 1:
+                stat = target.stat()
+                os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+            return report
+
+    kb = ChangingKB()
+    watcher = FolderWatcher(kb, [folder], QUIET, tmp_path / ".data")
     watcher.start()
     try:
-        target = folder / "a.md"
-        for n in range(5):  # five writes 50 ms apart on the watcher's clock
-            target.write_text(f"version {n}")
-            clock.now += 0.05
-        # inotify reports in order: once a note written after them is queued too, every event
-        # of the five writes has been handled
-        (folder / "later.md").write_text("written after the five")
-        wait_for(lambda: watcher.queue_size == 2, what="a.md and later.md queued")
-        assert kb.calls == []  # within the quiet period nothing is ingested
-        clock.now += QUIET + 0.05  # past the quiet period of the last event
-        wait_for(lambda: str(target) in ingested(kb) and watcher.queue_size == 0)
-        assert ingested(kb).count(str(target)) == 1
-        assert str(folder / "later.md") in ingested(kb)
+        target.write_text("first")
+        wait_for(lambda: str(target) in ingested(kb) and watcher.queue_size == 1,
+                 what="queued again after its first read")
+        clock.now += QUIET + 0.05
+        wait_for(lambda: ingested(kb).count(str(target)) == 2, what="read again")
     finally:
         watcher.stop()
 

@@ -55,3 +55,17 @@ def test_the_pages_token_api_answers_as_the_apis(tmp_path: Path) -> None:
                if line["action"].startswith("token")]
     assert changes[0] == ("dee", "token make", "ci")
     assert ("dee", "token revoke", "ci") in changes
+
+
+def test_a_method_a_page_path_does_not_serve_is_405_naming_those_it_does(
+        tmp_path: Path) -> None:
+    client, _, _ = page(tmp_path)
+    served = {"/": "GET, HEAD", "/signin": "GET, HEAD, POST", "/tokens": "GET, HEAD, POST",
+              "/chat": "GET, HEAD, POST", "/chat/c1": "GET, HEAD, POST", "/signout": "POST",
+              "/api/me/tokens": "GET, POST", "/api/me/tokens/ci": "DELETE"}
+    for path, allowed in served.items():
+        for method in ("OPTIONS", "TRACE", "FOO", "PUT"):
+            refused = client.request(method, path)
+            assert refused.status_code == 405, (method, path)
+            named = set(refused.headers["allow"].split(", "))
+            assert named == set(allowed.split(", ")), (method, path)

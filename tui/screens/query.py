@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Header, Input, OptionList, Select, Static
@@ -35,9 +35,15 @@ class QueryScreen(KBScreen):
         """The stored conversation the next question continues (None: a new one)."""
         self.turns: list[dict[str, Any]] = []
         """The conversation's turns so far, as shown above the answer."""
+        self.asking = ""
+        """The question asked and not answered yet (shown after the turns)."""
+        self.last = ""
+        """The last question asked (up in the empty box brings it back)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
+        with VerticalScroll(id="talk", classes="-empty"):  # the turns above the box, as a chat
+            yield Static(id="conversation", classes="-empty")
         with Horizontal(id="bar"):
             yield Input(placeholder="Ask or search, then enter", id="query")
             yield Select([(m, m) for m in MODES], value=MODES[0], allow_blank=False, id="mode")
@@ -45,7 +51,6 @@ class QueryScreen(KBScreen):
         with Horizontal(id="body"):
             yield OptionList(id="results")
             with VerticalScroll(id="detail"):
-                yield Static(id="conversation", classes="-empty")
                 yield Static(id="answer", classes="-empty")
                 yield Static(id="treepath")
                 yield Static("Type a query and press enter.", id="chunk")
@@ -76,6 +81,9 @@ class QueryScreen(KBScreen):
         if not text:
             return
         mode = str(self.query_one("#mode", Select).value)
+        event.input.value = ""  # asked: a follow-up typed at once starts afresh
+        self.asking = self.last = text
+        self.show_conversation()
         self.query_one("#results", OptionList).loading = True
         self.steps = []
         if mode == "agent":
@@ -115,7 +123,8 @@ class QueryScreen(KBScreen):
         if result.get("conversation"):
             self.conversation = str(result["conversation"])
             self.turns.append(fmt.turn_entry(message.text, result))
-            self.query_one("#query", Input).value = ""  # ready for the follow-up
+        if self.asking == message.text:
+            self.asking = ""
         self.show_conversation()
         if result.get("note") and not self.app.problem:  # e.g. the tree is rebuilding
             self.query_one(Banner).say(str(result["note"]), "info")
@@ -148,6 +157,11 @@ class QueryScreen(KBScreen):
             message.prevent_default()
             return
         self.query_one("#results", OptionList).loading = False
+        box = self.query_one("#query", Input)
+        if self.asking and not box.value:  # back in the box, to ask again
+            box.value = self.asking
+        self.asking = ""
+        self.show_conversation()
         if message.what.startswith("agent"):
             message.error += " (agent mode needs the agent API and an LLM)"
 
@@ -188,8 +202,20 @@ class QueryScreen(KBScreen):
     def show_conversation(self) -> None:
         """The conversation's turns above the answer (the last one's query searched)."""
         shown = self.query_one("#conversation", Static)
-        shown.update(fmt.conversation_text(self.turns))
-        shown.set_class(not self.turns, "-empty")
+        shown.update(fmt.conversation_text(self.turns, self.asking))
+        empty = not self.turns and not self.asking
+        shown.set_class(empty, "-empty")
+        talk = self.query_one("#talk", VerticalScroll)
+        talk.set_class(empty, "-empty")
+        talk.scroll_end(animate=False)
+
+    def on_key(self, event: events.Key) -> None:
+        """Up in the empty query box: the last question again (to ask it in another mode)."""
+        box = self.query_one("#query", Input)
+        if event.key == "up" and box.has_focus and not box.value and self.last:
+            box.value = self.last
+            box.cursor_position = len(self.last)
+            event.stop()
 
     # -- actions ----------------------------------------------------------------------------
 
@@ -197,6 +223,7 @@ class QueryScreen(KBScreen):
         """Forget the conversation: the next question starts a new one."""
         self.conversation = None
         self.turns = []
+        self.asking = ""
         self.show_conversation()
         self.query_one("#query", Input).value = ""
         self.query_one("#query", Input).focus()

@@ -9,6 +9,7 @@ from typing import Any
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Header, Static, Tree
 from textual.widgets.tree import TreeNode
 
@@ -51,7 +52,10 @@ class TreeScreen(KBScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Banner(id="banner", classes="-empty")
-        yield Tree("loading the tree…", id="tree")
+        with Horizontal(id="treebody"):
+            yield Tree("loading the tree…", id="tree")
+            with VerticalScroll(id="blockpane"):
+                yield Static("", id="blocks")
         yield Static("Expand a node with enter or space.", id="nodeinfo")
         yield Footer()
 
@@ -101,6 +105,8 @@ class TreeScreen(KBScreen):
         if target is tree.root:
             tree.move_cursor(tree.root)
             self.describe(target.data)
+        if tree.cursor_node is target:
+            self.draw_blocks(target)
 
     @on(Failed)
     def root_failed(self, message: Failed) -> None:
@@ -119,6 +125,25 @@ class TreeScreen(KBScreen):
     def highlighted(self, event: Tree.NodeHighlighted) -> None:
         if event.node.data:
             self.describe(event.node.data)
+        self.draw_blocks(event.node)
+
+    def draw_blocks(self, node: TreeNode) -> None:
+        """The children of the highlighted node once they are loaded (enter loads them), else
+        its siblings with it marked, as bars sized by passages."""
+        data = node.data or {}
+        shown, marked = node, None
+        if not (data.get("kind") == "node" and data.get("loaded") and data.get("children")):
+            shown, marked = node.parent or node, data.get("id")
+        children = (shown.data or {}).get("children") or []
+        blocks = self.query_one("#blocks", Static)
+        if not children:
+            blocks.update("")
+            return
+        width = max(20, self.query_one("#blockpane").size.width - 2)
+        title = node_label(shown.data).plain if shown.data else ""
+        title = title if len(title) <= width - 8 else title[: width - 9] + "…"
+        head = Text(f"below {title}\n", style="dim")
+        blocks.update(Text.assemble(head, fmt.blocks_text(children, width, marked)))
 
     def describe(self, data: dict[str, Any]) -> None:
         """The highlighted node's whole abstract (or chunk text) below the tree."""

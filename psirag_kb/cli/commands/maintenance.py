@@ -83,14 +83,20 @@ def _follow_reembed(status: Any, model: str) -> dict[str, Any]:
 
 
 def cmd_reembed(args: argparse.Namespace, config: Config) -> int:
-    """Start (or cancel) a reembed in the daemon when one runs, else here; follow it."""
+    """Start (or cancel) a reembed in the daemon when one runs, else here; follow it. The
+    daemon loads a model's name or a folder inside its [embedding] models_dir (it refuses any
+    other folder); here, with none running, a folder from anywhere."""
+    from psirag_kb.ingest.reembed import model_name
     from psirag_kb.service.client import remote_daemon, running_daemon
 
     if bool(args.model) == bool(args.cancel):
         raise KBError("give --model NAME_OR_PATH or --cancel")
-    daemon = remote_daemon(config) or running_daemon(config)
+    remote = remote_daemon(config)
+    daemon = remote or running_daemon(config)
     if daemon is not None:
-        started = daemon.reembed(args.model or "", cancel=args.cancel)
+        # a folder of this machine goes to the local daemon as its absolute path
+        model = model_name(args.model) if args.model and remote is None else args.model or ""
+        started = daemon.reembed(model, cancel=args.cancel)
         if args.cancel:
             print_report(started, args.json)
             return 0

@@ -47,6 +47,20 @@
     if (section) { stream(section); }
   }
 
+  // the topic map: the area under the pointer or the keyboard's focus described beside it
+  function describe(event) {
+    var area = event.target.closest ? event.target.closest(".topic-map a[data-node]") : null;
+    var panel = document.getElementById("map-detail");
+    if (!area || !panel) { return; }
+    var found = document.getElementById("detail-" + area.getAttribute("data-node"));
+    if (!found) { return; }
+    var copy = found.cloneNode(true);  // the server's escaped markup, copied as nodes
+    copy.removeAttribute("id");
+    panel.replaceChildren(copy);
+  }
+
+  document.addEventListener("focusin", describe);
+  document.addEventListener("mouseover", describe);
   document.addEventListener("DOMContentLoaded", start);
   document.addEventListener("htmx:afterSettle", start);
 })();
