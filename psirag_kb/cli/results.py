@@ -19,6 +19,8 @@ def print_results(result: dict[str, Any]) -> None:
         if len(text) > 300:
             text = text[:297] + "..."
         print(f"\n{item['rank']:>2}. [{item['score']:.3f}] {where}\n    {text}")
+        if item.get("also_in"):
+            print(f"    also in: {', '.join(place(copy) for copy in item['also_in'])}")
         if item.get("unavailable"):
             gone = item["unavailable"]
             print(f"    (unavailable since {local_time(gone.get('since'))}: "

@@ -20,6 +20,8 @@ from psirag_kb.config import Config
 from psirag_kb.errors import ChunkNotFound, KBError
 from psirag_kb.ingest.embedding import QueryEmbedder
 from psirag_kb.search.adjacent import MARGIN, MAX_DEPTH, merge_adjacent
+from psirag_kb.search.contents import below_their_text
+from psirag_kb.search.copies import fold_copies
 from psirag_kb.search.fusion import certain_hits, fuse
 from psirag_kb.search.multiround import auto_rank, multi_round
 from psirag_kb.search.overview import coverage_leaves, is_global, overview
@@ -256,8 +258,9 @@ class QueryEngine(OverStores):
             results = self._merged(text, mode, k or self.config.retrieval.k, scope)
         else:
             ranking = self.rank(text, mode, k or self.config.retrieval.k, scope)
-            results = [row | {"chunk_ids": [row["chunk_id"]]}
-                       for row in result_rows(ranking, self.store.hits(ranking.ids.tolist()))]
+            hits = self.store.hits(ranking.ids.tolist())
+            results = fold_copies([row | {"chunk_ids": [row["chunk_id"]]} for row in result_rows(
+                below_their_text(ranking, hits, text), hits)])
         result: dict[str, Any] = {"query": text, "mode": mode, "results": results}
         if shown is not None:
             result["overview"] = shown
@@ -307,14 +310,17 @@ class QueryEngine(OverStores):
         return result_rows(Ranking(order, np.ones(len(order), np.float32)), hits)
 
     def _merged(self, text: str, mode: str, k: int, scope: Scope | None) -> list[dict[str, Any]]:
-        """k results of touching hits merged (see `merge_adjacent`): ranks MARGIN x k chunks,
-        and twice as many again (up to MAX_DEPTH x k) while merging leaves fewer than k places."""
+        """k results of touching hits merged (see `merge_adjacent`), contents listings below
+        the text they point to and copies in other files folded into one result (see
+        `below_their_text`, `fold_copies`): ranks MARGIN x k chunks, and twice as many again
+        (up to MAX_DEPTH x k) while merging and folding leave fewer than k places."""
         vector = None if mode == "sparse" else self.embed_query(text)
         depth = k * MARGIN
         while True:
             ranking = self.rank(text, mode, depth, scope, vector=vector)
             hits = self.store.hits(ranking.ids.tolist())
-            results = merge_adjacent(result_rows(ranking, hits), hits, k)
+            rows = result_rows(below_their_text(ranking, hits, text), hits)
+            results = fold_copies(merge_adjacent(rows, hits, len(rows)))[:k]
             if len(results) >= k or len(ranking.ids) < depth or depth >= k * MAX_DEPTH:
                 return results
             depth *= 2

@@ -37,6 +37,16 @@ class Status(Reply):
     daemon: dict[str, Any] | None = None
 
 
+class Copy(Reply):
+    """Another file holding a passage found (the same manual as HTML and as PDF)."""
+
+    source: str
+    path: str | None = None
+    chunk_id: int
+    lines: list[int] | None = None
+    location: Location | None = None
+
+
 class Passage(Reply):
     """One passage found."""
 
@@ -47,6 +57,8 @@ class Passage(Reply):
     location: Location | None = None
     """Where it is in its document: a page, a slide, a sheet's rows, paragraphs under a
     heading... (None for a plain text file: see `lines`)."""
+    also_in: list[Copy] | None = None
+    """The other copies of this passage (other files holding the same text), when any."""
 
 
 class QueryResult(Reply):

@@ -7,6 +7,8 @@ from typing import Any, NotRequired
 
 from typing_extensions import TypedDict  # pydantic reads nested TypedDicts from here on 3.11
 
+from psirag_kb.locations import place
+
 SNIPPET_CHARS = 300
 MAX_PROBLEMS = 20
 NO_LLM = "no LLM is configured"
@@ -48,6 +50,8 @@ class Passage(TypedDict):
     snippet: str
     unavailable: NotRequired[str]
     """Set when the passage's folder vanished (an unmounted drive): since when, and why."""
+    also_in: NotRequired[list[str]]
+    """Other files holding the same passage (a manual as HTML and as PDF), with places."""
 
 
 class SearchResult(TypedDict):
@@ -179,6 +183,8 @@ def passage(item: dict[str, Any]) -> Passage:
     if gone:
         since = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(gone.get("since") or 0)))
         out["unavailable"] = f"since {since}: {gone.get('reason', '')}"
+    if item.get("also_in"):
+        out["also_in"] = [place(copy) for copy in item["also_in"]]
     return out
 
 

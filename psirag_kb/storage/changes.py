@@ -9,6 +9,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from psirag_kb.storage.contents import contents_score
 from psirag_kb.storage.records import FileChange
 
 
@@ -33,11 +34,12 @@ class ChangePlan:
 
     def add_chunks(self, change: FileChange, file_id: int) -> None:
         """The rows of a file's chunks (each has its id by now): a chunk with a vector is new,
-        one without keeps its row and moves."""
+        one without keeps its row and moves. A new chunk's contents score is taken here."""
         for chunk in change.chunks:
             row = (chunk.id, file_id, chunk.ordinal, chunk.source, chunk.start,
                    chunk.end, chunk.line_first, chunk.line_last, chunk.text, chunk.hash,
-                   chunk.location, chunk.context)
+                   chunk.location, chunk.context,
+                   0.0 if chunk.vector is None else contents_score(chunk.text))
             if chunk.vector is None:
                 self.kept_rows.append(row)
             else:
@@ -64,7 +66,7 @@ def write_plan(db: duckdb.DuckDBPyConnection, plan: ChangePlan, dim: int) -> Non
 def _columns(rows: list[tuple]) -> dict[str, np.ndarray]:
     """Column arrays for a registered relation of chunk rows."""
     names = ["id", "file_id", "ordinal", "source", "start_char", "end_char",
-             "line_first", "line_last", "text", "hash", "location", "context"]
+             "line_first", "line_last", "text", "hash", "location", "context", "contents"]
     columns = {}
     for index, name in enumerate(names):
         values = [row[index] for row in rows]
@@ -74,6 +76,8 @@ def _columns(rows: list[tuple]) -> dict[str, np.ndarray]:
             columns[name] = np.array(
                 [np.nan if v is None else v for v in values], dtype=np.float64
             )
+        elif name == "contents":
+            columns[name] = np.array(values, dtype=np.float32)
         else:
             columns[name] = np.array(values, dtype=np.int64)
     return columns
@@ -109,12 +113,12 @@ def insert_chunks(db: duckdb.DuckDBPyConnection, rows: list[tuple], vectors: lis
     try:
         db.execute(
             f"""INSERT INTO chunks (id, file_id, ordinal, source, start_char, end_char,
-                    line_first, line_last, text, hash, vector, location, context)
+                    line_first, line_last, text, hash, vector, location, context, contents)
                 SELECT id, file_id, ordinal, source,
                 CAST(start_char AS INTEGER), CAST(end_char AS INTEGER),
                 CAST(line_first AS INTEGER), CAST(line_last AS INTEGER), text, hash,
                 CAST(vector AS FLOAT[{dim}]), CAST(location AS VARCHAR),
-                CAST(context AS VARCHAR) FROM new_chunks"""
+                CAST(context AS VARCHAR), CAST(contents AS FLOAT) FROM new_chunks"""
         )
     finally:
         db.unregister("new_chunks")

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import numpy as np
 
 from psirag_kb import __version__
 from psirag_kb.errors import NewerDataError, StoreError
@@ -307,7 +308,41 @@ def _encodings(step: Step) -> None:
         step.db.execute("ALTER TABLE files ADD COLUMN encoding VARCHAR DEFAULT ''")
 
 
+CONTENTS_BATCH = 20_000
+"""Chunks scored per read while schema 9's step scores the chunks there are."""
+
+
+@migration(9, "contents scores")
+def _contents(step: Step) -> None:
+    """chunks.contents: the share of a chunk's lines that are contents or index entries
+    (`storage/contents.py`), scored here for every chunk there is (its text is read, nothing
+    is embedded again), then as each new chunk is stored."""
+    from psirag_kb.storage.contents import contents_score
+
+    db = step.db
+    if not step.has_column("chunks", "contents"):
+        step.drop_indexes("chunks")
+        db.execute("ALTER TABLE chunks ADD COLUMN contents FLOAT DEFAULT 0")
+    last = -1
+    while True:
+        rows = db.execute("SELECT id, text FROM chunks WHERE id > ? ORDER BY id LIMIT ?",
+                          [last, CONTENTS_BATCH]).fetchall()
+        if not rows:
+            return
+        last = rows[-1][0]
+        scored = [(i, score) for i, text in rows if (score := contents_score(text or ""))]
+        if scored:
+            db.register("scored_chunks", {
+                "id": np.array([i for i, _ in scored], np.int64),
+                "contents": np.array([s for _, s in scored], np.float32)})
+            try:
+                db.execute("UPDATE chunks SET contents = CAST(s.contents AS FLOAT) "
+                           "FROM scored_chunks s WHERE chunks.id = s.id")
+            finally:
+                db.unregister("scored_chunks")
+
+
 SCHEMA_VERSION = schema_version()
 """2: chunks.location. 3: chunks.context. 4: one row per files.path, meta.identity.
-5: conversations and turns. 6: meta.release. 7: reembed_vectors. 8: files.encoding (see each
-step's docstring)."""
+5: conversations and turns. 6: meta.release. 7: reembed_vectors. 8: files.encoding.
+9: chunks.contents (see each step's docstring)."""

@@ -119,6 +119,8 @@ class Hit:
     unavailable: dict[str, Any] | None = None
     """{"since": time, "reason": why} when the chunk's file is unavailable (its folder
     vanished), else None."""
+    contents: float = 0.0
+    """The share of the chunk's lines that are contents or index entries (`contents_score`)."""
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ TABLES: dict[str, str] = {
     "chunks": """id BIGINT, file_id BIGINT, ordinal INTEGER, source VARCHAR,
         start_char INTEGER, end_char INTEGER, line_first INTEGER, line_last INTEGER,
         text VARCHAR, hash VARCHAR, vector FLOAT[{dim}], location VARCHAR,
-        context VARCHAR DEFAULT ''""",
+        context VARCHAR DEFAULT '', contents FLOAT DEFAULT 0""",
     "nodes": """id BIGINT, parent BIGINT, layer INTEGER, ord INTEGER,
         vector FLOAT[{dim}], abstract VARCHAR, dirty BOOLEAN,
         abstract_vector FLOAT[{dim}], label VARCHAR""",
