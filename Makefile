@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint clean setup
+.PHONY: run test test-fast lint docs docs-serve clean setup
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -73,5 +73,14 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
+# the site: reference pages written from the code, then mkdocs-material into site/ (strict:
+# a broken link or a missing page fails); docs-serve rebuilds it as you edit
+docs: $(STAMP)
+	$(BIN)/python -m psirag_kb.cli.reference docs/reference
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
 clean:
-	rm -rf $(VENV) .psirag-data
+	rm -rf $(VENV) .psirag-data site

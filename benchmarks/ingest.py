@@ -1,4 +1,4 @@
-"""Embedding throughput and ingest time for a JSONL corpus (run by hand, into BENCHMARKS.md).
+"""Embedding throughput and ingest time for a JSONL corpus (run by hand, into docs/benchmarks/).
 
     .venv/bin/python benchmarks/ingest.py ../shared/data/2wiki_corpus/corpus.jsonl
 """

@@ -60,7 +60,8 @@ class IngestConfig:
     """Glob patterns (matched against each path component) that are never indexed."""
     extensions: tuple[str, ...] = ()
     """Suffixes read as a given kind whatever their content: ".log" (text), ".nfo=text",
-    ".inc=code", ".bak=skip" (never read). Kinds: EXTENSION_KINDS."""
+    ".inc=code", ".bak=skip" (never read). Kinds: text, markdown, rst, html, code, json, csv,
+    pdf, man, skip (EXTENSION_KINDS)."""
 
     @property
     def extension_kinds(self) -> dict[str, str]:
@@ -531,8 +532,11 @@ class GroupConfig:
     """One provider group: the role and the folders its members get."""
 
     name: str
+    """The group's name as the provider sends it ([auth.groups.NAME])."""
     role: str = "reader"
+    """reader, editor or admin; a person gets the highest role among their groups."""
     read: tuple[str, ...] = ()
+    """Absolute folders or files the group's members may read (their grants' union)."""
 
 
 @dataclass(frozen=True)
@@ -542,12 +546,17 @@ class OIDCConfig:
     issuer: str = ""
     """The provider's issuer URL (discovery at <issuer>/.well-known/openid-configuration)."""
     client_id: str = ""
+    """The client registered at the provider for the page."""
     client_secret_file: str = ""
     """A file holding the client secret, read when the daemon starts ("" for a public client)."""
     scopes: tuple[str, ...] = ("openid", "profile", "email")
+    """Scopes asked for; must include "openid"."""
     groups_claim: str = "groups"
+    """The ID token claim holding the person's list of group names."""
     name_claim: str = "preferred_username"
+    """The ID token claim used as the person's name here."""
     button: str = "Sign in with your organisation"
+    """The sign-in button's text."""
 
 
 @dataclass(frozen=True)
@@ -555,7 +564,9 @@ class ProxyConfig:
     """A sign-in proxy in front of the daemon whose headers name the person."""
 
     user_header: str = "X-Forwarded-User"
+    """The header naming the signed-in person."""
     groups_header: str = "X-Forwarded-Groups"
+    """The header listing their groups, separated by "," (or "|", Authentik)."""
     trusted: tuple[str, ...] = ()
     """Peer addresses or networks the headers are believed from (others: ignored)."""
 
@@ -569,8 +580,11 @@ class AuthConfig:
     session_hours: int = 12
     """A page session ends this long after sign-in at the latest (with [web] session_minutes)."""
     oidc: OIDCConfig | None = None
+    """[auth.oidc]: an OpenID Connect provider (none by default)."""
     proxy: ProxyConfig | None = None
+    """[auth.proxy]: a trusted sign-in proxy (none by default)."""
     groups: tuple[GroupConfig, ...] = ()
+    """[auth.groups.NAME]: each provider group's role and grants."""
 
     def group(self, name: str) -> GroupConfig | None:
         """The configured group of this name, or None."""

@@ -206,7 +206,7 @@ class KeywordAbstractor:
         `abstracts` says whether the children are abstracts or passages (see `child_phrases`).
         `lexical` picks phrases by weight and coverage of the children and embeds none: the
         abstract job's way, since embedding the candidates cost about as much as embedding the
-        new chunks on a small change (BENCHMARKS.md, "Abstracts as part of indexing").
+        new chunks on a small change (docs/benchmarks/archive.md, "Abstracts as part of indexing").
         `counts` are the groups' `phrases_of`, when the caller has them already.
         """
         if vectors is not None and len(vectors) != len(groups):

@@ -43,8 +43,10 @@ def search_options(within_help: str) -> argparse.ArgumentParser:
 def global_options() -> argparse.ArgumentParser:
     """Where the data and the daemon are: config file, data directory, server and token."""
     group = argparse.ArgumentParser(add_help=False)
-    group.add_argument("--config", type=Path, help="config file (default: ./config.toml)")
-    group.add_argument("--data-dir", type=Path, help="data directory (overrides [storage])")
+    group.add_argument("--config", type=Path, metavar="FILE",
+                       help="config file (default: ./config.toml)")
+    group.add_argument("--data-dir", type=Path, metavar="DIR",
+                       help="data directory (overrides [storage])")
     group.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     group.add_argument("--version", action="version", version=_version_text(),
                        help="this release and the schema version of the databases it writes")
@@ -64,7 +66,7 @@ def _ingest(commands: Commands) -> None:
     ingest = commands.add_parser("ingest", help="index files and folders",
                                  parents=[json_option("print the report as JSON")])
     ingest.add_argument("paths", nargs="*", type=Path, help="files or folders (recursive)")
-    ingest.add_argument("--jsonl", type=Path, action="append", default=[],
+    ingest.add_argument("--jsonl", type=Path, action="append", default=[], metavar="FILE",
                         help='a benchmark corpus of {"id","title","text"} lines')
     ingest.add_argument("--no-abstracts", action="store_true",
                         help="leave the tree's keyword abstracts to `maintain` or the daemon")
@@ -114,15 +116,15 @@ def _chat(commands: Commands) -> None:
 def _eval(commands: Commands) -> None:
     evaluate = commands.add_parser("eval", help="recall of each mode on benchmark questions",
                                    parents=[json_option()])
-    evaluate.add_argument("--corpus", type=Path, action="append", required=True,
+    evaluate.add_argument("--corpus", type=Path, action="append", required=True, metavar="FILE",
                           help="JSONL corpus (repeatable: corpora are mixed as distractors)")
-    evaluate.add_argument("--questions", type=Path, required=True,
+    evaluate.add_argument("--questions", type=Path, required=True, metavar="FILE",
                           help='JSONL of {"question", "supporting_ids"}')
     evaluate.add_argument("--modes", default="sparse,dense,tree,hybrid",
                           help=f"comma-separated, from {','.join(EVAL_MODES)},flat_whole "
                                "(exact cosine over whole passages, the baseline)")
     evaluate.add_argument("-k", type=int, default=5, help="retrieval depth (at least 5)")
-    evaluate.add_argument("--batches", type=int, default=1,
+    evaluate.add_argument("--batches", type=int, default=1, metavar="N",
                           help="feed the corpora in N shuffled incremental batches")
     evaluate.add_argument("--abstracts", action="store_true",
                           help="generate abstracts before querying (timed as abstract_s)")

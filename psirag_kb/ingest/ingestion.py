@@ -312,7 +312,7 @@ class Ingestion:
                 outcome.append(exc)
 
         # the model runs on a thread of its own, as it did on the writer: on the caller's
-        # (the main) thread it embedded at half the speed (BENCHMARKS.md)
+        # (the main) thread it embedded at half the speed (docs/benchmarks/archive.md)
         worker = threading.Thread(target=embed_and_commit, name="psirag-embedder", daemon=True)
         worker.start()
         try:

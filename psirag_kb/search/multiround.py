@@ -30,7 +30,7 @@ ROUND_DEPTH = 10
 MAX_ROUNDS = 2
 """Rounds at most, whatever the hop count: a third round's queries carry names two passages
 away from the question, and with ten lists fused by best rank their first passages crowd the
-question's own out of the top 5 (BENCHMARKS.md: MuSiQue recall@5 0.658 with up to
+question's own out of the top 5 (docs/benchmarks/archive.md: MuSiQue recall@5 0.658 with up to
 4 rounds, 0.679 with 2; HotpotQA and PopQA the same)."""
 FANOUT = 3
 """Top passages of a round that each seed one expanded query in the next round."""
@@ -59,7 +59,7 @@ SINGLE_HOP_MODE = "flat_hybrid"
 ONE_HOP_ROUNDS = 2
 """Rounds of a one-hop question too: its best passages name the answer ("born in New York
 City"), whose own passage the question's words rarely find; one round of those names finds it
-(BENCHMARKS.md: PopQA recall@5 0.512 with one round, 0.592 with two, where each
+(docs/benchmarks/archive.md: PopQA recall@5 0.512 with one round, 0.592 with two, where each
 question's second gold passage is its answer's page; the multi-hop sets the same)."""
 MULTI_HOP_MODE = "hybrid"
 """Each round of a multi-hop question."""

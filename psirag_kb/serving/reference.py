@@ -41,7 +41,7 @@ def markdown() -> str:
     lines = [
         "# HTTP API reference",
         "",
-        "Generated from `psirag_kb/serving/ops.py` by `python -m psirag_kb.serving.reference`;",
+        "Generated from `psirag_kb/serving/ops.py` by `python -m psirag_kb.cli.reference`;",
         "do not edit by hand. The daemon serves the same as OpenAPI 3.1 at",
         "`GET /api/openapi.json`, with every request and answer's schema. Send the token as",
         "`Authorization: Bearer TOKEN`.",

@@ -74,7 +74,7 @@ def test_the_checks_on_real_small_model_output(capsys) -> None:
         wrong = [(r.get("output") or r["answer"], r["why"])
                  for r, v in zip(records, verdicts, strict=True) if v != r["good"]]
         assert figures["good_kept"] == 1.0 and figures["precision"] == 1.0, wrong
-        assert figures["recall"] >= 0.8, wrong  # the misses are semantic: BENCHMARKS.md
+        assert figures["recall"] >= 0.8, wrong  # the misses are semantic (docs/benchmarks)
 
 
 @pytest.mark.parametrize("text", [
