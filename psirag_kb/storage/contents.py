@@ -31,7 +31,9 @@ MIN_LINES = 3
 _PAGE = r"(?:\d{1,4}|[ivxlcdm]{1,7})"
 _LEADER = re.compile(rf"(?:\S.*?)?(?:(?:\.\s?){{4,}}\s*{_PAGE}|(?:\.\s?){{8,}})\s*$",
                      re.IGNORECASE)
-_NUMBER = r"(?:[A-Z]\.|\d{1,3}\.)(?:\d{1,3}\.?)*"
+_NUMBER = r"(?:[A-Z]|\d{1,3})\.(?:\d{1,3}\.)*(?:\d{1,3})?"
+"""A section number ("7.", "7.6", "7.4.1.", "A.2"): one way to read any digits (a dot between
+groups, never an optional one, which made a long number's backtracking exponential)."""
 _PAGED_HEADING = re.compile(rf"^{_NUMBER}\s+\S.{{0,120}}?\s{_PAGE}$", re.IGNORECASE)
 _DEEP_HEADING = re.compile(r"^(?:[A-Z]|\d{1,3})\.\d{1,3}(?:\.\d{1,3})*\.?\s+[^\s.].{0,110}$")
 _FRAGMENT = re.compile(rf"^(?:{_PAGE}|(?:\d{{1,3}}\.)+\d{{0,3}})$", re.IGNORECASE)

@@ -164,3 +164,10 @@ def test_texts_made_from_one_template_are_not_copies() -> None:
                 "mountain in the early morning.")
     days = [row(1, "/d/day1.md", day(1, "blue lake")), row(2, "/d/day2.md", day(2, "old quarry"))]
     assert len(fold_copies(days)) == 2
+
+
+def test_a_long_number_is_read_in_one_way() -> None:
+    """A section number's digits have one reading: a line opening with a long number (digits of
+    pi, a hash) once took exponential time here, and an ingest stood still on one chunk."""
+    assert not listing_line("3." + "14159265358979323846" * 4 + " is pi, to eighty places")
+    assert listing_line("7.6 Helgrind Command-line Options 131")
