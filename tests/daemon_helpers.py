@@ -90,7 +90,8 @@ def serving_notes(base: Path, notes: dict[str, str], words: str,
     for name, text in notes.items():
         (docs / name).parent.mkdir(parents=True, exist_ok=True)
         (docs / name).write_text(text)
-    config = watching(Config().with_data_dir(base / "data"), docs, 0.2)
+    config = watching(Config().with_data_dir(base / "data"), docs, 0.2).replace(
+        "retrieval", fold_copies=False)  # notes from templates: each its own result
     if configure is not None:
         config = configure(config, docs)
     saved = os.environ.pop("PSIRAG_KB_TOKEN", None)
@@ -123,7 +124,9 @@ def serving_team(base: Path, notes: dict[str, str], grants: dict[str, tuple[str,
         (docs / name).parent.mkdir(parents=True, exist_ok=True)
         (docs / name).write_text(text)
     config = watching(Config().with_data_dir(base / "data"), docs, 0.2)
-    config = config.replace("api", person_requests_per_minute=100_000)
+    # the notes are made from templates: each is its own result, not a copy of another
+    config = config.replace("api", person_requests_per_minute=100_000).replace(
+        "retrieval", fold_copies=False)
     people = People(config.data_dir)
     tokens = {name: people.add(name, role, [str(docs / f) for f in folders])
               for name, (role, folders) in grants.items()}

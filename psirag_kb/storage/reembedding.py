@@ -72,10 +72,14 @@ def drop(store: Store) -> None:
 
 
 def done(store: Store) -> int:
-    """Chunks that have their new vector."""
+    """Chunks that have their new vector (0 once the switch or a cancel dropped the column,
+    which the writer may do between a reader's look for it and its count)."""
     if not has_column(store):
         return 0
-    return int(scalar(store.db.cursor(), f"SELECT count({COLUMN}) FROM chunks"))
+    try:
+        return int(scalar(store.db.cursor(), f"SELECT count({COLUMN}) FROM chunks"))
+    except duckdb.BinderException:
+        return 0
 
 
 def texts_after(store: Store, cursor: int, limit: int | None) -> tuple[np.ndarray, list[str]]:

@@ -308,11 +308,12 @@ def test_half_written_docx_is_indexed_once_complete(config: Config, fake_embedde
             status = api(daemon, "GET", "/api/status")[1]
             return next((p for p in status["problems"] if p["path"] == str(target)), None)
 
-        with open(target, "wb") as fh:  # a slow writer: half now, the rest after a pause
-            fh.write(data[: len(data) // 2])
-            fh.flush()
-            seen = wait_for(problem)  # read after the quiet period: cut short, so retried
-            assert seen["state"] == "failed" and "will retry" in seen["reason"], seen
+        # a writer that closes the file between its halves (a file held open is not read
+        # before its close at all: tests/integration/test_watch_close.py)
+        target.write_bytes(data[: len(data) // 2])
+        seen = wait_for(problem)  # read at its close: cut short, so retried
+        assert seen["state"] == "failed" and "will retry" in seen["reason"], seen
+        with open(target, "ab") as fh:
             fh.write(data[len(data) // 2:])
 
         def top() -> dict[str, Any] | None:

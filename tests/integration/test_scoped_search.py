@@ -64,6 +64,7 @@ def docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _open(tmp_path_factory, docs: Path, minilm, config: Config | None = None):
     config = (config or Config()).with_data_dir(tmp_path_factory.mktemp("data") / "data")
+    config = config.replace("retrieval", fold_copies=False)  # the reports share a template
     kb = KnowledgeBase(config, embedder=minilm)
     kb.ingest([docs])
     return kb
