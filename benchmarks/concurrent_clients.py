@@ -79,7 +79,7 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
                 out[f"{label} {mode}"][f"{count}_clients"] = {
                     key: statistics.median(f[key] for f in figures)
                     for key in ("p50_ms", "p95_ms", "queries_per_s", "cpu_ms_per_query",
-                                "cores_used")}
+                                "cores_used", "recall@5") if all(key in f for f in figures)}
     return out
 
 

@@ -110,9 +110,12 @@ def load_questions(path: Path) -> list[dict[str, Any]]:
             for r in map(json.loads, Path(path).read_text(encoding="utf-8").splitlines())]
 
 
-def concurrent(ask: Any, questions: list[str], clients: int = CLIENTS) -> dict[str, float]:
-    """Latencies of `clients` threads asking every question once between them."""
+def concurrent(ask: Any, questions: list[str], clients: int = CLIENTS,
+               score: Any = None) -> dict[str, float]:
+    """Latencies of `clients` threads asking every question once between them; with `score`
+    (question, what was found -> recall), the recall@5 of the answers given under that load."""
     seconds: list[float] = []
+    recalls: list[float] = []
     lock = threading.Lock()
     pending = list(questions)
 
@@ -123,10 +126,12 @@ def concurrent(ask: Any, questions: list[str], clients: int = CLIENTS) -> dict[s
                     return
                 text = pending.pop()
             started = time.perf_counter()
-            ask(text)
+            found = ask(text)
             spent = time.perf_counter() - started
             with lock:
                 seconds.append(spent)
+                if score is not None:
+                    recalls.append(score(text, found))
 
     started, cpu = time.perf_counter(), os.times()
     threads = [threading.Thread(target=client) for _ in range(clients)]
@@ -136,9 +141,12 @@ def concurrent(ask: Any, questions: list[str], clients: int = CLIENTS) -> dict[s
         thread.join()
     wall, spent_cpu = time.perf_counter() - started, os.times()
     busy = spent_cpu.user + spent_cpu.system - cpu.user - cpu.system
-    return {**latency(seconds), "queries_per_s": round(len(seconds) / wall, 1),
-            "cpu_ms_per_query": round(1000 * busy / max(len(seconds), 1), 1),
-            "cores_used": round(busy / wall, 2)}
+    figures = {**latency(seconds), "queries_per_s": round(len(seconds) / wall, 1),
+               "cpu_ms_per_query": round(1000 * busy / max(len(seconds), 1), 1),
+               "cores_used": round(busy / wall, 2)}
+    if recalls:
+        figures["recall@5"] = round(sum(recalls) / len(recalls), 4)
+    return figures
 
 
 def sequential_then_concurrent(ask: Any, sources: Any, questions: list[dict[str, Any]],
@@ -159,10 +167,15 @@ def sequential_then_concurrent(ask: Any, sources: Any, questions: list[dict[str,
     spent = os.times()
     busy = spent.user + spent.system - cpu.user - cpu.system
     texts = [q["question"] for q in questions]
+    gold = {q["question"]: q["gold"] for q in questions}
+
+    def score(text: str, found: Any) -> float:
+        return recall_at(sources(found), gold[text])
+
     counts = {}
     for count in clients:
         forget()
-        counts[count] = concurrent(ask, texts, count)
+        counts[count] = concurrent(ask, texts, count, score)
     if CLIENTS not in counts:
         forget()
         counts[CLIENTS] = concurrent(ask, texts)

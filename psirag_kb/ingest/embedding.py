@@ -178,10 +178,15 @@ class QueryEmbedder:
         self._ready = threading.Condition()
         self._thread: threading.Thread | None = None
         self._last_asked = -1e9
+        self._in_model = 0
 
     def busy(self, within_s: float = 1.0) -> bool:
         """Whether a question was asked in the last `within_s` seconds."""
         return time.monotonic() - self._last_asked < within_s
+
+    def backlog(self) -> int:
+        """Texts queued for the model or in its current pass (read without the lock: a hint)."""
+        return len(self._waiting) + self._in_model
 
     def embed_one(self, text: str) -> np.ndarray:
         """The unit vector of one question."""
@@ -225,6 +230,7 @@ class QueryEmbedder:
                     return
                 batch = self._waiting[: self.MAX_BATCH]
                 del self._waiting[: self.MAX_BATCH]
+                self._in_model = len(batch)
             try:
                 vectors = self.inner.embed([q.text for q in batch])
                 for question, vector in zip(batch, vectors, strict=True):
@@ -232,6 +238,7 @@ class QueryEmbedder:
             except BaseException as exc:  # noqa: BLE001 - every waiting caller gets the error
                 for question in batch:
                     question.error = exc
+            self._in_model = 0
             for question in batch:
                 question.done.set()
 

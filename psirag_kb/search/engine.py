@@ -77,6 +77,10 @@ class QueryEngine(OverStores):
         """Unit vectors of several queries in one batched call."""
         return self.query_embedder.embed_many(texts)
 
+    def model_backlog(self) -> int:
+        """Other questions' texts queued for the query model right now."""
+        return self.query_embedder.backlog()
+
     def scope_of(self, within: Within | None, access: Access = OWNER) -> Scope | None:
         """What a query may search: the paths asked for (all when None) intersected with the
         person's grants, with the ids of the chunks below them (one DuckDB lookup, made when a

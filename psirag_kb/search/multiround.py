@@ -47,8 +47,16 @@ seeds' first) by their own vectors, all in ONE batched model call, each dense li
 its BM25 list (docs/benchmarks/default-mode.md: recall@5 on held-out MuSiQue 0.587 to 0.645,
 HotpotQA 0.915 to 0.910; all 3 expansions found no more than the first one's, at twice the
 texts). A one-hop question's rounds stay BM25-only (the pass for every question cost PopQA 2
-points). The price: about 2.5 times the CPU of a multi-hop question, 20 clients' throughput 63
-to 23 questions/s; 0 restores the question as the only model text."""
+points). The price: about 2.5 times the CPU of a multi-hop question, so it is skipped while
+other questions wait for the model (BUSY_BACKLOG); 0 restores the question as the only model
+text."""
+BUSY_BACKLOG = 1
+"""Other questions' texts queued for the query model at which a multi-hop question's later
+round skips its embedded expansion (BM25 only, as a one-hop question's): the extra pass would
+make each of them wait longer. One client always gets the expansion; twenty get round 2 by BM25
+(docs/benchmarks/default-mode.md, "Under load": 20 clients 0.38 to 0.6 of hybrid's throughput,
+recall@5 on the 40 MuSiQue questions asked 0.706 alone, 0.681 under that load; 4 queued texts
+kept 0.69 at 0.5 of hybrid's throughput)."""
 TITLE_CHARS = 120
 """A passage's first line counts as its title when it is at most this long."""
 ABBREVIATION = 4
@@ -234,7 +242,8 @@ def multi_round(
     vector): a later round ranks its expanded queries in LATER_MODE (BM25: the names are
     found where names are found best), the question's vector standing in while BM25 is
     rebuilt. In MULTI_HOP_MODE the round's first DENSE_EXPANSIONS expanded queries also go
-    through the model in one batched call, and each one's dense list joins the fusion. With
+    through the model in one batched call, and each one's dense list joins the fusion, unless
+the model is busy with BUSY_BACKLOG other texts. With
     `within` (paths, or the Scope they resolve to), every round searches only there.
     """
     scope = None if within is None else engine.scope_of(within)
@@ -273,7 +282,7 @@ def _later(engine: Any, texts: list[str], mode: str, depth: int, scope: Any,
     """Each expanded query's ranked lists: BM25's, then (a multi-hop question's first
     DENSE_EXPANSIONS) the dense list of its own vector, those vectors from one batched model
     call. The question's quotes hold in every list."""
-    embedded = DENSE_EXPANSIONS if mode == MULTI_HOP_MODE else 0
+    embedded = DENSE_EXPANSIONS if mode == MULTI_HOP_MODE and not _busy(engine) else 0
     vectors = list(engine.embed_queries(texts[:embedded])) if embedded else []
     ranked = []
     for number, text in enumerate(texts):
@@ -283,6 +292,13 @@ def _later(engine: Any, texts: list[str], mode: str, depth: int, scope: Any,
                                      phrases=phrases).ids)
         ranked.append(lists)
     return ranked
+
+
+def _busy(engine: Any) -> bool:
+    """Whether the query model has BUSY_BACKLOG other texts queued (an engine that cannot
+    tell is never busy)."""
+    backlog = getattr(engine, "model_backlog", None)
+    return backlog is not None and backlog() >= BUSY_BACKLOG
 
 
 def auto_rank(engine: Any, question: str, k: int, scope: Any = None,

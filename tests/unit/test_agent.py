@@ -15,6 +15,7 @@ from psirag_kb.config import Config
 from psirag_kb.llm.client import OllamaLLM
 from psirag_kb.llm.replies import ReplyError, parse_json, parse_reply, schema, unanswerable
 from psirag_kb.search.multiround import (
+    BUSY_BACKLOG,
     DENSE_EXPANSIONS,
     LATER_MODE,
     MAX_ROUNDS,
@@ -529,6 +530,20 @@ def test_auto_follows_the_names_of_one_hop_questions_too(monkeypatch, hops: int,
     assert kb.modes == [mode] + [LATER_MODE, "dense"] * embedded + [LATER_MODE] * (3 - embedded)
     assert all("Place" in text for text in kb.ranked[1:])
     assert kb.calls == 1 + (embedded > 0) and len(kb.embedded) == 1 + embedded
+    assert len(ranking.ids) == 5
+
+
+@pytest.mark.parametrize(("backlog", "embedded"), [(0, DENSE_EXPANSIONS),
+                                                    (BUSY_BACKLOG, 0), (BUSY_BACKLOG + 5, 0)])
+def test_a_busy_model_leaves_the_later_round_to_bm25(monkeypatch, backlog: int, embedded: int):
+    monkeypatch.setattr("psirag_kb.search.multiround.predict_hops", lambda *a, **k: 2)
+    kb = ChainKB()
+    kb.model_backlog = lambda: backlog  # type: ignore[attr-defined]
+    ranking = auto_rank(kb, "Where was the poet born?", 5)
+    # other questions queued for the model: the expansion is not embedded, its BM25 list stays
+    assert kb.embedded == ["Where was the poet born?", *kb.ranked[1:1 + embedded]]
+    assert kb.modes == ([MULTI_HOP_MODE] + [LATER_MODE, "dense"] * embedded
+                        + [LATER_MODE] * (3 - embedded))
     assert len(ranking.ids) == 5
 
 

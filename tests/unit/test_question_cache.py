@@ -6,6 +6,7 @@ import threading
 
 import numpy as np
 import pytest
+from waiting import wait_until
 
 from psirag_kb.ingest.embedding import QueryEmbedder
 from psirag_kb.ingest.question_cache import QuestionCache, question_key
@@ -113,3 +114,27 @@ def test_many_threads_share_the_cache(fake_embedder) -> None:
 
 def test_question_key_normalises_white_space_and_unicode() -> None:
     assert question_key("  Caf\u0065\u0301  au\tlait\n") == "Caf\u00e9 au lait"
+
+
+def test_the_backlog_counts_texts_queued_and_in_the_model(fake_embedder) -> None:
+    gate = threading.Event()
+    entered = threading.Event()
+
+    class Held(Counting):
+        def embed(self, texts: list[str]) -> np.ndarray:
+            entered.set()
+            gate.wait(10)
+            return super().embed(texts)
+
+    embedder = QueryEmbedder(Held(fake_embedder))
+    assert embedder.backlog() == 0
+    first = threading.Thread(target=embedder.embed_many, args=(["a", "b"],))
+    first.start()
+    assert entered.wait(10)  # the model holds "a" and "b"
+    second = threading.Thread(target=embedder.embed_one, args=("c",))
+    second.start()
+    wait_until(lambda: embedder.backlog() == 3, message="c queued behind a and b")
+    gate.set()
+    first.join()
+    second.join()
+    assert embedder.backlog() == 0
