@@ -85,20 +85,33 @@ def where(result: dict[str, Any], width: int = 40) -> str:
     return short_path(source, max(10, width - len(after))) + after
 
 
+def copies_line(result: dict[str, Any], width: int = 40) -> str:
+    """`also in a.pdf p. 3, b.html`: the other files holding this passage (folded copies)."""
+    copies = result.get("also_in") or []
+    places = [where(c, width) if isinstance(c, dict) else short_path(str(c), width)
+              for c in copies]
+    return "also in " + ", ".join(places) if places else ""
+
+
 def result_label(result: dict[str, Any], words: list[str]) -> Text:
-    """Two lines of a result in the list: rank, score and place; the highlighted snippet."""
+    """Two lines of a result in the list: rank, score and place; the highlighted snippet
+    (a third naming the other files holding the same passage)."""
     head = Text.assemble((f"{result.get('rank', '?'):>2} ", "bold"),
                          (f"{float(result.get('score', 0.0)):.3f} ", "dim"),
                          (where(result, 28), "underline"))
-    return Text.assemble(head, "\n", highlight(snippet(str(result.get("text", "")), words),
-                                               words))
+    label = Text.assemble(head, "\n", highlight(snippet(str(result.get("text", "")), words),
+                                                words))
+    copies = copies_line(result, 28)
+    return Text.assemble(label, "\n", (copies, "dim italic")) if copies else label
 
 
 def chunk_text(result: dict[str, Any], words: list[str]) -> Text:
     """The full chunk with its place and score, query terms highlighted."""
+    copies = copies_line(result, 120)
     head = Text.assemble((where(result, 200), "bold"),
                          (f"  score {float(result.get('score', 0.0)):.3f}", "dim"),
-                         (f"  chunk {result.get('chunk_id', '?')}", "dim"), "\n\n")
+                         (f"  chunk {result.get('chunk_id', '?')}", "dim"),
+                         ("\n" + copies if copies else "", "dim italic"), "\n\n")
     return Text.assemble(head, highlight(str(result.get("text", "")).strip(), words))
 
 
