@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from psirag_kb.ingest.chunking import word_token_count
+from psirag_kb.storage.titles import SEPARATOR
 
 HEADER_TOKENS = 30
 """A header is cut to about this many tokens (a fifth of a ~100-token chunk at most)."""
-SEPARATOR = " > "
 _PART_CHARS = 300
 """Characters of one title or heading kept before the header is fitted to HEADER_TOKENS."""
 _ATX = re.compile(r"^[ ]{0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.M)

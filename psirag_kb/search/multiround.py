@@ -16,6 +16,7 @@ import numpy as np
 
 from psirag_kb.errors import KBError
 from psirag_kb.ingest.context import SEPARATOR
+from psirag_kb.search.mentions import MENTION_SEEDS, MENTION_TERMS, mention_list
 from psirag_kb.search.phrases import required
 from psirag_kb.search.rows import result_row
 from psirag_kb.storage.records import Ranking
@@ -71,6 +72,12 @@ City"), whose own passage the question's words rarely find; one round of those n
 question's second gold passage is its answer's page; the multi-hop sets the same)."""
 MULTI_HOP_MODE = "hybrid"
 """Each round of a multi-hop question."""
+MENTION_MODES = (MULTI_HOP_MODE, SINGLE_HOP_MODE)
+"""Modes whose second round adds the mention list (`mentions.py`)."""
+MENTION_AT = 2
+"""Where the mention list goes among the second round's fused lists (earlier lists win ties
+of rank): after the first expansion's BM25 list (docs/benchmarks/default-mode.md, issue 42:
+first, second, third or last measured 0.702, 0.707, 0.707 and 0.707 on MuSiQue 1-50)."""
 
 _SPAN = re.compile(
     r"\b[A-Z][\w'’\-]*(?:\.(?=[ \t]+[A-Z]))?"
@@ -262,6 +269,7 @@ the model is busy with BUSY_BACKLOG other texts. With
         if not texts:
             break
         found: list[int] = []
+        start = len(lists)
         for text, ranked in zip(texts, _later(engine, texts, mode, depth, scope, vector, phrases),
                                 strict=True):
             lists.extend(ranked)
@@ -270,11 +278,31 @@ the model is busy with BUSY_BACKLOG other texts. With
             steps.append(ids)
             found.extend(i for i in ids.tolist() if i not in seen)
             seen.update(ids.tolist())
+        if number == 2 and mode in MENTION_MODES:
+            names, mentioned = _mentions(engine, question, frontier[:MENTION_SEEDS].tolist(),
+                                         found_texts, depth, scope)
+            if mentioned.size:
+                lists.insert(min(start + MENTION_AT - 1, len(lists)), mentioned)
+                queries.append((number, names))
+                steps.append(mentioned)
+                found.extend(i for i in mentioned.tolist() if i not in seen)
+                seen.update(mentioned.tolist())
         if not found:
             break
         frontier = np.array(list(dict.fromkeys(found)), dtype=np.int64)
     ranking = max_score(lists, k)
     return _hydrated(engine, ranking, lists, queries, steps, hops)
+
+
+def _mentions(engine: Any, question: str, seeds: list[int], texts: dict[int, tuple[str, str]],
+              depth: int, scope: Any) -> tuple[str, np.ndarray]:
+    """The names in the seed passages (as `salient_phrases` picks them; `texts` holds at least
+    the round's seeds) and the passages of the documents they title (`mentions.py`)."""
+    missing = [i for i in seeds if i not in texts]
+    texts = {**texts, **engine.store.texts(missing)} if missing else texts
+    names = list(dict.fromkeys(name for i in seeds if i in texts for name in salient_phrases(
+        question, texts[i][0], MENTION_TERMS, texts[i][1])))
+    return "titles: " + "; ".join(names), mention_list(engine, names, question, depth, scope)
 
 
 def _later(engine: Any, texts: list[str], mode: str, depth: int, scope: Any,

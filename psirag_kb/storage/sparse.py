@@ -14,6 +14,7 @@ import tantivy
 
 from psirag_kb.errors import StoreError
 from psirag_kb.storage.scripts import ANALYZER, segment
+from psirag_kb.storage.titles import title_key, title_keys
 from psirag_kb.text import BM25_STOP_WORDS
 
 log = logging.getLogger(__name__)
@@ -52,19 +53,25 @@ def path_terms(path: str) -> list[str]:
 
 def _schema() -> tantivy.Schema:
     """id (fast integer) + text (English stemming, CJK runs as bigrams: `segment`) + scope
-    (the file's path and its folders, untokenised, indexed only)."""
+    (the file's path and its folders, untokenised, indexed only) + title (the chunk's
+    document titles as `title_keys`, untokenised, indexed only)."""
     builder = tantivy.SchemaBuilder()
     builder.add_integer_field("id", stored=True, indexed=True, fast=True)
     builder.add_text_field("text", stored=False, tokenizer_name="en_stem")
     builder.add_text_field("scope", stored=False, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("title", stored=False, tokenizer_name="raw", index_option="basic")
     return builder.build()
 
 
 def _document(chunk_id: int, text: str, path: str | None) -> tantivy.Document:
     """The index's document for a chunk (a corpus record has no path, so no scope)."""
-    if path is None:
-        return tantivy.Document(id=int(chunk_id), text=segment(text))
-    return tantivy.Document(id=int(chunk_id), text=segment(text), scope=path_terms(path))
+    fields: dict = {"id": int(chunk_id), "text": segment(text)}
+    if path is not None:
+        fields["scope"] = path_terms(path)
+    titles = title_keys(text, path)
+    if titles:
+        fields["title"] = titles
+    return tantivy.Document(**fields)
 
 
 class SparseIndex:
@@ -102,8 +109,8 @@ class SparseIndex:
                 raise StoreError(f"the BM25 index {self.folder} cannot be created: {exc}") from exc
             # derived data: drop it, and the generation mismatch rebuilds it from DuckDB
             if "schema does not match" in str(exc):
-                log.warning("BM25 index %s was written by an older version (no path scopes); "
-                            "rebuilding it", self.folder)
+                log.warning("BM25 index %s was written by an older version (no path scopes "
+                            "or titles); rebuilding it", self.folder)
             else:
                 log.warning("BM25 index %s is damaged (%s); rebuilding it", self.folder, exc)
             self.destroy(self.folder)
@@ -220,6 +227,23 @@ class SparseIndex:
         filters = [] if within is None else [
             tantivy.Query.term_set_query(self.schema, "scope", list(within))]
         return self._hits(self._phrase(text), filters, k)
+
+    def titled(self, names: Sequence[str], text: str, k: int,
+               within: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Up to k chunks of the documents one of the names titles (`title_keys`: one term
+        lookup each), ranked by the BM25 of `text` among them, with those scores."""
+        keys = list(dict.fromkeys(key for key in map(title_key, names) if key))
+        if not keys or (within is not None and not within):
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        titled = tantivy.Query.term_set_query(self.schema, "title", keys)
+        parts = [(tantivy.Occur.Must, tantivy.Query.const_score_query(titled, 0.0))]
+        words = plain_query(text)
+        if words:
+            query, _errors = self.index.parse_query_lenient(segment(words), ["text"])
+            parts.append((tantivy.Occur.Should, query))
+        filters = [] if within is None else [
+            tantivy.Query.term_set_query(self.schema, "scope", list(within))]
+        return self._hits(tantivy.Query.boolean_query(parts), filters, k)
 
     def _phrase(self, text: str) -> tantivy.Query:
         """The query for chunks holding the text's words in a row."""
