@@ -18,8 +18,10 @@ MENTION_SEEDS = 1
 """Top passages of round 1 whose names are looked up: the first one's (docs/benchmarks/
 default-mode.md, issue 42: recall@5 on MuSiQue 1-50 0.707 with one, 0.697 with two, 0.677
 with three, where the list of the other passages' names crowded the question's own out)."""
+STEP_PREFIX = "titles: "
+"""How a mention list's step (`MultiRound.steps`) writes its query: this, then the names."""
 MENTION_TERMS = 8
-"""Names taken from the passage (4 and 16 measured the same)."""
+"""Names taken from the passage (4 and 16 measured within half a point on the tuning sets)."""
 
 
 def mention_list(engine: Any, names: Sequence[str], text: str, depth: int,

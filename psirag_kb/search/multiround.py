@@ -16,7 +16,7 @@ import numpy as np
 
 from psirag_kb.errors import KBError
 from psirag_kb.ingest.context import SEPARATOR
-from psirag_kb.search.mentions import MENTION_SEEDS, MENTION_TERMS, mention_list
+from psirag_kb.search.mentions import MENTION_SEEDS, MENTION_TERMS, STEP_PREFIX, mention_list
 from psirag_kb.search.phrases import required
 from psirag_kb.search.rows import result_row
 from psirag_kb.storage.records import Ranking
@@ -250,8 +250,10 @@ def multi_round(
     found where names are found best), the question's vector standing in while BM25 is
     rebuilt. In MULTI_HOP_MODE the round's first DENSE_EXPANSIONS expanded queries also go
     through the model in one batched call, and each one's dense list joins the fusion, unless
-the model is busy with BUSY_BACKLOG other texts. With
-    `within` (paths, or the Scope they resolve to), every round searches only there.
+    the model is busy with BUSY_BACKLOG other texts. In MENTION_MODES the second round also
+    fuses the mention list: the passages of the documents titled by the names in round 1's
+    first passage (`mentions.py`, a lookup, no model pass). With `within` (paths, or the Scope
+    they resolve to), every round searches only there.
     """
     scope = None if within is None else engine.scope_of(within)
     vector = engine.embed_query(question) if vector is None else vector
@@ -302,7 +304,7 @@ def _mentions(engine: Any, question: str, seeds: list[int], texts: dict[int, tup
     texts = {**texts, **engine.store.texts(missing)} if missing else texts
     names = list(dict.fromkeys(name for i in seeds if i in texts for name in salient_phrases(
         question, texts[i][0], MENTION_TERMS, texts[i][1])))
-    return "titles: " + "; ".join(names), mention_list(engine, names, question, depth, scope)
+    return STEP_PREFIX + "; ".join(names), mention_list(engine, names, question, depth, scope)
 
 
 def _later(engine: Any, texts: list[str], mode: str, depth: int, scope: Any,

@@ -11,6 +11,7 @@ import pytest
 from psirag_kb.config import Config
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.search import multiround
+from psirag_kb.search.mentions import STEP_PREFIX
 from psirag_kb.search.multiround import MULTI_HOP_MODE, SINGLE_HOP_MODE, multi_round
 
 NOTES = {
@@ -54,7 +55,7 @@ def mention_step(kb: KnowledgeBase, mode: str) -> dict:
     result = multi_round(kb.engine, QUESTION, 5, rounds=2, mode=mode)
     first = result.steps[0]["passages"][0]["source"]
     assert Path(first).name == "Marie Curie.md", result.steps[0]
-    steps = [s for s in result.steps if s["query"].startswith("titles: ")]
+    steps = [s for s in result.steps if s["query"].startswith(STEP_PREFIX)]
     assert len(steps) == 1, result.steps
     return steps[0]
 
@@ -81,5 +82,5 @@ def test_the_titled_note_reaches_the_top_five_only_through_its_name(
     assert "Warsaw.md" in top(multi_round(kb.engine, QUESTION, 5, rounds=2, mode=mode))
     monkeypatch.setattr(multiround, "MENTION_MODES", ())
     without = multi_round(kb.engine, QUESTION, 5, rounds=2, mode=mode)
-    assert not [s for s in without.steps if s["query"].startswith("titles: ")]
+    assert not [s for s in without.steps if s["query"].startswith(STEP_PREFIX)]
     assert "Warsaw.md" not in top(without), without.steps

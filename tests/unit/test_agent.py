@@ -50,9 +50,17 @@ class StubKB:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.queries: list[str] = []
+        self.stale: dict[str, Any] = {}
+        self.sparse, self.titles = self, []
 
     def embed_query(self, text: str) -> np.ndarray:
         return np.ones(3, dtype=np.float32)
+
+    def titled(self, names: list[str], text: str, k: int, within: Any = None) -> Any:
+        """The title index (`mentions.py`): the stub's names title no passage."""
+        self.titles.extend(names)
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+
 
     def query(self, text: str, mode: str | None = None, k: int | None = None) -> dict[str, Any]:
         # later rounds of the fallback rank by BM25 and by each expanded query's own vector
@@ -468,9 +476,17 @@ class ChainKB:
         self.modes: list[str] = []
         self.embedded: list[str] = []
         self.calls = 0
+        self.stale: dict[str, Any] = {}
+        self.sparse, self.titles = self, []
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_queries([text])[0]
+
+    def titled(self, names: list[str], text: str, k: int, within: Any = None) -> Any:
+        """The title index (`mentions.py`): the stub's names title no passage."""
+        self.titles.extend(names)
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         self.calls += 1
@@ -515,6 +531,7 @@ def test_multi_round_stops_at_max_rounds_whatever_the_hop_count():
     later = [step for step in result.steps if step["round"] == 2]
     assert [len(step["passages"]) for step in later] == (
         [2 * ROUND_DEPTH] * DENSE_EXPANSIONS + [ROUND_DEPTH] * (3 - DENSE_EXPANSIONS))
+    assert kb.titles == ["Place1 Town"]  # round 1's first passage's names, looked up
     assert multi_round(ChainKB(), "Where is the town?", 5, rounds=1).steps[-1]["round"] == 1
 
 
