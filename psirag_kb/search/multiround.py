@@ -241,6 +241,7 @@ def multi_round(
     within: Any | None = None,
     mode: str = "hybrid",
     vector: np.ndarray | None = None,
+    detail: bool = True,
 ) -> MultiRound:
     """Round 1 ranks q; each next round ranks q plus the salient phrases of each of the
     previous round's top `fanout` new passages; all lists are fused into a max-score list.
@@ -253,7 +254,8 @@ def multi_round(
     the model is busy with BUSY_BACKLOG other texts. In MENTION_MODES the second round also
     fuses the mention list: the passages of the documents titled by the names in round 1's
     first passage (`mentions.py`, a lookup, no model pass). With `within` (paths, or the Scope
-    they resolve to), every round searches only there.
+    they resolve to), every round searches only there. Without `detail`, only the ranking is
+    made: no result rows, no steps (mode auto's ranking reads its rows once, later).
     """
     scope = None if within is None else engine.scope_of(within)
     vector = engine.embed_query(question) if vector is None else vector
@@ -293,6 +295,8 @@ def multi_round(
             break
         frontier = np.array(list(dict.fromkeys(found)), dtype=np.int64)
     ranking = max_score(lists, k)
+    if not detail:  # the ranking alone: no rows read for the passages each query found
+        return MultiRound(ranking, [], hops)
     return _hydrated(engine, ranking, lists, queries, steps, hops)
 
 
@@ -339,9 +343,9 @@ def auto_rank(engine: Any, question: str, k: int, scope: Any = None,
     hops = predict_hops(engine, question, vector)
     if hops <= 1:
         return multi_round(engine, question, k, rounds=ONE_HOP_ROUNDS, within=scope,
-                           mode=SINGLE_HOP_MODE, vector=vector).ranking
+                           mode=SINGLE_HOP_MODE, vector=vector, detail=False).ranking
     return multi_round(engine, question, k, rounds=hops, within=scope, mode=MULTI_HOP_MODE,
-                       vector=vector).ranking
+                       vector=vector, detail=False).ranking
 
 
 def _hydrated(engine: Any, ranking: Ranking, lists: list[np.ndarray],
