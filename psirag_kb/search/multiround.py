@@ -55,9 +55,9 @@ BUSY_BACKLOG = 1
 """Other questions' texts queued for the query model at which a multi-hop question's later
 round skips its embedded expansion (BM25 only, as a one-hop question's): the extra pass would
 make each of them wait longer. One client always gets the expansion; twenty get round 2 by BM25
-(docs/benchmarks/default-mode.md, "Under load": 20 clients 0.28 to 0.60 of hybrid's throughput,
-recall@5 on the 40 MuSiQue questions asked 0.706 alone, 0.681 under that load; a limit of 4
-queued texts kept 0.688 at 30.5 CPU ms per question against 22.8)."""
+(docs/benchmarks/default-mode.md, "Under load": with it 20 clients got 0.60 of hybrid's
+throughput, against 0.28, and recall@5 on the 40 MuSiQue questions asked 0.681 under that load,
+0.706 alone; a limit of 4 queued texts kept 0.688 at 30.5 CPU ms per question against 22.8)."""
 TITLE_CHARS = 120
 """A passage's first line counts as its title when it is at most this long."""
 ABBREVIATION = 4
