@@ -36,7 +36,12 @@ question's own out of the top 5 (docs/benchmarks/archive.md: MuSiQue recall@5 0.
 FANOUT = 3
 """Top passages of a round that each seed one expanded query in the next round."""
 MAX_TERMS = 4
-"""Salient phrases taken from one passage."""
+"""Salient phrases taken from one passage (by default)."""
+EXPANSION_TERMS: int | None = None
+"""Names of a seed passage in its expanded query: all of them, its header's titles not left
+out (docs/benchmarks/default-mode.md, the mention list: MAX_TERMS with the header's titles left
+out measured 0.713 / 0.920 on MuSiQue 1-50 / HotpotQA against 0.707 / 0.925, not better on
+both)."""
 LATER_MODE = "sparse"
 """How a later round ranks its expanded queries: BM25 of the question and the names, no model
 pass (docs/benchmarks/default-mode.md, issue 42: recall@5 on HotpotQA 0.85 to 0.915, on PopQA
@@ -191,9 +196,10 @@ def header_parts(header: str) -> list[str]:
     return [part.strip() for part in header.split(SEPARATOR) if part.strip()]
 
 
-def salient_phrases(query: str, text: str, limit: int = MAX_TERMS, header: str = "") -> list[str]:
+def salient_phrases(query: str, text: str, limit: int | None = MAX_TERMS,
+                    header: str = "") -> list[str]:
     """A passage's names (capitalised spans) that are neither in the query, its titles nor
-    chosen yet.
+    chosen yet: the first `limit` of them (None: all).
 
     The passage's own titles (its context header's document title and headings, and a short
     first line) are left out: they name what the query already matched, while the names in its
@@ -213,7 +219,7 @@ def salient_phrases(query: str, text: str, limit: int = MAX_TERMS, header: str =
     return chosen
 
 
-def expand(query: str, text: str, limit: int = MAX_TERMS, header: str = "") -> str:
+def expand(query: str, text: str, limit: int | None = MAX_TERMS, header: str = "") -> str:
     """The query followed by the passage's salient phrases (just the query when it has none)."""
     return " ".join([query, *salient_phrases(query, text, limit, header)])
 
@@ -268,7 +274,8 @@ def multi_round(
     for number in range(2, min(hops, MAX_ROUNDS) + 1):
         seeds = frontier[:fanout].tolist()
         found_texts = engine.store.texts(seeds)
-        texts = [expand(question, *found_texts[i]) for i in seeds if i in found_texts]
+        texts = [expand(question, found_texts[i][0], EXPANSION_TERMS)
+                 for i in seeds if i in found_texts]
         texts = [t for t in dict.fromkeys(texts) if t != question]
         if not texts:
             break

@@ -17,8 +17,10 @@ from psirag_kb.llm.replies import ReplyError, parse_json, parse_reply, schema, u
 from psirag_kb.search.multiround import (
     BUSY_BACKLOG,
     DENSE_EXPANSIONS,
+    EXPANSION_TERMS,
     LATER_MODE,
     MAX_ROUNDS,
+    MAX_TERMS,
     MULTI_HOP_MODE,
     ROUND_DEPTH,
     SINGLE_HOP_MODE,
@@ -457,6 +459,15 @@ def test_salient_phrases_leave_out_the_header_titles():
     assert salient_phrases("How is memory freed?", text, header=header) == ["CPython"]
     assert salient_phrases("How is memory freed?", "See Reference Counting, then CPython.",
                            header=header) == ["CPython"]
+
+
+def test_an_expanded_query_takes_every_name_of_its_passage():
+    text = "Ada met Babbage, Carroll, Dickens, Eliot and Faraday at the Royal Institution."
+    names = ["Babbage", "Carroll", "Dickens", "Eliot and Faraday", "Royal Institution"]
+    assert salient_phrases("Who met Ada?", text) == names[:MAX_TERMS]
+    assert salient_phrases("Who met Ada?", text, None) == names
+    assert EXPANSION_TERMS is None
+    assert expand("Who met Ada?", text, EXPANSION_TERMS) == "Who met Ada? " + " ".join(names)
 
 
 def test_max_score_prefers_best_rank_and_earlier_lists():
