@@ -51,7 +51,7 @@ from psirag_kb.tree.view import TreeView
 sys.path.insert(0, str(Path(__file__).parent))
 from chunk_context import Place, read_jsonl, write_articles  # noqa: E402
 
-METHODS = ("keywords", "contrast", "covered")
+METHODS = ("keywords", "contrast", "covered", "meaning")
 COLUMNS = [f"{who}{layer}_{how}" for who in ("", "q_") for layer in ("root", "down")
            for how in ("label", "meaning", "centroid", "majority")]
 """The second table's columns: passages, then questions ("label" is label BM25)."""

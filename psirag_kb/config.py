@@ -362,7 +362,7 @@ _CHOICES = {
     ("embedding", "backend"): {"torch", "onnx", "onnx-int8"},
     ("tree", "pair_mode"): {"auto", "exact", "hnsw", "bucketing"},
     ("tree", "abstract_kind"): {"keyword", "summative"},
-    ("tree", "offline_labels"): {"covered", "contrast", "keywords"},
+    ("tree", "offline_labels"): {"meaning", "covered", "contrast", "keywords"},
     ("tree", "node_vectors"): {"abstract", "centroid"},
     ("retrieval", "default_mode"): {"auto", "hybrid", "tree", "sparse", "dense"},
     ("retrieval", "fusion"): {"rrf", "rerank"},
