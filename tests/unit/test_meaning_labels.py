@@ -110,3 +110,12 @@ def test_a_batch_reads_its_samples_vectors() -> None:
     assert sorted(asked) == list(range(1, 31))
     for kid, branch in zip((1, 2, 3), (GC, WEB, LICENCE), strict=True):
         assert set(words([labels[kid]])) <= set(terms(" ".join(branch))), labels
+
+
+def test_two_forms_of_one_word_never_share_a_label() -> None:
+    cities = [f"The city {n} and its cities' population grew." for n in range(10)]
+    labels = choose([cities, WEB])
+    keys = words(labels[0])
+    assert not {"city", "citie"} <= set(keys), labels
+    assert meaning._kin("city", "citie") and meaning._kin("class", "classe")
+    assert not meaning._kin("model", "modern") and not meaning._kin("bus", "bust")
