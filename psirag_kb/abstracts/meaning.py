@@ -21,10 +21,8 @@ import numpy as np
 from psirag_kb.abstracts import covered
 from psirag_kb.abstracts.covered import (
     ABSTRACT_BONUS,
-    MIN_GAIN,
     PRIOR,
     WORDS_MAX,
-    WORDS_MIN,
     Sample,
 )
 from psirag_kb.abstracts.labels import Profile, Work, phrase_key
@@ -118,7 +116,9 @@ def _choose(candidates: list[list[str]], embedded: list[np.ndarray],
     """Per child, its label's word keys: in rounds, the largest child first, each child takes
     the word of its own that routes the most sampled passages right by cosine (each child's
     passages weighing alike), plus SEPARATION times the word's separation and PRIOR times its
-    coverage margin; a word goes to one child only."""
+    coverage margin; a word goes to one child only, and a child takes words while it has any
+    left, up to WORDS_MAX (a word that routes no more sampled passages still brings its
+    meaning: stopping there made labels of two words that routed fewer passages)."""
     n = len(candidates)
     pooled = np.concatenate(vectors)
     home = np.concatenate([np.full(len(v), i) for i, v in enumerate(vectors)])
@@ -134,7 +134,7 @@ def _choose(candidates: list[list[str]], embedded: list[np.ndarray],
     chosen: list[list[str]] = [[] for _ in range(n)]
     taken: set[str] = set()
     order = sorted(range(n), key=lambda i: -len(vectors[i]))
-    for rounds in range(WORDS_MAX):
+    for _ in range(WORDS_MAX):
         for i in order:
             free = [c for c, key in enumerate(candidates[i]) if key not in taken
                     and not any(_kin(key, mine) for mine in chosen[i])]
@@ -143,10 +143,7 @@ def _choose(candidates: list[list[str]], embedded: list[np.ndarray],
             gains = _gains(i, sums[i] + embedded[i][free], pooled, home, weight, sims)
             score = [gains[j] + SEPARATION * separation[i][c] + PRIOR * ranks[i][candidates[i][c]]
                      for j, c in enumerate(free)]
-            best = int(np.argmax(score))
-            if gains[best] < MIN_GAIN and rounds >= WORDS_MIN:
-                continue
-            c = free[best]
+            c = free[int(np.argmax(score))]
             taken.add(candidates[i][c])
             chosen[i].append(candidates[i][c])
             sums[i] += embedded[i][c]
