@@ -1,23 +1,31 @@
-"""Label routing: do a node's children's labels say where its passages are?
+"""Label routing: do a node's children's labels say where its passages and questions are?
 
     .venv/bin/python benchmarks/label_routing.py examples/docs $HELDOUT \
-        --devset $DATA/popqa_dev500 --work $WORK
+        --devset $DATA/popqa_dev500 --work $WORK --methods covered meaning
 
 Each folder (a dev set's corpus.jsonl becomes one Markdown file per title, as in
 benchmarks/chunk_context.py) is indexed once with the real model in a data directory under
 `--work` (a second run reuses it). For each offline label method (`[tree] offline_labels`:
-"keywords" is the earlier picker, "contrast" the sibling-contrastive labeller) every node is
-marked dirty and given its abstract and label again ("covered" is the labeller checked against
-the passages, "contrast" the one before it). Then every chunk under the root is routed
-to one of the root's children by BM25 of the chunk's text against the children's labels alone,
-and every chunk under each child of the root to one of that child's children; a chunk counts
-when it lands in the child that holds it (a tie or no match counts as a miss; see
-psirag_kb/abstracts/routing.py). Labels are what
-people see: the display label, or for "keywords" (which has none) the first LABEL_MAX phrases
-of the abstract; "list" routes by the whole abstract. Beside it, the labels' coverage over the
-same branches (the root's children and theirs, each weighing its passages): "any", the share of
-passages holding one of their label's words; "weakest", the share holding its least-held word.
-Prints one JSON line per folder and method, with the root's children's labels, and a table.
+"keywords" is the earlier picker, "contrast" the sibling-contrastive labeller, "covered" the
+labeller checked against the passages, "meaning" its words chosen by embedding) every node is
+marked dirty and given its abstract and label again. Then every chunk under the root is routed
+to one of the root's children, and every chunk under each child of the root to one of that
+child's children; a chunk counts when it lands in the child that holds it (a tie or no match
+counts as a miss; see psirag_kb/abstracts/routing.py). Three routers: "label", BM25 of the
+chunk's text against the children's labels alone; "meaning", the child whose embedded label
+(the knowledge base's embedder) is nearest the chunk's stored vector by cosine; "centroid", the
+child whose centroid is nearest (no label read: what the tree itself knows). A dev set's
+questions (questions.jsonl, `supporting_ids`) are routed the same way, the question's text by
+"label" and its embedding by "meaning" and "centroid": at the root among the root's children,
+one layer down among the children of each child of the root holding a gold passage (a gold
+passage is the chunks whose lines cover its line); a question counts when it lands in a child
+holding one of its gold passages ("split": those whose gold passages lie under several of the
+root's children). Labels are what people see: the display label, or for "keywords" (which has
+none) the first LABEL_MAX phrases of the abstract; "list" routes by the whole abstract.
+"majority" is the largest child's share. Beside it, the labels' coverage over the same branches
+(the root's children and theirs, each weighing its passages): "any", the share of passages
+holding one of their label's words; "weakest", the share holding its least-held word. Prints
+one JSON line per folder and method, with the root's children's labels, and two tables.
 """
 
 from __future__ import annotations
