@@ -353,10 +353,16 @@ def label_children(abstracts: Sequence[str], texts: Sequence[Sequence[str]]) -> 
     return sibling_labels([Sample.of(t) for t in texts], [child_profile(a) for a in abstracts])
 
 
-def label_batch(work: Work, read: Read) -> dict[int, dict[int, str]]:
+Siblings = Callable[[int, list[Sample], list[Profile]], list[list[str]]]
+"""siblings(node's number in the batch, its children's samples, their profiles) -> labels."""
+
+
+def label_batch(work: Work, read: Read, siblings: Siblings | None = None
+                ) -> dict[int, dict[int, str]]:
     """Per node, the labels its abstract brings: its children's (above layer 1, from their
-    abstracts and sampled passages) and, for the root, its own; a node without samples is
-    labelled among its siblings by its abstract alone (labels.label_batch)."""
+    abstracts and sampled passages, by `siblings` or else `sibling_labels`) and, for the root,
+    its own; a node without samples is labelled among its siblings by its abstract alone
+    (labels.label_batch)."""
     if work.layer == 1 or not work.samples:
         return contrast.label_batch(work)
     out: dict[int, dict[int, str]] = {}
@@ -367,7 +373,8 @@ def label_batch(work: Work, read: Read) -> dict[int, dict[int, str]]:
         profiles = [child_profile(text) for text in work.groups[number]]
         labels: dict[int, str] = {}
         if kids:
-            made = sibling_labels(samples, profiles)
+            made = (siblings(number, samples, profiles) if siblings
+                    else sibling_labels(samples, profiles))
             labels.update((kid, ", ".join(label)) for kid, label in zip(kids, made, strict=True)
                           if label)
         if node == work.root:

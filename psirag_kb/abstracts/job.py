@@ -7,10 +7,12 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from psirag_kb.abstracts import covered
+import numpy as np
+
+from psirag_kb.abstracts import covered, meaning
 from psirag_kb.abstracts.labels import Work, label_batch, offline_abstracts
 from psirag_kb.abstracts.writers import KeywordAbstractor, LLMAbstractor
 from psirag_kb.backoff import Backoff
@@ -99,6 +101,8 @@ class AbstractJob:
         self.stores = stores
         # phrases and abstracts are not worth an evaluation cache: embed them directly
         self.embedder = getattr(embedder, "inner", embedder)
+        self.word_vectors = meaning.WordVectors(self.embedder.embed)
+        """Label words embedded for the "meaning" labeller, the last few thousand kept."""
         self.keywords = KeywordAbstractor(self.embedder)
         self.llm_abstractor: LLMAbstractor | None = None
         self.llm = None
@@ -348,15 +352,22 @@ class AbstractJob:
     def _labels(self, work: Work) -> dict[int, dict[int, str]]:
         """The labels a batch's abstracts bring, by the configured method ("keywords": none)."""
         method = self.config.tree.offline_labels
+        store = self.stores.store
+
+        def read(ids: Iterable[int]) -> dict[int, str]:
+            return {cid: text for cid, (text, _) in store.texts(ids).items()}
+
+        if method == "meaning":
+            return meaning.label_batch(work, read, lambda ids: dict(zip(
+                *store.present_vectors(np.asarray(ids, np.int64)), strict=True)),
+                self.word_vectors)
         if method == "covered":
-            store = self.stores.store
-            return covered.label_batch(work, lambda ids: {
-                cid: text for cid, (text, _) in store.texts(ids).items()})
+            return covered.label_batch(work, read)
         return label_batch(work) if method == "contrast" else {}
 
     def _offline_writer(self, work: Work) -> Callable[[slice], list[str]]:
         """The offline abstracts of a slice of a batch's nodes (labels or keyword lists)."""
-        if self.config.tree.offline_labels in ("contrast", "covered"):
+        if self.config.tree.offline_labels in ("contrast", "covered", "meaning"):
             return lambda part: offline_abstracts(work, part)
         abstracts = work.layer > 1  # children of layer 1 are passages, above it abstracts
         counts = self.keywords.phrases_of(work.groups, abstracts)
@@ -477,7 +488,7 @@ class AbstractJob:
             groups = [[live.abstracts[k] for k in row] for row in kids]
             sizes = [[view.nodes[k].leaves if k in view.nodes else 1 for k in row]
                      for row in kids]
-            if self.config.tree.offline_labels == "covered":
+            if self.config.tree.offline_labels in ("covered", "meaning"):
                 samples = [self._samples(row) for row in kids]
         keep_dirty = {n for n in nodes if self.llm is not None and not use_llm}
         if keep_dirty:  # the LLM is down: offline keywords only where nothing exists yet
