@@ -138,7 +138,11 @@ def candidate(key: str, form: str) -> bool:
 def sibling_labels(samples: Sequence[Sample], profiles: Sequence[Profile]) -> list[list[str]]:
     """Display labels of siblings, each a list of items of WORDS_MIN to WORDS_MAX words in all,
     the leading item never another sibling's."""
-    labels = _joint(samples, profiles)
+    return distinct_leads(_joint(samples, profiles), samples)
+
+
+def distinct_leads(labels: list[list[str]], samples: Sequence[Sample]) -> list[list[str]]:
+    """The labels with no leading item another sibling's (the largest sibling keeps its own)."""
     leading: set[str] = set()
     for number in sorted(range(len(labels)), key=lambda i: -samples[i].size):
         label = labels[number]

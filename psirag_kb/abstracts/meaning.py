@@ -25,7 +25,7 @@ from psirag_kb.abstracts.covered import (
     WORDS_MAX,
     Sample,
 )
-from psirag_kb.abstracts.labels import Profile, Work, phrase_key
+from psirag_kb.abstracts.labels import Profile, Work
 
 Embed = Callable[[list[str]], np.ndarray]
 """Unit vectors of texts (the knowledge base's embedder)."""
@@ -65,14 +65,7 @@ def sibling_labels(samples: Sequence[Sample], profiles: Sequence[Profile],
                                                for v in vectors])
     labels = [covered._render(keys, samples[i], profiles[i]) if keys
               else covered._fallback(profiles[i], samples[i]) for i, keys in enumerate(chosen)]
-    leading: set[str] = set()
-    for number in sorted(range(n), key=lambda i: -samples[i].size):
-        label = labels[number]
-        while label and phrase_key(label[0].lower()) in leading:
-            label.pop(0)  # only a fallback label can repeat a sibling's lead
-        if label:
-            leading.add(phrase_key(label[0].lower()))
-    return labels
+    return covered.distinct_leads(labels, samples)
 
 
 class WordVectors:
