@@ -62,7 +62,7 @@ run: $(STAMP)
 # serial: pytest-xdist's -n 2 was slower on 2 cores for the daemon and model tests (2026-12:
 # 90 integration tests 174 s serial, 202 s with -n 2; tests/unit 398 s and 272 s, load 11-16)
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
 
 # no subprocesses, knowledge bases or real model: pytest -m fast (under 2 min on 2 cores)
 test-fast: $(STAMP)

