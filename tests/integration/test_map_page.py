@@ -8,8 +8,10 @@ from html import unescape
 from pathlib import Path
 from typing import Any
 
-from daemon_helpers import api, serving_notes
+from daemon_helpers import api, serving_notes, wait_for
 from test_web_daemon import Browser
+
+from psirag_kb.errors import KBError
 
 TOPICS = ("apples orchard", "pears ripen", "plums jam")
 # each note's every run of words names its own batch, so no two are copies of each other
@@ -22,6 +24,14 @@ NOTES["team-a/evil.md"] = "# <script>alert(1)</script>\n<b onmouseover=x>apples<
 def small_tree(config: Any, docs: Path) -> Any:
     """Three children at most per node, so a few notes make a tree of several layers."""
     return config.replace("tree", max_children=3)
+
+
+def tree_leaves(daemon: Any) -> int:
+    """Passages under the root (0 until the first tree is built)."""
+    try:
+        return int(daemon.kb.node()["leaves"])
+    except KBError:
+        return 0
 
 
 def areas(svg: str) -> list[dict[str, Any]]:
@@ -39,6 +49,8 @@ def areas(svg: str) -> list[dict[str, Any]]:
 def test_the_map_draws_what_each_person_may_read(tmp_path: Path) -> None:
     with serving_notes(tmp_path, NOTES, "apples pears plums banana",
                        small_tree) as (daemon, docs):
+        # a first ingest builds the tree once at its end, after the notes are searchable
+        wait_for(lambda: tree_leaves(daemon) == len(NOTES), what="the tree holds every note")
         owner = Browser(daemon.web.url)
         assert owner.sign_in(daemon.api.token) == 303
         status, html, headers = owner.get("/map")
