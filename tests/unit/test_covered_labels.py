@@ -37,14 +37,19 @@ def test_a_stray_phrase_of_one_passage_never_labels_its_branch() -> None:
     assert "garbage" in words(labels[0]) or "collection" in words(labels[0])
 
 
-def test_labels_hold_two_to_five_words_each_in_most_of_the_branch() -> None:
-    texts = [GC, WEB, LICENCE]
-    labels = label_children(["garbage collection", "URL routing", "licence"], texts)
+def assert_covered_rules(labels: list[list[str]], texts: list[list[str]]) -> None:
+    """Each label holds WORDS_MIN to WORDS_MAX words, each held by MIN_COVER of its branch."""
     for label, branch in zip(labels, texts, strict=True):
         found = words(label)
         assert WORDS_MIN <= len(found) <= WORDS_MAX, label
         sample = Sample.of(branch)
         assert all(sample.cover(w) >= MIN_COVER for w in found), label
+
+
+def test_labels_hold_two_to_five_words_each_in_most_of_the_branch() -> None:
+    texts = [GC, WEB, LICENCE]
+    assert_covered_rules(label_children(["garbage collection", "URL routing", "licence"], texts),
+                         texts)
 
 
 def test_siblings_never_share_their_leading_word() -> None:
@@ -90,13 +95,18 @@ def test_the_root_names_what_most_passages_hold() -> None:
     assert words(label)[0] in {"garbage", "collection", "collector", "memory", "generation"}
 
 
-def test_a_batch_reads_its_samples_and_labels_children_and_root() -> None:
-    texts = {n: t for n, t in enumerate(GC + WEB + LICENCE, start=1)}
-    work = Work(nodes=[9], groups=[["garbage collection", "URL routing", "licence"]], shapes={},
+def three_children_work() -> Work:
+    """A batch of one node (9) over three children, each with a sample of ten passages."""
+    return Work(nodes=[9], groups=[["garbage collection", "URL routing", "licence"]], shapes={},
                 keep_dirty=set(), layer=2, contexts=[], kids=[[1, 2, 3]],
                 sizes=[[10, 10, 10]], root=9, samples=[[list(range(1, 11)),
                                                         list(range(11, 21)),
                                                         list(range(21, 31))]])
+
+
+def test_a_batch_reads_its_samples_and_labels_children_and_root() -> None:
+    texts = {n: t for n, t in enumerate(GC + WEB + LICENCE, start=1)}
+    work = three_children_work()
     asked: list[int] = []
 
     def read(ids):

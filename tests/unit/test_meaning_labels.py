@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
+from test_covered_labels import (
+    GC,
+    LICENCE,
+    WEB,
+    assert_covered_rules,
+    three_children_work,
+    words,
+)
 
 from psirag_kb.abstracts import covered, meaning
-from psirag_kb.abstracts.covered import MIN_COVER, WORDS_MAX, WORDS_MIN, Sample
-from psirag_kb.abstracts.labels import Work, child_profile, phrase_key
+from psirag_kb.abstracts.covered import Sample
+from psirag_kb.abstracts.labels import child_profile, phrase_key
 from psirag_kb.abstracts.routing import nearest, terms
 from tests.conftest import FakeEmbedder
-
-GC = [f"Garbage collection pass {n} frees unreachable objects; the collector tracks memory "
-      f"in generations." for n in range(10)]
-WEB = [f"URL routing rule {n} maps each request to a view; HTTP caching headers travel with "
-       f"the response." for n in range(10)]
-LICENCE = [f"The licence grants permission {n} to copy and distribute the software without "
-           f"warranty." for n in range(10)]
-
-
-def words(label: list[str]) -> list[str]:
-    return [phrase_key(w) for item in label for w in terms(item)]
 
 
 def choose(texts: list[list[str]], embed=None, vectors=None) -> list[list[str]]:
@@ -35,11 +32,7 @@ def test_labels_keep_the_covered_rules() -> None:
     labels = choose(texts)
     leads = {phrase_key(label[0].lower()) for label in labels}
     assert len(leads) == 3, labels
-    for label, branch in zip(labels, texts, strict=True):
-        found = words(label)
-        assert WORDS_MIN <= len(found) <= WORDS_MAX, label
-        sample = Sample.of(branch)
-        assert all(sample.cover(w) >= MIN_COVER for w in found), label
+    assert_covered_rules(labels, texts)
 
 
 def test_labels_route_their_passages_by_meaning() -> None:
@@ -92,11 +85,7 @@ def test_word_vectors_embed_each_text_once_and_keep_the_latest() -> None:
 def test_a_batch_reads_its_samples_vectors() -> None:
     fake = FakeEmbedder()
     texts = {n: t for n, t in enumerate(GC + WEB + LICENCE, start=1)}
-    work = Work(nodes=[9], groups=[["garbage collection", "URL routing", "licence"]], shapes={},
-                keep_dirty=set(), layer=2, contexts=[], kids=[[1, 2, 3]],
-                sizes=[[10, 10, 10]], root=9, samples=[[list(range(1, 11)),
-                                                        list(range(11, 21)),
-                                                        list(range(21, 31))]])
+    work = three_children_work()
     asked: list[int] = []
 
     def vectors(ids: list[int]) -> dict[int, np.ndarray]:
