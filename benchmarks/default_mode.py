@@ -14,7 +14,9 @@ questions in every mode: recall@5 (the share of a question's gold passages among
 distinct sources), the texts sent through the model per question (counted at the query
 embedder) and the mean ms per question. `--split N` also reports recall over the first N
 questions and over the rest separately (a set tuned on its first part, confirmed on the rest).
-Prints one JSON line per (checkout, set, mode) and writes them all to `--json`.
+Prints one JSON line per (checkout, set, mode) and writes them all to `--json`. With
+`--index-each`, each checkout indexes the corpora itself, in its own process (the embedding cache
+shared, so the model runs once): for an older release that cannot open a newer release's store.
 """
 
 from __future__ import annotations
@@ -34,15 +36,16 @@ HERE = Path(__file__).resolve().parents[1]
 MARK = "RESULT "
 
 
-def index(work: Path, name: str, sets: list[str]) -> None:
-    """Ingest the sets' corpora into WORK/NAME once (this checkout's code)."""
+def index(work: Path, name: str, sets: list[str], cache: Path | None = None) -> None:
+    """Ingest the sets' corpora into WORK/NAME once (the running checkout's code), vectors
+    cached in `cache` (WORK/cache by default)."""
     from psirag_kb.config import Config
     from psirag_kb.ingest.embedding import CachedEmbedder, make_embedder
     from psirag_kb.kb import KnowledgeBase
 
     base = Config()
     embedder = CachedEmbedder(make_embedder(base.embedding, base.storage.cache_dir),
-                              work / "cache")
+                              cache or work / "cache")
     with KnowledgeBase(base.with_data_dir(work / name), embedder=embedder) as kb:
         if kb.stores.store.chunk_count() == 0:
             kb.ingest_corpora([Path(s) / "corpus.jsonl" for s in sets])
@@ -57,6 +60,8 @@ def worker(spec: dict[str, Any]) -> list[dict[str, Any]]:
 
     rows = []
     base = Config()
+    for store, sets in spec.get("index", {}).items():
+        index(Path(store).parent, Path(store).name, sets, Path(spec["cache"]))
     embedder = make_embedder(base.embedding, base.storage.cache_dir)
     for store, folders in spec["asks"].items():
         with KnowledgeBase(base.with_data_dir(Path(store)), embedder=embedder) as kb:
@@ -109,12 +114,16 @@ def main() -> None:
     parser.add_argument("--split", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--index-each", action="store_true",
+                        help="each checkout indexes its own copy of the stores")
     args = parser.parse_args()
     work = args.work.resolve()
-    stores = {}
+    stores, sets_of = {}, {}
     for spec in args.kb:
         name, _, sets = spec.partition("=")
-        index(work, name, sets.split(","))
+        sets_of[name] = sets.split(",")
+        if not args.index_each:
+            index(work, name, sets_of[name])
         stores[name] = work / name
     report: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                               "load_before": os.getloadavg(), "results": []}
@@ -124,13 +133,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="default-mode-") as tmp:
         for label, code in states:
             asks: dict[str, list[str]] = {}
+            fresh: dict[str, list[str]] = {}
             for ask in args.ask:
                 name, _, folder = ask.partition(":")
                 copy = Path(tmp) / label / name  # an older release may migrate its copy
-                if not copy.exists():
+                if args.index_each:
+                    fresh[str(copy)] = sets_of[name]
+                elif not copy.exists():
                     shutil.copytree(stores[name], copy)
                 asks.setdefault(str(copy), []).append(folder)
-            spec = {"asks": asks, "modes": args.modes.split(","), "split": args.split}
+            spec = {"asks": asks, "modes": args.modes.split(","), "split": args.split,
+                    "index": fresh, "cache": str(work / "cache")}
             done = subprocess.run([sys.executable, __file__, "worker", json.dumps(spec)],
                                   env={**env, "PYTHONPATH": str(code)}, capture_output=True,
                                   text=True)
