@@ -168,11 +168,22 @@ def _eligible(number: int, samples: Sequence[Sample]) -> dict[str, float]:
     return out
 
 
+def kin(one: str, other: str) -> bool:
+    """Whether two word keys are forms of one word: the longer is the shorter and up to two
+    letters more ("class", "classe"), or its "y" made "ie" ("city", "citie" of "cities")."""
+    short, long = sorted((one, other), key=len)
+    if len(short) < 4:
+        return False
+    return ((long.startswith(short) and len(long) - len(short) <= 2)
+            or (short.endswith("y") and long == short[:-1] + "ie"))
+
+
 def _joint(samples: Sequence[Sample], profiles: Sequence[Profile]) -> list[list[str]]:
     """Siblings' label words chosen together, in rounds (the largest child first): each
     child takes the word of its own that routes the most sampled passages of all siblings to
     the child holding them (a passage goes to the sibling whose label has most of its words),
-    its best by coverage when none gains; a word goes to one child only."""
+    its best by coverage when none gains; a word goes to one child only, and never with
+    another form of one of its words ("city", "cities")."""
     pooled = [(i, keys) for i, s in enumerate(samples) for keys in s.sets]
     weight = [1.0 / samples[i].size for i, _ in pooled]  # each child counts the same
     postings: dict[str, list[int]] = {}
@@ -199,7 +210,8 @@ def _joint(samples: Sequence[Sample], profiles: Sequence[Profile]) -> list[list[
         for number in order:
             lengths = [len(c) for c in chosen]
             gains = {k: _gain(number, postings[k], held[number], pooled, scores, lengths,
-                              weight) for k in candidates[number] if k not in taken}
+                              weight) for k in candidates[number] if k not in taken
+                     and not any(kin(k, mine) for mine in chosen[number])}
             if not gains:
                 continue
             rank = ranks[number]

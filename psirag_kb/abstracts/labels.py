@@ -63,8 +63,11 @@ function functions class classes object objects module modules variable variable
 step steps user users thing problem problems question questions issue issues key keys
 return returns self import imports def elif lambda str dict len args kwargs init int char void
 const struct pub impl let var println printf malloc
+january february march april may june july august september october november december
+monday tuesday wednesday thursday friday saturday sunday
 """.split())
-"""Words too common in any document to name a topic on their own."""
+"""Words too common in any document to name a topic on their own (a month or a weekday is a
+date's, in every biography and changelog: "August" named a branch of artists' lives)."""
 
 _LINK = re.compile(r"\b(?:https?://|www\.|mailto:)\S+|\S+@\S+\.\w+|\S*/\S+")
 """A URL, an e-mail address or a path: no topic's name."""

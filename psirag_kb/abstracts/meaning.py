@@ -88,16 +88,6 @@ class WordVectors:
         return out
 
 
-def _kin(one: str, other: str) -> bool:
-    """Whether two word keys are forms of one word: the longer is the shorter and up to two
-    letters more ("class", "classe"), or its "y" made "ie" ("city", "citie" of "cities")."""
-    short, long = sorted((one, other), key=len)
-    if len(short) < 4:
-        return False
-    return ((long.startswith(short) and len(long) - len(short) <= 2)
-            or (short.endswith("y") and long == short[:-1] + "ie"))
-
-
 def _unit(matrix: np.ndarray) -> np.ndarray:
     """Rows scaled to length 1 (zero rows stay zero)."""
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
@@ -130,7 +120,7 @@ def _choose(candidates: list[list[str]], embedded: list[np.ndarray],
     for _ in range(WORDS_MAX):
         for i in order:
             free = [c for c, key in enumerate(candidates[i]) if key not in taken
-                    and not any(_kin(key, mine) for mine in chosen[i])]
+                    and not any(covered.kin(key, mine) for mine in chosen[i])]
             if not free:
                 continue
             gains = _gains(i, sums[i] + embedded[i][free], pooled, home, weight, sims)

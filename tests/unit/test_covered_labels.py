@@ -52,6 +52,20 @@ def test_labels_hold_two_to_five_words_each_in_most_of_the_branch() -> None:
                          texts)
 
 
+def test_two_forms_of_one_word_never_share_a_label() -> None:
+    cities = [f"The city {n} and its cities' population grew." for n in range(10)]
+    labels = label_children(["city, cities", "URL routing"], [cities, WEB])
+    assert not {"city", "citie"} <= set(words(labels[0])), labels
+
+
+def test_a_month_or_a_weekday_never_labels_a_branch() -> None:
+    lives = [f"The painter {n} was born on 3 August and died on a Monday in August; her "
+             f"portraits hang in galleries." for n in range(10)]
+    labels = label_children(["August, painter", "URL routing"], [lives, WEB])
+    assert not {"august", "monday"} & set(words(labels[0])), labels
+    assert "painter" in words(labels[0]) or "portrait" in words(labels[0]), labels
+
+
 def test_siblings_never_share_their_leading_word() -> None:
     shared = " Python Software Foundation notice."
     texts = [[t + shared for t in GC], [t + shared for t in WEB], [t + shared for t in LICENCE]]

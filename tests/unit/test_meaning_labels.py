@@ -105,5 +105,5 @@ def test_two_forms_of_one_word_never_share_a_label() -> None:
     labels = choose([cities, WEB])
     keys = words(labels[0])
     assert not {"city", "citie"} <= set(keys), labels
-    assert meaning._kin("city", "citie") and meaning._kin("class", "classe")
-    assert not meaning._kin("model", "modern") and not meaning._kin("bus", "bust")
+    assert covered.kin("city", "citie") and covered.kin("class", "classe")
+    assert not covered.kin("model", "modern") and not covered.kin("bus", "bust")
