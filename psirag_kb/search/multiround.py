@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from psirag_kb.errors import KBError
-from psirag_kb.ingest.context import SEPARATOR
 from psirag_kb.search.mentions import MENTION_SEEDS, MENTION_TERMS, STEP_PREFIX, mention_list
 from psirag_kb.search.phrases import required
 from psirag_kb.search.rows import result_row
 from psirag_kb.storage.records import Ranking
+from psirag_kb.storage.titles import SEPARATOR, split_title
 from psirag_kb.text import LOWER_WORD
 
 log = logging.getLogger(__name__)
@@ -63,8 +63,6 @@ make each of them wait longer. One client always gets the expansion; twenty get 
 (docs/benchmarks/default-mode.md, "Under load": with it 20 clients got 0.60 of hybrid's
 throughput, against 0.28, and recall@5 on the 40 MuSiQue questions asked 0.681 under that load,
 0.706 alone; a limit of 4 queued texts kept 0.688 at 30.5 CPU ms per question against 22.8)."""
-TITLE_CHARS = 120
-"""A passage's first line counts as its title when it is at most this long."""
 ABBREVIATION = 4
 """A capitalised word with a full stop joins the next name only up to this length ("J.", "Mrs.")."""
 RRF_K = 60
@@ -136,15 +134,6 @@ def predict_hops(engine: Any, question: str, vector: np.ndarray | None = None) -
     except KBError as exc:
         log.warning("hop discriminator unavailable (%s); using %d rounds", exc, DEFAULT_HOPS)
         return DEFAULT_HOPS
-
-
-def split_title(text: str) -> tuple[str, str]:
-    """(title, body): the first line is a title when short and followed by more lines."""
-    text = text.strip()
-    first, _, rest = text.partition("\n")
-    if rest and len(first.strip()) <= TITLE_CHARS:
-        return first.strip(), rest
-    return "", text
 
 
 def sentence_start(text: str, position: int) -> bool:

@@ -27,13 +27,22 @@ def short_forms(title: str) -> list[str]:
     return [title, bare, bare.split(",")[0]]
 
 
+def split_title(text: str) -> tuple[str, str]:
+    """(title, body): the first line is a title when short and followed by more lines."""
+    text = text.strip()
+    first, _, rest = text.partition("\n")
+    if rest and len(first.strip()) <= TITLE_CHARS:
+        return first.strip(), rest
+    return "", text
+
+
 def title_keys(indexed: str, path: str | None) -> list[str]:
     """The keys a chunk is found under: its document's title (the first part of its context
     header, or a corpus record's short first line) and its file's name without extension,
     each with its `short_forms`."""
-    first, _, rest = indexed.strip().partition("\n")
+    first, _ = split_title(indexed)
     names = []
-    if rest and len(first.strip()) <= TITLE_CHARS:
+    if first:
         names.extend(short_forms(first.split(SEPARATOR)[0]))
     if path is not None:
         names.extend(short_forms(os.path.splitext(os.path.basename(path))[0]))
