@@ -44,6 +44,9 @@ MEMORY_LIMIT = "1GB"
 """DuckDB's buffer pool: it spills beyond this instead of growing with the database."""
 LEAN_MEMORY_LIMIT = "256MB"
 """The buffer pool while a large tree build needs the memory."""
+CLOSE_WAIT_S = 30.0
+"""How long `close` waits out other threads' calls on the connection (DuckDB refuses to close
+a connection while a reader makes a cursor of it)."""
 
 TreeUpdate = Callable[[np.ndarray, np.ndarray, np.ndarray], object]
 """tree_update(added chunk ids, their vectors, removed chunk ids): run inside the transaction of
@@ -186,8 +189,17 @@ class Store(Reports):
             self.db.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
 
     def close(self) -> None:
-        """Close the connection."""
-        self.db.close()
+        """Close the connection once no other thread is calling it (a background tree build
+        or a reader may still be making a cursor when the knowledge base closes)."""
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        while True:
+            try:
+                self.db.close()
+                return
+            except duckdb.ResourceInUseException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """The connection for reads: `db` on the owner thread, else a new cursor (about 10 us),
