@@ -14,6 +14,11 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 log = logging.getLogger(__name__)
 
+NOTED_EVERY_S = 600.0
+"""A job run at least this far apart has each completion logged at INFO; a more frequent one
+(the grants every 2 s, people and conversations every minute) only when it took NOTED_S."""
+NOTED_S = 1.0
+
 @dataclass
 class JobRecord:
     """What a job did last time."""
@@ -62,13 +67,16 @@ class Jobs:
         except Exception as exc:  # noqa: BLE001 - a failed job is reported, the daemon goes on
             log.exception("job %s failed", name)
             result, error = None, f"{type(exc).__name__}: {exc}"
+        seconds = round(time.perf_counter() - clock, 3)
         with self._mutex:
             record.runs += 1
             record.last_run = started
-            record.duration_s = round(time.perf_counter() - clock, 3)
+            record.duration_s = seconds
             record.result, record.error = result, error
         if error is None:
-            log.info("job %s done in %.2f s", name, record.duration_s)
+            noted = record.interval_s >= NOTED_EVERY_S or seconds >= NOTED_S
+            log.log(logging.INFO if noted else logging.DEBUG, "job %s done in %.2f s", name,
+                    seconds)
 
     def run_now(self, name: str) -> None:
         """Ask for a run as soon as possible (coalesced with a pending one)."""

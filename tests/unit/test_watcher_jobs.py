@@ -44,3 +44,19 @@ def test_jobs_record_results_errors_and_do_not_overlap() -> None:
     assert status["slow"]["last_run"] is not None and "error" not in status["slow"]
     assert status["broken"]["error"] == "ValueError: disk full"
     assert not overlap.is_set()
+
+
+def test_a_frequent_quick_job_is_not_logged_at_info_each_time(caplog) -> None:
+    """The grants are looked at every 2 s: a daemon's log must not gain a line each time,
+    while a rare job (a rescan) and a slow one still say they ended."""
+    jobs = Jobs()
+    jobs.add("boundaries", lambda: False, 2.0)
+    jobs.add("rescan", lambda: {"files": 0}, 600.0)
+    jobs.add("people", lambda: time.sleep(1.05), 60.0)
+    with caplog.at_level("DEBUG", logger="psirag_kb.service.scheduler"):
+        for name, func in (("boundaries", lambda: False), ("rescan", lambda: {"files": 0}),
+                           ("people", lambda: time.sleep(1.05))):
+            jobs._run(name, func)
+    levels = {r.getMessage().split()[1]: r.levelname for r in caplog.records}
+    assert levels == {"boundaries": "DEBUG", "rescan": "INFO", "people": "INFO"}
+    assert [j["runs"] for j in jobs.status()] == [1, 1, 1]
