@@ -146,6 +146,12 @@ def _daemon_lines(status: dict[str, Any]) -> list[str]:
     queued = f"{daemon['queue']} queued, " if "queue" in daemon else ""
     out = [f"daemon: pid {daemon['pid']} at {daemon['url']}, {queued}"
            f"watching {', '.join(status.get('watch', [])) or 'nothing'}"]
+    for job in daemon.get("running", []):  # a scan, a set of files, a rescan: files done
+        if job.get("total"):
+            left = "" if job.get("eta_s") is None else f", {clock(job['eta_s'])} left"
+            out.append(f"  {job['name']}: {job['done']:,} of {job['total']:,} files{left}")
+        else:
+            out.append(f"  {job['name']}: running")
     for root in daemon.get("watching", []):
         if root.get("polled"):
             out.append(f"  polled every {root['interval_s']:g} s: {root['folder']}: "

@@ -28,7 +28,7 @@ from psirag_kb.service.scheduler import Jobs
 from psirag_kb.service.starting import SERVING, EarlyDoor, Starting
 from psirag_kb.service.watcher import FolderWatcher, Stopping
 from psirag_kb.service.writes import allowed_path, may_write
-from psirag_kb.serving.activity import Activity
+from psirag_kb.serving.activity import Activity, progress
 from psirag_kb.serving.audit import AuditLog
 from psirag_kb.serving.auth import configured_token, ensure_token_file
 from psirag_kb.serving.ops import OPS
@@ -186,6 +186,7 @@ class Daemon:
         self.watcher = FolderWatcher(self.kb, self.folders, self.config.watch.quiet_period_s,
                                      self.data_dir, poll=self.config.watch.poll,
                                      poll_interval_s=self.config.watch.poll_interval_s)
+        self.watcher.tracking = self.activity.tracking
         self.jobs = self._jobs()
         self.refresher = AbstractRefresher(
             self.kb, self._busy, self.config.watch.abstracts_quiet_s,
@@ -368,8 +369,8 @@ class Daemon:
             return {"folders": 0}
         assert self.watcher is not None
         try:
-            report = self.kb.ingest(present, self.activity.tracked("rescan",
-                                                                  self.watcher.check_stop))
+            with self.activity.tracking("rescan", self.watcher.check_stop) as progress:
+                report = self.kb.ingest(present, progress)
         except Stopping:
             return {"stopped": True}
         data = report.as_dict()
@@ -413,6 +414,7 @@ class Daemon:
             "queue": self.watcher.queue_size + self.kb.queued(),
             "processed": self.watcher.processed,
             "errors": list(self.watcher.errors)[-10:], "jobs": self.jobs.status(),
+            "running": progress({}, self.activity.running_jobs(), [], time.time()),
             "abstracts": None if self.refresher is None else self.refresher.status(),
             **({"serving_for": "maintain"} if self.serve_only else {}),
             "watching": self.watcher.poll_status(),

@@ -14,7 +14,8 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from watchdog.observers.polling import PollingObserver
 from psirag_kb.errors import Cancelled
 from psirag_kb.ingest.documents import is_supported, link_inside
 from psirag_kb.ingest.ingestion import SMALL_INGEST
+from psirag_kb.ingest.report import Progress
 from psirag_kb.paths import inside
 from psirag_kb.service.mounts import MOUNTINFO, poll_reason
 
@@ -117,6 +119,10 @@ class FolderWatcher:
         self.data_dir = Path(os.path.abspath(data_dir))
         self.errors: deque[dict[str, Any]] = deque(maxlen=50)
         self.processed = 0
+        self.tracking: Callable[[str, Progress], AbstractContextManager[Progress]] = \
+            lambda job, inner: nullcontext(inner)
+        """Wraps the progress callback of a folder scan ("scan") and of a large set of files
+        ("ingest") for the block that runs it: the daemon's `Activity.tracking` shows them."""
         self._pending: dict[Path, _Pending] = {}
         self._moves: list[tuple[Path, Path, bool]] = []
         self._scans: set[Path] = set()
@@ -431,11 +437,14 @@ class FolderWatcher:
                     self._remove(missing)
                 if scans:
                     present = [s for s in scans if s.is_dir()]
-                    report = self._guard("scan", ", ".join(map(str, present)), self.kb.ingest,
-                                         present, self.check_stop, True)
+                    with self.tracking("scan", self.check_stop) as progress:
+                        report = self._guard("scan", ", ".join(map(str, present)),
+                                             self.kb.ingest, present, progress, True)
                     self._log_report("scanned " + ", ".join(map(str, present)), report)
-                for start in range(0, len(files), BATCH_PATHS):
-                    self._ingest(files[start:start + BATCH_PATHS])
+                if files:
+                    with self.tracking("ingest", self.check_stop) as progress:
+                        for start, batch in _batches(files, BATCH_PATHS):
+                            self._ingest(batch, _offset(progress, start, len(files)))
             except Stopping:
                 break
             finally:
@@ -581,11 +590,11 @@ class FolderWatcher:
             log.info("%s changed while it was read: reading it again", path)
             self._touch(path)
 
-    def _ingest(self, batch: list[Path]) -> None:
+    def _ingest(self, batch: list[Path], progress: Progress | None = None) -> None:
         """Ingest a batch; if the call fails as a whole, retry each path on its own."""
         before = {path: signature(path) for path in batch}
         try:
-            report = self.kb.ingest(batch, self.check_stop, keep_vanished=True)
+            report = self.kb.ingest(batch, progress or self.check_stop, keep_vanished=True)
         except Stopping:
             raise
         except Exception:  # noqa: BLE001 - isolate the bad path below
@@ -632,3 +641,14 @@ class FolderWatcher:
                     self.kb.rename(src / new.relative_to(dest), new)
         self.kb.remove([src])
         scans.append(dest)
+
+
+def _batches(items: list[Path], size: int) -> Iterator[tuple[int, list[Path]]]:
+    """(offset, slice) of consecutive slices of `size` items."""
+    for start in range(0, len(items), size):
+        yield start, items[start:start + size]
+
+
+def _offset(progress: Progress, start: int, total: int) -> Progress:
+    """A batch's progress callback reporting the whole set's: `start` files came before it."""
+    return lambda done, _, current: progress(start + done, total, current)

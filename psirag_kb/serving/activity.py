@@ -125,6 +125,17 @@ class Activity:
 
         return report
 
+    @contextmanager
+    def tracking(self, job: str, inner: Callable[[int, int, str], None]
+                 ) -> Iterator[Callable[[int, int, str], None]]:
+        """`tracked`'s callback for the block; the job is no longer shown once the block ends,
+        however it ends (a scan stopped by the daemon's exit or failing half-way)."""
+        try:
+            yield self.tracked(job, inner)
+        finally:
+            with self._lock:
+                self.jobs.pop(job, None)
+
     def history(self) -> list[dict[str, Any]]:
         """The samples, oldest first."""
         with self._lock:
@@ -186,7 +197,7 @@ def progress(status: dict[str, Any], jobs: dict[str, dict[str, Any]],
         out.append({"name": name, "done": done, "total": total, "since": job.get("since"),
                     "eta_s": eta})
     waiting = int((status.get("daemon") or {}).get("queue") or 0)
-    if waiting and "rescan" not in jobs:
+    if waiting and not jobs.keys() & {"rescan", "scan", "ingest"}:  # those count the files
         out.append({"name": "ingest", "done": None, "total": None,
                     "eta_s": _eta(waiting, samples), "waiting": waiting})
     return out

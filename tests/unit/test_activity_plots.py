@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from psirag_kb.service.metrics import Metrics
@@ -94,6 +95,20 @@ def test_tracked_and_running_jobs() -> None:
     with activity.running("backup"):
         assert "backup" in activity.running_jobs()
     assert activity.running_jobs() == {}
+
+
+def test_a_tracked_block_is_shown_until_it_ends_however_it_ends() -> None:
+    activity = Activity(lambda: {}, clock=lambda: 5.0)
+    with pytest.raises(RuntimeError), activity.tracking("scan", lambda *_: None) as report:
+        report(3, 10, "a")
+        assert activity.running_jobs() == {"scan": {"since": 5.0, "done": 3, "total": 10}}
+        raise RuntimeError("the daemon stops half-way")
+    assert activity.running_jobs() == {}
+    status = {"daemon": {"queue": 2}}  # the folder's scan is one queued item: its files count
+    jobs = {"scan": {"since": 1000.0, "done": 50, "total": 700}}
+    shown = progress(status, jobs, history(), 1060.0)
+    assert [(j["name"], j["done"], j["total"]) for j in shown] == [("scan", 50, 700)]
+    assert shown[0]["eta_s"] == 780.0  # 50 of 700 in 60 s
 
 
 def test_counters_read_a_registry() -> None:

@@ -14,6 +14,7 @@ from psirag_kb.status_text import (
     local_time,
     problems,
     stale_indexes,
+    status_lines,
     tree_trouble,
     unavailable,
 )
@@ -63,3 +64,18 @@ def test_llm_hosts_are_rows_only_when_there_are_several() -> None:
         "  host http://a:1: 1.50 chats/s, 3 answered",
         "  host http://b:2: 0.00 chats/s, 0 answered, backed off 2x (retry in 12 s: refused)",
     ]
+
+
+def test_the_daemons_long_jobs_read_as_files_done_of_total() -> None:
+    status = {"data_dir": "/d", "files": {"indexed": 51, "skipped": 0, "failed": 0},
+              "chunks": 3859,
+              "model": "m", "dim": 384, "stores": {}, "abstracts": {},
+              "tree": {"depth": 0, "abstract_nodes": 0, "nodes_per_layer": []},
+              "watch": ["/notes"],
+              "daemon": {"pid": 7, "url": "http://127.0.0.1:1", "queue": 2, "running": [
+                  {"name": "scan", "done": 51, "total": 694, "since": 0.0, "eta_s": 185.0},
+                  {"name": "backup", "done": None, "total": None, "since": 0.0,
+                   "eta_s": None}]}}
+    lines = status_lines(status)
+    at = lines.index("daemon: pid 7 at http://127.0.0.1:1, 2 queued, watching /notes")
+    assert lines[at + 1:at + 3] == ["  scan: 51 of 694 files, 3:05 left", "  backup: running"]
