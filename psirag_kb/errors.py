@@ -58,6 +58,11 @@ class NodeNotFound(KBError):
     """A tree node id that does not exist."""
 
 
+class TreeEmpty(KBError):
+    """No topic tree to show yet: nothing is indexed, the first ingest has not ended (it
+    builds the tree once, at its end) or the tree is being rebuilt."""
+
+
 class ChunkNotFound(NodeNotFound):
     """A chunk id that does not exist (never indexed, or its file changed since)."""
 

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from psirag_kb.errors import KBError, NodeNotFound
+from psirag_kb.errors import NodeNotFound, TreeEmpty
 from psirag_kb.storage.records import Hit
 from psirag_kb.tree.live import LiveTree, is_leaf_key
 from psirag_kb.tree.model import leaves_under
@@ -165,7 +165,8 @@ def node_view(
     only what the person may see (a node they may not see is not found, and the root is a
     virtual one listing the highest nodes they may see when they may not see the real one)."""
     if view.root is None:
-        raise KBError("the tree is empty: ingest some documents first")
+        raise TreeEmpty("there is no topic tree yet: it is built when the first ingest of the "
+                        "documents ends (search works meanwhile)")
     node = view.root if node_id is None else int(node_id)
     if visible is not None and node_id is None and not visible.node(node):
         return _virtual_root(view, visible.tops(), hits)

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 
 from psirag_kb.access import Access
-from psirag_kb.errors import KBError, NodeNotFound
+from psirag_kb.errors import KBError, NodeNotFound, TreeEmpty
 from psirag_kb.search.retrieval import MODES
 from psirag_kb.serving.activity import progress, series
 from psirag_kb.web.mapdraw import COLOURINGS, Drawing, area_id, label_of, short
@@ -164,8 +164,23 @@ class Views:
         """GET /tree and /tree/<node>: a node's abstract and its children, down to passages."""
         raw = request.path_params.get("node_id")
         node_id = None if raw is None else number(raw, "topic", signed=True)
-        node = await self.web.call(lambda: self.web.daemon.node(node_id, access=access))
+        try:
+            node = await self.web.call(lambda: self.web.daemon.node(node_id, access=access))
+        except TreeEmpty:
+            return await self.no_tree(request, session, access, "Topics")
         return self.web.render(request, "tree.html", session=session, node=node)
+
+    async def no_tree(self, request: Request, session: Session, access: Access,
+                      title: str) -> Response:
+        """Why there is no topic tree to show yet (nothing indexed, the first ingest running,
+        a rebuild), with the running jobs' progress for those who see the daemon's work."""
+        status = await self.web.call(lambda: self.web.daemon.status(access=access))
+        activity = getattr(self.web.daemon, "activity", None)
+        jobs = activity_view(status, activity, time.time())["jobs"] if access.everything and \
+            activity is not None else []
+        return self.web.render(request, "no_tree.html", session=session, title=title,
+                               chunks=int(status.get("chunks") or 0),
+                               tree=status.get("tree") or {}, jobs=jobs)
 
     async def map(self, request: Request, session: Session, access: Access) -> Response:
         """GET /map?node=&chunk=&colour=: the topic map of a node (the root by default) as far
@@ -179,7 +194,10 @@ class Views:
                            f"{', '.join(COLOURINGS)}")
         keep = {k: v for k, v in (("colour", "" if colouring == "folder" else colouring),
                                   ("chunk", str(chunk_id or ""))) if v}
-        top = await self.web.call(lambda: self.web.daemon.topic_map(node_id, access=access))
+        try:
+            top = await self.web.call(lambda: self.web.daemon.topic_map(node_id, access=access))
+        except TreeEmpty:
+            return await self.no_tree(request, session, access, "Topic map")
         path = await self.web.call(lambda: self.above(chunk_id, access)) if chunk_id else []
         drawing = Drawing(top, colouring, self.folders(access), [n["id"] for n in path],
                           keep=keep, passage=chunk_id if path else None)

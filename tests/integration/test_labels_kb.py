@@ -210,3 +210,15 @@ def test_labels_by_meaning_route_passages_to_their_branch_by_cosine(config, mini
                 targets, lambda ids, kb=kb: kb.stores.store.vectors(np.asarray(ids))))["root"]
     assert found["meaning"] >= MEANING_FLOOR, found
     assert found["meaning"] >= found["covered"], found
+
+
+def test_an_empty_knowledge_base_has_no_tree_and_says_so(config, minilm) -> None:
+    """Before anything is indexed the tree, the map and the CLI's `tree` say why there is no
+    topic tree (a `TreeEmpty`, which the page shows as a notice, not an error)."""
+    from psirag_kb.errors import TreeEmpty
+
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        with pytest.raises(TreeEmpty, match="no topic tree yet"):
+            kb.node()
+        with pytest.raises(TreeEmpty):
+            kb.topic_map()

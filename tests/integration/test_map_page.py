@@ -11,7 +11,7 @@ from typing import Any
 from daemon_helpers import api, serving_notes, wait_for
 from test_web_daemon import Browser
 
-from psirag_kb.errors import KBError
+from psirag_kb.errors import KBError, TreeEmpty
 
 TOPICS = ("apples orchard", "pears ripen", "plums jam")
 # each note's every run of words names its own batch, so no two are copies of each other
@@ -124,3 +124,36 @@ def test_the_status_page_draws_the_daemons_hour(tmp_path: Path) -> None:
         assert alice.sign_in(daemon.people.add("alice", "reader", [str(docs / "team-a")])) == 303
         status, html, _ = alice.get("/status")
         assert status == 200 and '<svg class="chart"' not in html
+
+
+def test_before_the_first_tree_the_map_and_topics_say_why(tmp_path: Path, monkeypatch) -> None:
+    """The first ingest of a folder builds the tree once, at its end: meanwhile the map and
+    the topics say so, with the scan's progress for the owner, instead of an error page."""
+    with serving_notes(tmp_path, NOTES, "apples pears plums banana") as (daemon, docs):
+
+        def not_yet(*args: Any, **kwargs: Any) -> Any:
+            raise TreeEmpty("there is no topic tree yet")
+
+        monkeypatch.setattr(daemon, "topic_map", not_yet)
+        monkeypatch.setattr(daemon, "node", not_yet)
+        owner, alice = Browser(daemon.web.url), Browser(daemon.web.url)
+        assert owner.sign_in(daemon.api.token) == 303
+        assert alice.sign_in(daemon.people.add("alice", "reader", [str(docs / "team-a")])) == 303
+        # a job of its own name: the watcher's scans of the new folders come and go meanwhile
+        with daemon.activity.tracking("first scan", lambda *_: None) as report:
+            report(5, 40, "a note")
+            for page in ("/map", "/tree", "/map?node=3&colour=changed"):
+                status, html, _ = owner.get(page)
+                assert status == 200 and "Something went wrong" not in html
+                assert "when the first indexing of these documents ends" in html
+                assert "5 of 40" in html and 'value="5" max="40"' in html
+                status, html, _ = alice.get(page)
+                assert status == 200 and "when the first indexing" in html
+                assert "5 of 40" not in html  # the daemon's work is the owner's and admins'
+        indexed = daemon.status()
+        monkeypatch.setattr(daemon, "status", lambda **kw: indexed | {"chunks": 0})
+        assert "Nothing is indexed yet" in owner.get("/map")[1]
+        monkeypatch.setattr(daemon, "status", lambda **kw: indexed | {"tree": {
+            "state": "rebuilding", "reason": "a new embedding model"}})
+        html = owner.get("/tree")[1]
+        assert "being rebuilt (a new embedding model)" in html
