@@ -82,6 +82,20 @@ def file_name(source: str) -> str:
     return source.rstrip("/").rsplit("/", 1)[-1] or source
 
 
+def distinct_names(sources: list[str]) -> list[str]:
+    """Each path's shortest tail of folders that no other path in the list ends with
+    ("findutils/changelog.gz" beside "bash/changelog.gz"; a lone name stays a name)."""
+    parts = [source.rstrip("/").split("/") for source in sources]
+    names = []
+    for mine in parts:
+        depth = 1
+        while depth < len(mine) and any(
+                other is not mine and other[-depth:] == mine[-depth:] for other in parts):
+            depth += 1
+        names.append("/".join(mine[-depth:]) or "/".join(mine))
+    return names
+
+
 def title(node: dict[str, Any]) -> str:
     """A topic's display label, else its abstract, else (not summarised yet) its number."""
     return str(node.get("label") or node.get("abstract") or f"Topic {node.get('id', '')}".strip())

@@ -30,7 +30,7 @@ from psirag_kb.search.retrieval import MODES
 from psirag_kb.serving.audit import AuditLog
 from psirag_kb.serving.auth import FailureLimiter, HostPolicy, PersonLimiter
 from psirag_kb.serving.peers import client_address, socket_peer
-from psirag_kb.web.render import excerpt, file_name, highlight, title, where
+from psirag_kb.web.render import distinct_names, excerpt, file_name, highlight, title, where
 from psirag_kb.web.sessions import Session, Sessions
 
 HERE = Path(__file__).parent
@@ -79,7 +79,8 @@ class Web:
                                      autoescape=select_autoescape(default=True,
                                                                   default_for_string=True))
         self.templates.globals.update(where=where, file_name=file_name, highlight=highlight,
-                                     title=title, excerpt=excerpt)
+                                     title=title, excerpt=excerpt, distinct_names=distinct_names,
+                                     zip=zip)
         self.templates.globals["when"] = lambda stamp: "never" if not stamp else \
             time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
         self.templates.filters["flat"] = lambda text: " ".join(str(text).split())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from psirag_kb.web.render import excerpt, highlight, title, where
+from psirag_kb.web.render import distinct_names, excerpt, highlight, title, where
 from psirag_kb.web.sessions import Sessions, same_token
 from psirag_kb.web.site import safe_next
 
@@ -68,3 +68,14 @@ def test_sign_in_goes_back_to_a_page_of_this_site(asked: str) -> None:
                                    "/?q=" + "a" * 5000, "/\x7f/x"])
 def test_sign_in_never_goes_to_another_site(asked: str | None) -> None:
     assert safe_next(asked) == "/"
+
+
+def test_files_of_one_name_are_told_apart_by_their_folders() -> None:
+    """The map's "largest files" of an area: three changelogs of three packages must not all
+    read "changelog.gz"; a name no other file has stays short."""
+    assert distinct_names(["/d/findutils/changelog.gz", "/d/bash/changelog.gz",
+                           "/d/bash/CHANGES.gz"]) == [
+        "findutils/changelog.gz", "bash/changelog.gz", "CHANGES.gz"]
+    assert distinct_names(["/d/a/x/NEWS", "/d/b/x/NEWS"]) == ["a/x/NEWS", "b/x/NEWS"]
+    assert distinct_names(["2wiki:12", "2wiki:13"]) == ["2wiki:12", "2wiki:13"]
+    assert distinct_names([]) == []
