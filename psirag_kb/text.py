@@ -36,9 +36,10 @@ according appeared based began begun born called considered created currently de
 directed established featured features followed formed founded held include included includes
 joined led located married moved named opened operated owned played previously produced published
 received recorded released returned said says served signed sold starred took won worked written
+aren couldn didn doesn don hadn hasn haven isn ll mustn needn shouldn ve wasn weren wouldn
 """.split())
-"""Function words and the verbs of encyclopaedic prose ("born", "founded"): never a key phrase's
-edge nor a label's only word."""
+"""Function words, the verbs of encyclopaedic prose ("born", "founded") and what a contraction
+leaves of its first word ("don" of "don't"): never a key phrase's edge nor a label's only word."""
 
 QUESTION_STOP_WORDS = frozenset("""a an the of in on at to for from by with without about into
 onto over under and or but nor not no yes so as than then too very just also only even still yet

@@ -66,6 +66,13 @@ def test_a_month_or_a_weekday_never_labels_a_branch() -> None:
     assert "painter" in words(labels[0]) or "portrait" in words(labels[0]), labels
 
 
+def test_what_a_contraction_leaves_never_labels_a_branch() -> None:
+    notes = [f"Don't squash commit {n}; don't amend it." for n in range(10)]
+    labels = label_children(["squash, commit", "URL routing"], [notes, WEB])
+    assert "don" not in words(labels[0]), labels  # "Don" was its third word
+    assert {"squash", "commit"} <= set(words(labels[0])), labels
+
+
 def test_siblings_never_share_their_leading_word() -> None:
     shared = " Python Software Foundation notice."
     texts = [[t + shared for t in GC], [t + shared for t in WEB], [t + shared for t in LICENCE]]
