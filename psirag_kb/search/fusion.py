@@ -4,7 +4,9 @@ Reciprocal rank fusion lets two lists that agree on a semantically close neighbo
 BM25's one vote for the chunk that holds the very words asked for (a pasted sentence, an error
 message, an identifier). So before fusing, BM25 is asked whether it is sure:
 
-- `phrase`: a few chunks (at most CERTAIN_MAX) hold the whole query as one phrase;
+- `phrase`: a few chunks (at most CERTAIN_MAX) hold the whole query as one phrase, or one of
+  the option names and code identifiers it holds (`phrases.identifiers`: a question about
+  `--no-overwrite-ignore` is about the few passages that name it);
 - `margin`: BM25's best score is at least `margin` times its runner-up's (or it found one chunk).
 
 Its certain hits go first, then the fused list as before.
@@ -16,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from psirag_kb.search.phrases import identifiers
 from psirag_kb.search.retrieval import rrf
 from psirag_kb.storage.records import Ranking
 
@@ -33,9 +36,10 @@ def certain_hits(text: str, bm25: Ranking, signals: Sequence[str], margin: float
     """The chunk ids BM25 is sure of for this query (phrase hits first), possibly none."""
     found: list[int] = []
     if "phrase" in signals:
-        ids, _ = phrase_hits(text, CERTAIN_MAX + 1, paths)
-        if len(ids) <= CERTAIN_MAX:
-            found.extend(ids.tolist())
+        for phrase in dict.fromkeys((text, *identifiers(text))):
+            ids, _ = phrase_hits(phrase, CERTAIN_MAX + 1, paths)
+            if len(ids) <= CERTAIN_MAX:
+                found.extend(ids.tolist()[:max(0, CERTAIN_MAX - len(found))])
     if "margin" in signals and len(bm25.ids) and (
             len(bm25.ids) == 1 or bm25.scores[0] >= margin * max(float(bm25.scores[1]), 1e-9)):
         found.append(int(bm25.ids[0]))

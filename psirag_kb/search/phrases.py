@@ -24,6 +24,28 @@ def quoted(text: str) -> list[str]:
     return list(dict.fromkeys(p for p in found if phrase_words(p)))
 
 
+_IDENTIFIER = re.compile(
+    r"(?<![\w.:-])(?:--?[A-Za-z][\w-]*[A-Za-z0-9]"  # a command-line option: --no-edit
+    r"|[A-Za-z_]\w*(?:(?:_|::)\w+|\.[A-Za-z_]\w+)+"  # PyMem_RawMalloc, std::move, os.path
+    r"|[a-z]+[A-Z]\w*)")  # camelCase: setUpClass
+"""A word of a question that names one thing of a program (written so it is not prose)."""
+IDENTIFIERS = 3
+"""At most this many identifiers of one question are looked up as phrases."""
+
+
+def identifiers(text: str) -> list[str]:
+    """The option names and code identifiers a question holds ("Which release taught git
+    checkout --no-overwrite-ignore?"), each once, at most IDENTIFIERS: a dotted word counts
+    when both its sides have two characters ("os.path", not "U.S.")."""
+    found = []
+    for match in _IDENTIFIER.finditer(text):
+        word = match.group().rstrip(".")
+        if "." in word and not re.search(r"\w{2,}\.\w{2,}", word):
+            continue
+        found.append(word)
+    return list(dict.fromkeys(found))[:IDENTIFIERS]
+
+
 SEARCH_WORDS = 4
 """At most this many words outside the quotes make a search whose quoted phrases must occur;
 a longer question that quotes a title ("Which album of \"X\" ...") searches its words as usual,

@@ -145,3 +145,16 @@ def test_a_quoted_phrase_within_a_scope(kb: KnowledgeBase, docs: Path, mode: str
     assert names(result) == {"river-licence.md"}
     result = kb.query('"stays intact"', mode=mode, within=[docs / "river-licence.md"])
     assert result["results"] == [] and "note" in result
+
+
+QUESTION = (f"Which licence lets me share changed versions if I keep the notice, as "
+            f"{IDENTIFIER} says?")
+"""A question in prose naming an identifier: the whole question is nobody's phrase, and its
+other words are the neighbours' (dense and tree put them first)."""
+
+
+@pytest.mark.parametrize("mode", [None, "hybrid"])
+def test_an_identifier_a_question_names_finds_its_file_first(kb: KnowledgeBase,
+                                                             mode: str | None) -> None:
+    assert first(kb, QUESTION, "dense") != "harbour-licence.md"
+    assert first(kb, QUESTION, mode) == "harbour-licence.md"

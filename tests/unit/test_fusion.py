@@ -7,7 +7,7 @@ import pytest
 
 from psirag_kb.config import Config, ConfigError, parse_config
 from psirag_kb.search.fusion import CERTAIN_MAX, certain_hits, fuse, promote
-from psirag_kb.search.phrases import no_match_note, quoted, required
+from psirag_kb.search.phrases import identifiers, no_match_note, quoted, required
 from psirag_kb.search.retrieval import rrf
 from psirag_kb.storage.records import Ranking
 from psirag_kb.storage.sparse import SparseIndex
@@ -62,6 +62,36 @@ def test_a_phrase_held_by_a_few_chunks_is_certain() -> None:
 def test_a_phrase_held_by_many_chunks_is_not() -> None:
     many = phrase_in(*range(1, CERTAIN_MAX + 5))
     assert certain_hits("common words", ranking(1, 2), ["phrase"], 2.0, many).tolist() == []
+
+
+def test_an_identifier_held_by_a_few_chunks_is_certain() -> None:
+    """A question naming an option: the whole question is no phrase of any passage, but
+    `--no-overwrite-ignore` is one of two (git's 1.7.9 release notes and its changelog)."""
+    asked: list[str] = []
+
+    def hits(text, k, paths=None):
+        asked.append(text)
+        if text == "--no-overwrite-ignore":
+            return np.array([4, 6], np.int64), np.ones(2, np.float32)
+        if text == "git":
+            return np.arange(CERTAIN_MAX + 1, dtype=np.int64), np.ones(CERTAIN_MAX + 1)
+        return no_phrase(text, k)
+
+    question = "Which release of git taught git checkout --no-overwrite-ignore?"
+    assert certain_hits(question, ranking(1, 2), ["phrase"], 2.0, hits).tolist() == [4, 6]
+    assert asked == [question, "--no-overwrite-ignore"]
+    assert certain_hits("what about git?", ranking(1, 2), ["phrase"], 2.0, hits).tolist() == []
+
+
+@pytest.mark.parametrize(("text", "found"), [
+    ("Which release taught git checkout --no-overwrite-ignore?", ["--no-overwrite-ignore"]),
+    ("What does PyMem_RawMalloc do, and std::move?", ["PyMem_RawMalloc", "std::move"]),
+    ("Is os.path.join slower than setUpClass?", ["os.path.join", "setUpClass"]),
+    ("Who was born first, Jean-Luc Godard or the U.S. president?", []),
+    ("Use the -v flag, e.g. twice", []),
+])
+def test_identifiers_are_what_prose_never_writes(text: str, found: list[str]) -> None:
+    assert identifiers(text) == found
 
 
 @pytest.mark.parametrize(("scores", "sure"), [([9.0, 3.0], True), ([9.0, 4.6], False),
