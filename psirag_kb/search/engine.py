@@ -22,7 +22,7 @@ from psirag_kb.ingest.embedding import QueryEmbedder
 from psirag_kb.search.adjacent import MARGIN, MAX_DEPTH, merge_adjacent
 from psirag_kb.search.contents import below_their_text
 from psirag_kb.search.copies import fold_copies
-from psirag_kb.search.fusion import certain_hits, fuse
+from psirag_kb.search.fusion import certain_hits, fuse, named_hits
 from psirag_kb.search.multiround import auto_rank, multi_round
 from psirag_kb.search.overview import coverage_leaves, is_global, overview
 from psirag_kb.search.phrases import no_match_note, phrase_scope, required
@@ -173,8 +173,11 @@ class QueryEngine(OverStores):
                 if sparse_ok and (mode != "tree" or signals) else None)
         certain = None if bm25 is None else certain_hits(
             text, bm25, signals, retrieval.certain_margin, self.sparse.phrase_hits, paths)
+        named = named_hits(text, self.sparse.phrase_hits, paths) if (
+            bm25 is not None and "phrase" in signals) else None
         if mode == "tree":  # one list: BM25's certain hits first, BM25 is not fused
-            return fuse([self.tree_search(query, k, scope=scope)], retrieval.rrf_k, k, certain)
+            return fuse([self.tree_search(query, k, scope=scope)], retrieval.rrf_k, k, certain,
+                        named)
         rankings = [] if bm25 is None else [bm25]
         near = None  # one ANN search serves the dense ranking and the tree's candidates
         if dense_ok and (mode != "hybrid" or retrieval.fuse_dense or not tree_ok):
@@ -188,7 +191,7 @@ class QueryEngine(OverStores):
             candidates = np.array([i for i in candidates.tolist() if i in hits], dtype=np.int64)
             # the cross-encoder reads each candidate's text: it judges exact words itself
             return self.reranker.rerank(text, candidates, [hits[i].text for i in candidates], k)
-        return fuse(rankings, retrieval.rrf_k, k, certain)
+        return fuse(rankings, retrieval.rrf_k, k, certain, named)
 
     def _whole(self, scope: Scope) -> bool:
         """Whether a person's scope holds every chunk (one count, kept with the scope)."""

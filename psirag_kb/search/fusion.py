@@ -4,12 +4,13 @@ Reciprocal rank fusion lets two lists that agree on a semantically close neighbo
 BM25's one vote for the chunk that holds the very words asked for (a pasted sentence, an error
 message, an identifier). So before fusing, BM25 is asked whether it is sure:
 
-- `phrase`: a few chunks (at most CERTAIN_MAX) hold the whole query as one phrase, or one of
-  the option names and code identifiers it holds (`phrases.identifiers`: a question about
-  `--no-overwrite-ignore` is about the few passages that name it);
+- `phrase`: a few chunks (at most CERTAIN_MAX) hold the whole query as one phrase;
 - `margin`: BM25's best score is at least `margin` times its runner-up's (or it found one chunk).
 
-Its certain hits go first, then the fused list as before.
+Its certain hits go first, then the chunks that name what the query names (`named_hits`: a few
+chunks hold an option name or code identifier of it, `phrases.identifiers`; a question about
+`--no-overwrite-ignore` is about the few passages that name it), in the fused list's order,
+then the rest of the fused list as before.
 """
 
 from __future__ import annotations
@@ -36,14 +37,34 @@ def certain_hits(text: str, bm25: Ranking, signals: Sequence[str], margin: float
     """The chunk ids BM25 is sure of for this query (phrase hits first), possibly none."""
     found: list[int] = []
     if "phrase" in signals:
-        for phrase in dict.fromkeys((text, *identifiers(text))):
-            ids, _ = phrase_hits(phrase, CERTAIN_MAX + 1, paths)
-            if len(ids) <= CERTAIN_MAX:
-                found.extend(ids.tolist()[:max(0, CERTAIN_MAX - len(found))])
+        ids, _ = phrase_hits(text, CERTAIN_MAX + 1, paths)
+        if len(ids) <= CERTAIN_MAX:
+            found.extend(ids.tolist())
     if "margin" in signals and len(bm25.ids) and (
             len(bm25.ids) == 1 or bm25.scores[0] >= margin * max(float(bm25.scores[1]), 1e-9)):
         found.append(int(bm25.ids[0]))
     return np.array(list(dict.fromkeys(found)), dtype=np.int64)
+
+
+def named_hits(text: str, phrase_hits: PhraseHits, paths: Sequence[str] | None = None
+               ) -> np.ndarray:
+    """The chunks holding an identifier of the query, for each one held by at most CERTAIN_MAX
+    chunks (none when the query names none; the whole query as a phrase is `certain_hits`')."""
+    found: list[int] = []
+    for name in identifiers(text):
+        if name == text.strip():
+            continue
+        ids, _ = phrase_hits(name, CERTAIN_MAX + 1, paths)
+        if len(ids) <= CERTAIN_MAX:
+            found.extend(ids.tolist())
+    return np.array(list(dict.fromkeys(found))[:CERTAIN_MAX], dtype=np.int64)
+
+
+def in_order_of(ids: np.ndarray, ranking: Ranking) -> np.ndarray:
+    """`ids` in the ranking's order, those it does not hold after them as they were."""
+    position = {chunk: rank for rank, chunk in enumerate(ranking.ids.tolist())}
+    return np.array(sorted(ids.tolist(), key=lambda c: position.get(c, len(position))),
+                    dtype=np.int64)
 
 
 def promote(ranking: Ranking, certain: np.ndarray, limit: int | None = None) -> Ranking:
@@ -62,7 +83,12 @@ def promote(ranking: Ranking, certain: np.ndarray, limit: int | None = None) -> 
 
 
 def fuse(rankings: Sequence[Ranking], k: int, limit: int | None = None,
-         certain: np.ndarray | None = None) -> Ranking:
-    """Reciprocal rank fusion (constant k) of the lists, the certain ids first."""
+         certain: np.ndarray | None = None, named: np.ndarray | None = None) -> Ranking:
+    """Reciprocal rank fusion (constant k) of the lists, the certain ids first, then the
+    `named` ones in the fused order."""
     fused = rrf(rankings, k) if len(rankings) != 1 else rankings[0]
-    return promote(fused, np.zeros(0, np.int64) if certain is None else certain, limit)
+    first = np.zeros(0, np.int64) if certain is None else certain
+    if named is not None and len(named):
+        ordered = in_order_of(named, fused)
+        first = np.array(list(dict.fromkeys([*first.tolist(), *ordered.tolist()])), np.int64)
+    return promote(fused, first, limit)

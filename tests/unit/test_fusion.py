@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from psirag_kb.config import Config, ConfigError, parse_config
-from psirag_kb.search.fusion import CERTAIN_MAX, certain_hits, fuse, promote
+from psirag_kb.search.fusion import CERTAIN_MAX, certain_hits, fuse, named_hits, promote
 from psirag_kb.search.phrases import identifiers, no_match_note, quoted, required
 from psirag_kb.search.retrieval import rrf
 from psirag_kb.storage.records import Ranking
@@ -64,9 +64,10 @@ def test_a_phrase_held_by_many_chunks_is_not() -> None:
     assert certain_hits("common words", ranking(1, 2), ["phrase"], 2.0, many).tolist() == []
 
 
-def test_an_identifier_held_by_a_few_chunks_is_certain() -> None:
+def test_an_identifier_held_by_a_few_chunks_comes_first_in_the_fused_order() -> None:
     """A question naming an option: the whole question is no phrase of any passage, but
-    `--no-overwrite-ignore` is one of two (git's 1.7.9 release notes and its changelog)."""
+    `--no-overwrite-ignore` is one of two (git's 1.7.9 release notes and its changelog): they
+    go first, in the order fusion gave them, then the rest of the fused list."""
     asked: list[str] = []
 
     def hits(text, k, paths=None):
@@ -78,9 +79,12 @@ def test_an_identifier_held_by_a_few_chunks_is_certain() -> None:
         return no_phrase(text, k)
 
     question = "Which release of git taught git checkout --no-overwrite-ignore?"
-    assert certain_hits(question, ranking(1, 2), ["phrase"], 2.0, hits).tolist() == [4, 6]
-    assert asked == [question, "--no-overwrite-ignore"]
-    assert certain_hits("what about git?", ranking(1, 2), ["phrase"], 2.0, hits).tolist() == []
+    named = named_hits(question, hits)
+    assert named.tolist() == [4, 6] and asked == ["--no-overwrite-ignore"]
+    tree, bm25, dense = ranking(2, 6, 3), ranking(6, 4, 9), ranking(2, 3, 6)
+    assert fuse([tree, bm25, dense], 60, 4, None, named).ids.tolist() == [6, 4, 2, 3]
+    assert fuse([tree, bm25, dense], 60, 4, np.array([9]), named).ids.tolist() == [9, 6, 4, 2]
+    assert named_hits("what about git?", hits).tolist() == []
 
 
 @pytest.mark.parametrize(("text", "found"), [
