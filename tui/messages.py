@@ -12,13 +12,15 @@ class _Local(Message, bubble=False):
 
 
 class Failed(_Local):
-    """A call failed; `what` names it, `error` says why."""
+    """A call failed; `what` names it, `error` says why; `passing` when it is a state that
+    passes rather than a fault (no topic tree before the first ingest ends)."""
 
-    def __init__(self, what: str, error: str, gone: bool = False) -> None:
+    def __init__(self, what: str, error: str, gone: bool = False, passing: bool = False) -> None:
         super().__init__()
         self.what = what
         self.error = error
         self.gone = gone
+        self.passing = passing
 
 
 class QueryDone(_Local):

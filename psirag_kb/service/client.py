@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urlencode, urljoin, urlsplit
 
 from psirag_kb.config import Config, server_url
-from psirag_kb.errors import ConversationNotFound, KBError, NodeNotFound
+from psirag_kb.errors import ConversationNotFound, KBError, NodeNotFound, TreeEmpty
 from psirag_kb.serving.auth import api_token, is_loopback
 from psirag_kb.serving.ops import OPS, Op, op
 from psirag_kb.storage.datadir import (
@@ -181,6 +181,8 @@ class HTTPClient:
                 raise KBError(self._redirected(path, exc.headers.get("Location"))) from None
             if exc.code == 404 and path.startswith(("/api/tree/", "/api/path/", "/api/chunk/")):
                 raise NodeNotFound(message) from None
+            if exc.code == 409 and path.startswith("/api/tree"):
+                raise TreeEmpty(message) from None
             if exc.code == 404 and path.startswith("/api/conversations/"):
                 raise ConversationNotFound(message) from None
             if exc.code == 401:

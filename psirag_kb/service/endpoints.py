@@ -17,7 +17,7 @@ from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from psirag_kb.access import Access
-from psirag_kb.errors import AccessDenied, KBError, NodeNotFound
+from psirag_kb.errors import AccessDenied, KBError, NodeNotFound, TreeEmpty
 from psirag_kb.people import MyTokens, People, UnknownPerson, Users
 from psirag_kb.service.guard import HTTPError, openai_error, reply
 from psirag_kb.service.handlers import HANDLERS
@@ -121,6 +121,8 @@ class Endpoints:
             status, message = 404, str(exc)
         elif isinstance(exc, AccessDenied):
             status, message = 403, str(exc)
+        elif isinstance(exc, TreeEmpty):  # a state that passes (the first ingest ends)
+            status, message = 409, str(exc)
         elif isinstance(exc, KBError):
             status, message = 400, str(exc)
         else:

@@ -13,7 +13,7 @@ from daemon_helpers import api, wait_for, watching
 
 from psirag_kb.cli import main
 from psirag_kb.config import Config
-from psirag_kb.errors import KBError
+from psirag_kb.errors import KBError, TreeEmpty
 from psirag_kb.service.client import DAEMON_FILE, HTTPClient, connect
 from psirag_kb.service.daemon import Daemon, DaemonError
 
@@ -239,6 +239,21 @@ def test_second_daemon_on_the_same_data_dir_is_refused(daemon: Daemon, config: C
     with pytest.raises(DaemonError, match=f"pid {os.getpid()}"):
         Daemon(make_config(config, docs), embedder=fake_embedder).start()
     assert api(daemon, "GET", "/api/health")[0] == 200
+
+
+def test_no_tree_yet_is_a_passing_state_not_a_fault(daemon: Daemon, config: Config,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Before anything is indexed (and while a first ingest runs) the API answers 409 with why,
+    the client raises TreeEmpty and the CLI says it without calling it a failure."""
+    code, body = api(daemon, "GET", "/api/tree")
+    assert code == 409 and "no topic tree yet" in body["error"]
+    client = connect(daemon.config)
+    assert isinstance(client, HTTPClient)
+    with pytest.raises(TreeEmpty, match="no topic tree yet"):
+        client.node(None)
+    assert main(["--data-dir", str(config.data_dir), "tree"]) == 1
+    shown = capsys.readouterr().err
+    assert "no topic tree yet" in shown and "answered" not in shown
 
 
 def test_cli_and_client_go_through_the_daemon(daemon: Daemon, docs: Path, config: Config,

@@ -6,7 +6,7 @@ import copy
 import threading
 from typing import Any
 
-from psirag_kb.errors import KBError, NodeNotFound
+from psirag_kb.errors import KBError, NodeNotFound, TreeEmpty
 
 MEMORY = {
     "rank": 1, "score": 0.8123, "source": "/docs/python/memory.md", "lines": [3, 9],
@@ -82,6 +82,8 @@ class FakeClient:
     def __init__(self) -> None:
         self.fail: str | None = None
         self.down = False
+        self.no_tree = False
+        """Play a knowledge base whose first ingest has not ended: no topic tree yet."""
         self.agent: dict[str, Any] | None = None
         self.calls: list[tuple[str, Any]] = []
         self.closed = False
@@ -131,6 +133,9 @@ class FakeClient:
 
     def node(self, node_id: int | None = None) -> dict[str, Any]:
         self._check("node", node_id)
+        if self.no_tree:
+            raise TreeEmpty("there is no topic tree yet: it is built when the first ingest of "
+                            "the documents ends (search works meanwhile)")
         node = NODES.get(100 if node_id is None else node_id)
         if node is None:
             raise NodeNotFound(f"no tree node {node_id}")

@@ -214,6 +214,22 @@ async def test_a_failing_call_shows_an_error_not_a_crash(app: PsiragApp,
 
 
 @pytest.mark.asyncio
+async def test_no_tree_yet_reads_as_a_notice_not_a_failure(app: PsiragApp,
+                                                           client: FakeClient) -> None:
+    client.no_tree = True
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f3")
+        banner = app.screen.query_one(Banner)
+        await until(pilot, lambda: "no topic tree yet" in text_of(banner))
+        assert "failed" not in text_of(banner)
+        assert "no topic tree yet" in str(app.screen.query_one(Tree).root.label)
+        client.no_tree = False
+        await pilot.press("r")
+        await until(pilot, lambda: app.screen.query_one(Tree).root.children)
+    assert app.return_code in (0, None)
+
+
+@pytest.mark.asyncio
 async def test_daemon_gone_then_back(app: PsiragApp, client: FakeClient) -> None:
     async with app.run_test(size=SIZE) as pilot:
         client.down = True

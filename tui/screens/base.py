@@ -10,7 +10,7 @@ from textual import on
 from textual.screen import Screen
 from textual.widgets import Static
 
-from psirag_kb.errors import KBError
+from psirag_kb.errors import KBError, TreeEmpty
 
 from ..connection import DaemonGone
 from ..messages import Disconnected, Failed
@@ -52,6 +52,8 @@ class KBScreen(Screen):
         except DaemonGone as exc:
             self.post_message(Failed(what, str(exc), gone=True))
             self.app.post_message(Disconnected(str(exc)))
+        except TreeEmpty as exc:
+            self.post_message(Failed(what, str(exc), passing=True))
         except KBError as exc:
             self.post_message(Failed(what, str(exc)))
         except Exception as exc:  # noqa: BLE001 - a bug shows as an error, never a traceback
@@ -63,6 +65,9 @@ class KBScreen(Screen):
     def show_failure(self, message: Failed) -> None:
         """An error in the banner and a notification (the connection banner says it for a loss)."""
         if message.gone:
+            return
+        if message.passing:
+            self.query_one(Banner).say(message.error)
             return
         self.query_one(Banner).say(f"{message.what} failed: {message.error}")
         self.notify(message.error, title=f"{message.what} failed", severity="error", timeout=8)

@@ -111,7 +111,9 @@ class TreeScreen(KBScreen):
     @on(Failed)
     def root_failed(self, message: Failed) -> None:
         if message.what == "tree":
-            self.query_one(Tree).root.set_label("the tree could not be loaded (r reloads)")
+            self.query_one(Tree).root.set_label(
+                "no topic tree yet (r reloads)" if message.passing
+                else "the tree could not be loaded (r reloads)")
 
     @on(Tree.NodeExpanded)
     def expanded(self, event: Tree.NodeExpanded) -> None:
