@@ -46,16 +46,31 @@ def test_jobs_record_results_errors_and_do_not_overlap() -> None:
     assert not overlap.is_set()
 
 
-def test_a_frequent_quick_job_is_not_logged_at_info_each_time(caplog) -> None:
+def test_a_frequent_quick_job_is_not_logged_at_info_each_time(caplog, monkeypatch) -> None:
     """The grants are looked at every 2 s: a daemon's log must not gain a line each time,
-    while a rare job (a rescan) and a slow one still say they ended."""
+    while a rare job (a rescan) and a slow one still say they ended (a clock of the test's:
+    no real waiting, no threshold on the machine's speed)."""
+    from types import SimpleNamespace
+
+    from psirag_kb.service import scheduler
+
+    now = [100.0]
+    monkeypatch.setattr(scheduler, "time", SimpleNamespace(time=lambda: now[0],
+                                                          perf_counter=lambda: now[0]))
+
+    def taking(seconds: float, result: object = None) -> object:
+        def job() -> object:
+            now[0] += seconds
+            return result
+        return job
+
     jobs = Jobs()
-    jobs.add("boundaries", lambda: False, 2.0)
-    jobs.add("rescan", lambda: {"files": 0}, 600.0)
-    jobs.add("people", lambda: time.sleep(1.05), 60.0)
+    runs = (("boundaries", 2.0, taking(0.001, False)), ("rescan", 600.0, taking(0.2, {})),
+            ("people", 60.0, taking(scheduler.NOTED_S + 0.5)))
+    for name, every, func in runs:
+        jobs.add(name, func, every)
     with caplog.at_level("DEBUG", logger="psirag_kb.service.scheduler"):
-        for name, func in (("boundaries", lambda: False), ("rescan", lambda: {"files": 0}),
-                           ("people", lambda: time.sleep(1.05))):
+        for name, _, func in runs:
             jobs._run(name, func)
     levels = {r.getMessage().split()[1]: r.levelname for r in caplog.records}
     assert levels == {"boundaries": "DEBUG", "rescan": "INFO", "people": "INFO"}
