@@ -45,18 +45,18 @@ def test_the_scan_and_a_burst_of_files_show_files_done_of_total(
     daemon = Daemon(watching(config, folder, 0.2), embedder=minilm)
     daemon.start()
     try:
-        wait_for(lambda: ("scan", 12, 12) in reports, what="the start-up scan")
+        wait_for(lambda: ("scan", 12, 12) in reports, 120, what="the start-up scan")
         scan = [(d, t) for job, d, t in reports if job == "scan"]
         assert scan[-1] == (12, 12) and all(t == 12 for _, t in scan)
         assert [d for d, _ in scan] == sorted(d for d, _ in scan) and len(scan) >= 2
-        wait_for(lambda: daemon.activity.running_jobs() == {}, what="the scan to leave status")
+        wait_for(lambda: daemon.activity.running_jobs() == {}, 60, what="the scan to leave status")
 
         outside = tmp_path / "arrived"  # a set too large for the watcher's own thread
         write(outside, "burst", 20)
         daemon.watcher._hand_over([], sorted(outside.iterdir()), [])
-        wait_for(lambda: ("ingest", 20, 20) in reports, what="the burst")
+        wait_for(lambda: ("ingest", 20, 20) in reports, 120, what="the burst")
         burst = [(d, t) for job, d, t in reports if job == "ingest"]
         assert [d for d, _ in burst] == [4, 8, 12, 16, 20] and {t for _, t in burst} == {20}
-        wait_for(lambda: daemon.activity.running_jobs() == {}, what="the burst to leave status")
+        wait_for(lambda: daemon.activity.running_jobs() == {}, 60, what="the burst to leave status")
     finally:
         daemon.stop()
