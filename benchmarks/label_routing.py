@@ -11,17 +11,21 @@ labeller checked against the passages, "meaning" its words chosen by embedding) 
 marked dirty and given its abstract and label again. Then every chunk under the root is routed
 to one of the root's children, and every chunk under each child of the root to one of that
 child's children; a chunk counts when it lands in the child that holds it (a tie or no match
-counts as a miss; see psirag_kb/abstracts/routing.py). Three routers: "label", BM25 of the
+counts as a miss; see psirag_kb/abstracts/routing.py). Four routers: "label", BM25 of the
 chunk's text against the children's labels alone; "meaning", the child whose embedded label
-(the knowledge base's embedder) is nearest the chunk's stored vector by cosine; "centroid", the
-child whose centroid is nearest (no label read: what the tree itself knows). A dev set's
-questions (questions.jsonl, `supporting_ids`) are routed the same way, the question's text by
-"label" and its embedding by "meaning" and "centroid": at the root among the root's children,
-one layer down among the children of each child of the root holding a gold passage (a gold
-passage is the chunks whose lines cover its line); a question counts when it lands in a child
-holding one of its gold passages ("split": those whose gold passages lie under several of the
-root's children). Labels are what people see: the display label, or for "keywords" (which has
-none) the first LABEL_MAX phrases of the abstract; "list" routes by the whole abstract.
+(the knowledge base's embedder) is nearest the chunk's stored vector by cosine; "map", the child
+whose area on the map (its label and its children's labels, drawn inside it) holds the nearest
+embedded label; "centroid", the child whose centroid is nearest (no label read: what the tree
+itself knows). A dev set's questions (questions.jsonl, `supporting_ids`) are routed the same
+way, the question's text by "label" and its embedding by "meaning", "map" and "centroid", and by
+a bound that reads no label, "search": the child holding most of the question's best 10
+passages by hybrid search (the n-th counting 1/n). Questions are routed at the root among the
+root's children, one layer down among the children of each child of the root holding a gold
+passage (a gold passage is the chunks whose lines cover its line); a question counts when it
+lands in a child holding one of its gold passages ("split": those whose gold passages lie under
+several of the root's children). Labels are what people see: the display label, or for
+"keywords" (which has none) the first LABEL_MAX phrases of the abstract; "list" routes by the
+whole abstract.
 "majority" is the largest child's share. Beside it, the labels' coverage over the same branches
 (the root's children and theirs, each weighing its passages): "any", the share of passages
 holding one of their label's words; "weakest", the share holding its least-held word. Prints
@@ -44,9 +48,12 @@ import numpy as np
 
 from psirag_kb.abstracts.labels import LABEL_MAX
 from psirag_kb.abstracts.routing import (
+    by_areas,
     by_meaning,
+    by_passages,
     by_words,
     coverage,
+    kids_of,
     question_routing,
     routing,
     routing_by,
@@ -61,8 +68,11 @@ from chunk_context import Place, read_jsonl, write_articles  # noqa: E402
 
 METHODS = ("keywords", "contrast", "covered", "meaning")
 COLUMNS = [f"{who}{layer}_{how}" for who in ("", "q_") for layer in ("root", "down")
-           for how in ("label", "meaning", "centroid", "majority")]
+           for how in ("label", "meaning", "map", "centroid", "search", "majority")
+           if who or how != "search"]
 """The second table's columns: passages, then questions ("label" is label BM25)."""
+SEARCH_K = 10
+"""How many of a question's best passages (hybrid search) the "search" bound reads."""
 
 
 def shown(view: TreeView, method: str, whole: bool) -> Callable[[int], str]:
@@ -141,15 +151,23 @@ def by_vectors(kb: KnowledgeBase, view: TreeView, read: Callable[[int], str],
     def passages(ids: Sequence[int]) -> np.ndarray:
         return kb.stores.store.vectors(np.asarray(ids, np.int64))
 
+    def areas(kids: Sequence[int]) -> list[np.ndarray]:
+        return [labels([kid, *kids_of(view, kid)]) for kid in kids]
+
     out: dict[str, Any] = {}
-    for name, targets in (("meaning", labels), ("centroid", centroids)):
-        found = routing_by(view, by_meaning(targets, passages))
+    for name, choose in (("meaning", by_meaning(labels, passages)),
+                         ("centroid", by_meaning(centroids, passages)),
+                         ("map", by_areas(areas, passages))):
+        found = routing_by(view, choose)
         out |= {f"root_{name}": round(found["root"], 4), f"down_{name}": round(found["down"], 4)}
     if questions is None:
         return out
     texts, golds = questions
     asked = kb.embed_queries(texts)
-    routers = {"label": by_words(read, lambda items: [texts[n] for n in items])}
+    best = [kb.rank(text, "hybrid", SEARCH_K).ids.tolist() for text in texts]
+    routers = {"label": by_words(read, lambda items: [texts[n] for n in items]),
+               "map": by_areas(areas, lambda items: asked[list(items)]),
+               "search": by_passages(lambda n: best[n], view, SEARCH_K)}
     for name, targets in (("meaning", labels), ("centroid", centroids)):
         routers[name] = by_meaning(targets, lambda items: asked[list(items)])
     for name, choose in routers.items():

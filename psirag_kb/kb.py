@@ -512,13 +512,13 @@ class KnowledgeBase:
         return self.abstract_job.run(max_nodes, offline, yield_to)
 
     def maintain(self) -> dict[str, Any]:
-        """Periodic upkeep: repair drifted subtrees, then regenerate dirty abstracts."""
+        """Upkeep: repair drifted subtrees, regenerate dirty abstracts, relabel after an upgrade."""
         if self.stores.tree_state["state"] == "missing":  # not being rebuilt
             self.rebuild_tree()
-        drift = self.repair_drift()
-        abstracts = self.regenerate_abstracts()
+        report = {"drift": self.repair_drift(), "abstracts": self.regenerate_abstracts()}
+        report |= self.abstract_job.relabel_if_stale()
         self.checkpoint()
-        return {"drift": drift, "abstracts": abstracts}
+        return report
 
     # -- a new embedding model (ingest/reembed.py) -------------------------------------------
 

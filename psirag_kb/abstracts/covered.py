@@ -19,7 +19,7 @@ name the label only where their words qualify.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from psirag_kb.abstracts import labels as contrast
@@ -223,8 +223,8 @@ def _joint(samples: Sequence[Sample], profiles: Sequence[Profile]) -> list[list[
             for p in postings[key]:
                 scores[p][number] += 1
             held[number].update(postings[key])
-    return [_render(keys, samples[i], profiles[i]) if keys else _fallback(profiles[i], samples[i])
-            for i, keys in enumerate(chosen)]
+    return [_render(keys, samples[i], profiles[i]) if keys
+            else _fallback(profiles[i], samples[i], taken) for i, keys in enumerate(chosen)]
 
 
 def _gain(number: int, passages: list[int], held: set[int],
@@ -283,12 +283,21 @@ def _render(keys: list[str], own: Sample, profile: Profile) -> list[str]:
     return items
 
 
-def _fallback(profile: Profile, own: Sample | None = None) -> list[str]:
-    """Too little sets a child apart: its abstract's best phrases that its passages hold."""
+def _fallback(profile: Profile, own: Sample | None = None,
+              taken: Collection[str] = ()) -> list[str]:
+    """Too little sets a child apart: its abstract's best phrases that its passages hold, none
+    with a word of a sibling's label (`taken`) while such phrases are left."""
+    return (_phrases(profile, own, taken) if taken else []) or _phrases(profile, own, ())
+
+
+def _phrases(profile: Profile, own: Sample | None, taken: Collection[str]) -> list[str]:
+    """`_fallback`'s phrases, those holding a word of `taken` left out."""
     out: list[str] = []
     count = 0
     for phrase in profile.ranked():
         keys = phrase_key(phrase.lower()).split()
+        if any(k in taken for k in keys):
+            continue
         if own is not None and own.sets and min(own.cover(k) for k in keys) < MIN_COVER:
             continue
         if count + len(keys) > WORDS_MAX:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from psirag_kb.abstracts import covered, meaning
-from psirag_kb.abstracts.labels import Work, label_batch, offline_abstracts
+from psirag_kb.abstracts.labels import LABEL_RULES, Work, label_batch, offline_abstracts
 from psirag_kb.abstracts.writers import KeywordAbstractor, LLMAbstractor
 from psirag_kb.backoff import Backoff
 from psirag_kb.errors import LLMError, LLMUnavailable, Ungrounded
@@ -38,6 +38,8 @@ BACKOFF_S = (30.0, 3600.0)
 """First and longest wait before retrying the LLM after the server failed (unreachable, down)."""
 NODE_BACKOFF_S = (300.0, 86400.0)
 """First and longest wait before asking again for one node whose reply was junk."""
+LABELLER_KEY = "labeller"
+"""The meta row naming who labelled the stored tree (`AbstractJob.labeller`)."""
 
 OnProgress = Callable[[dict[str, Any]], None]
 
@@ -138,6 +140,9 @@ class AbstractJob:
         self._skip_backed_off = False
         self._mark: Any = None
         self._ended: float | None = None
+        self._labelled_by: str | None = None
+        """The stored tree's labeller, read from the meta table once."""
+        stores.writer.call(self.adopt_labeller)
 
     def stop(self) -> None:
         """End a running regeneration after the node in hand (what it committed stays); later
@@ -328,6 +333,108 @@ class AbstractJob:
                 self.last_error = ""  # Ollama answered again: the old error is history
         return self.last_result
 
+    @property
+    def labeller(self) -> str:
+        """Who labels branches now: the configured offline method and the rules' revision."""
+        return f"{self.config.tree.offline_labels}/{LABEL_RULES}"
+
+    def labels_stale(self) -> bool:
+        """Whether the stored tree was labelled by another labeller: an earlier release's
+        rules, or another `[tree] offline_labels`."""
+        view = self.stores.tree_index.view
+        if view.root is None or view.root < 0 or self.stores.tree_missing:
+            return False
+        if self._labelled_by is None:
+            self._labelled_by = self.stores.store.meta().get(LABELLER_KEY, "")
+        return self._labelled_by != self.labeller
+
+    def adopt_labeller(self) -> None:
+        """Record today's labeller for a knowledge base with no chunks yet (writer thread):
+        its first tree is labelled by it, so there is nothing to label again."""
+        if self.stores.store.chunk_count():
+            return
+        labeller = self.labeller
+        if self.stores.store.meta().get(LABELLER_KEY) != labeller:
+            self.stores.store.set_meta_value(LABELLER_KEY, labeller)
+        self._labelled_by = labeller
+
+    def relabel_if_stale(self) -> dict[str, Any]:
+        """{"labels": the relabelling's report} when another labeller wrote the stored tree's
+        labels, else {} (`maintain`)."""
+        return {"labels": self.relabel()} if self.labels_stale() else {}
+
+    def relabel(self) -> dict[str, Any]:
+        """Label every branch again with today's labeller, keeping the abstracts (no LLM is
+        asked): each node above layer 1, and the root, labels its children bottom-up,
+        committing as it goes. The labeller is recorded once every node is done, so a pass
+        that was stopped starts again."""
+        with self._lock_waiting():
+            return self._relabel()
+
+    def _relabel(self) -> dict[str, Any]:
+        """One relabelling pass (the caller holds the run lock)."""
+        started = time.perf_counter()
+        labeller = self.labeller
+        view = self.stores.tree_index.view
+        by_layer: dict[int, list[int]] = defaultdict(list)
+        for node, info in view.nodes.items():
+            if info.layer > 1 or node == view.root:
+                by_layer[info.layer].append(node)
+        self.progress.start(sum(len(nodes) for nodes in by_layer.values()))
+        self._report()
+        finished = False
+        try:
+            for layer in sorted(by_layer):
+                nodes = sorted(by_layer[layer])
+                for start in range(0, len(nodes), BATCH_NODES):
+                    self._check_stop()
+                    self._relabel_batch(nodes[start:start + BATCH_NODES], layer)
+            self.stores.writer.call(
+                lambda: self.stores.store.set_meta_value(LABELLER_KEY, labeller))
+            self._labelled_by = labeller
+            finished = True
+        except _Stopped:
+            log.info("relabelling stopped; the labels written so far are kept")
+        finally:
+            self.progress.stop()
+        report: dict[str, Any] = {"relabelled": self.progress.done, "labeller": labeller,
+                                  "seconds": round(time.perf_counter() - started, 2)}
+        if not finished:
+            report["interrupted"] = True
+        return report
+
+    def _relabel_batch(self, nodes: list[int], layer: int) -> None:
+        """Label the children of a batch of same-layer nodes again and store the labels."""
+        work = self.stores.writer.call(lambda: self._read(nodes, layer, False, every=True))
+        if work is None:
+            self.progress.advance(skipped=len(nodes))
+            return
+        labels = self._labels(work)
+        made = self.stores.writer.call(lambda: self._write_labels(work, labels))
+        self.progress.advance(done=made, skipped=len(nodes) - made)
+        self._report()
+
+    def _write_labels(self, work: Work, labels: dict[int, dict[int, str]]) -> int:
+        """Store the labels a batch brings, a child given none losing its old one (writer);
+        nodes whose children changed meanwhile are left to the next pass."""
+        stores = self.stores
+        made = 0
+        with stores.tree_edit():
+            live = stores.tree_index.live
+            for node in work.nodes:
+                if node not in live.children or tuple(live.children[node]) != work.shapes[node]:
+                    continue
+                given = labels.get(node, {})
+                for kid in live.children[node]:
+                    if kid > 0:
+                        live.set_label(kid, given.get(kid, ""))
+                if node == live.root:
+                    live.set_label(node, given.get(node, ""))
+                made += 1
+            with stores.store.transaction():
+                tree_rows.write_tree(stores.store, live)
+        return made
+
     def _report(self) -> None:
         """Hand the progress to the caller's callback, if any."""
         if self.on_progress is not None:
@@ -467,11 +574,13 @@ class AbstractJob:
         self._report()
         return made
 
-    def _read(self, nodes: list[int], layer: int, use_llm: bool) -> Work | None:
-        """The children's texts (or abstracts) of the nodes still dirty (on the writer)."""
+    def _read(self, nodes: list[int], layer: int, use_llm: bool, every: bool = False
+              ) -> Work | None:
+        """The children's texts (or abstracts) of the nodes still dirty, or of all of them
+        (`every`: relabelling), on the writer."""
         live = self.stores.tree_index.live
         view = self.stores.tree_index.view
-        nodes = [n for n in nodes if n in live.children and n in live.dirty
+        nodes = [n for n in nodes if n in live.children and (every or n in live.dirty)
                  and (not use_llm or not self._skip_backed_off or self._node_due(n))]
         shapes = {n: tuple(live.children[n]) for n in nodes}
         contexts: list[list[str]] = []
@@ -490,7 +599,7 @@ class AbstractJob:
                      for row in kids]
             if self.config.tree.offline_labels in ("covered", "meaning"):
                 samples = [self._samples(row) for row in kids]
-        keep_dirty = {n for n in nodes if self.llm is not None and not use_llm}
+        keep_dirty = {n for n in nodes if self.llm is not None and not use_llm and not every}
         if keep_dirty:  # the LLM is down: offline keywords only where nothing exists yet
             selected = [i for i, n in enumerate(nodes) if n not in live.abstracts]
             nodes = [nodes[i] for i in selected]

@@ -48,6 +48,11 @@ HEADING_WEIGHT = 3.0
 CONTEXT_WEIGHT = 0.5
 """A chunk header's phrases (document title, heading path) count this much per chunk."""
 
+LABEL_RULES = 1
+"""The revision of the offline labellers' rules: raise it with a change that labels branches
+differently, and a tree stored by an earlier release is labelled again once (`AbstractJob.
+relabel`); a tree stored before the revision was recorded counts as earlier."""
+
 GENERIC = frozenset("""
 example examples value values default defaults following number numbers way ways case cases use
 uses time times information see note notes thing things part parts kind kinds lot end start

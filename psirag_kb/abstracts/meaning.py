@@ -63,8 +63,10 @@ def sibling_labels(samples: Sequence[Sample], profiles: Sequence[Profile],
         start += len(keys)
     chosen = _choose(candidates, rows, ranks, [_unit(np.asarray(v, np.float64))
                                                for v in vectors])
+    taken = {key for keys in chosen for key in keys}
     labels = [covered._render(keys, samples[i], profiles[i]) if keys
-              else covered._fallback(profiles[i], samples[i]) for i, keys in enumerate(chosen)]
+              else covered._fallback(profiles[i], samples[i], taken)
+              for i, keys in enumerate(chosen)]
     return covered.distinct_leads(labels, samples)
 
 

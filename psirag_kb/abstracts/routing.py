@@ -2,9 +2,11 @@
 
 Each passage (or question) under a node is routed to one of the node's children by the
 children's labels alone, and counts when it lands in a child holding it (a question: a child
-holding one of its gold passages). Two routers read the labels: BM25 of the item's words against
-the labels' words, and the nearest label by meaning (the cosine of the item's vector and the
-embedded label's). A tie or no match at all counts as a miss.
+holding one of its gold passages). Three routers read the labels: BM25 of the item's words
+against the labels' words, the nearest label by meaning (the cosine of the item's vector and the
+embedded label's), and the nearest of the labels the map draws in each child's area. One reads
+none, as a bound: the child holding the item's best passages. A tie or no match at all counts
+as a miss.
 """
 
 from __future__ import annotations
@@ -77,6 +79,42 @@ def by_meaning(targets: Callable[[Sequence[int]], np.ndarray],
         if not items:
             return []
         return nearest(targets(kids), vectors(items))
+    return choose
+
+
+def by_areas(areas: Callable[[Sequence[int]], list[np.ndarray]],
+             vectors: Callable[[Sequence[int]], np.ndarray]) -> Choose:
+    """The router to the child whose area on the map holds the label nearest the item's vector
+    by cosine: `areas(kids)` gives each child's embedded labels (its own and those drawn inside
+    its area), one row each."""
+    def choose(kids: Sequence[int], items: Sequence[int]) -> list[int | None]:
+        if not items:
+            return []
+        rows = areas(kids)
+        owner = np.concatenate([np.full(len(r), i) for i, r in enumerate(rows)])
+        found = nearest(np.concatenate(rows), vectors(items))
+        return [None if f is None else int(owner[f]) for f in found]
+    return choose
+
+
+def by_passages(ranked: Callable[[int], Sequence[int]], view: TreeView, most: int = 10
+                ) -> Choose:
+    """The router that reads no label: the child holding the most of the item's best passages
+    (`ranked(item)`: chunk ids best first, as a search ranks them), the n-th counting 1/n; the
+    first `most` are read. A bound for routers that read labels, which stand for a branch's
+    passages in a few words."""
+    def choose(kids: Sequence[int], items: Sequence[int]) -> list[int | None]:
+        index = {k: i for i, k in enumerate(kids)}
+        out: list[int | None] = []
+        for item in items:
+            votes = np.zeros(len(kids))
+            for rank, chunk in enumerate(list(ranked(item))[:most]):
+                for node in lineage(view, int(chunk)):
+                    if node in index:
+                        votes[index[node]] += 1.0 / (1 + rank)
+            top = votes.max(initial=0.0)
+            out.append(int(votes.argmax()) if top > 0 and (votes == top).sum() == 1 else None)
+        return out
     return choose
 
 

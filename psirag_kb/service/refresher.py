@@ -66,18 +66,24 @@ class AbstractRefresher:
         if now - self._quiet_since < self.quiet_s:
             return False
         view = self.kb.tree_view()
-        if not view.dirty:
-            return False
         job = self.kb.abstract_job
+        stale = job.labels_stale()
+        if not view.dirty and not stale:
+            return False
         ran = False
         started = time.time()
-        if view is not self._offline_view:  # something was written since the last pass
+        if view.dirty and view is not self._offline_view:  # written since the last pass
             report = job.run(offline=True)
             self._offline_view = self.kb.tree_view()
             ran = True
             if report.get("regenerated"):
                 log.info("offline abstracts for %d nodes in %.1f s", report["regenerated"],
                          report["seconds"])
+        if stale and not self._stop.is_set():  # an upgrade, or another offline_labels
+            report = job.relabel()
+            ran = True
+            log.info("labelled %d nodes again (%s) in %.1f s", report["relabelled"],
+                     report["labeller"], report["seconds"])
         if job.llm_due() and not self._stop.is_set():
             report = job.run(yield_to=lambda: self._stop.is_set() or self.arriving(),
                              skip_backed_off=True)

@@ -15,6 +15,8 @@ from psirag_kb.abstracts.labels import phrase_key
 from psirag_kb.abstracts.routing import by_meaning, routing, routing_by, terms
 from psirag_kb.cli import main
 from psirag_kb.kb import KnowledgeBase
+from psirag_kb.service.refresher import AbstractRefresher
+from psirag_kb.tree import rows as tree_rows
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "docs"
 TOPICS = {  # four clearly different topics, two real documents each
@@ -222,3 +224,45 @@ def test_an_empty_knowledge_base_has_no_tree_and_says_so(config, minilm) -> None
             kb.node()
         with pytest.raises(TreeEmpty):
             kb.topic_map()
+
+
+def test_a_tree_labelled_by_an_earlier_labeller_is_labelled_again_once(config, minilm,
+                                                                       topics_folder):
+    """An upgrade with new label rules, or another `offline_labels`, relabels the stored tree
+    (abstracts kept) in the background and in `maintain`; today's labeller is not asked twice."""
+    with KnowledgeBase(config, embedder=minilm) as kb:
+        kb.ingest([topics_folder])
+        kb.regenerate_abstracts()
+        job = kb.abstract_job
+        assert kb.stores.store.meta()["labeller"] == job.labeller  # a new KB adopts it
+        assert not job.labels_stale() and "labels" not in kb.maintain()
+        live = kb.stores.tree_index.live
+        labels, abstracts = dict(live.labels), dict(live.abstracts)
+
+        def as_an_earlier_release_left_it() -> None:
+            with kb.stores.tree_edit():
+                for node in live.labels:
+                    live.set_label(node, "doujin gamer ethic")
+                with kb.stores.store.transaction():
+                    tree_rows.write_tree(kb.stores.store, live)
+            kb.stores.store.set_meta_value("labeller", "covered/0")
+
+        kb.stores.writer.call(as_an_earlier_release_left_it)
+    with KnowledgeBase(config, embedder=minilm) as kb:  # the upgraded release starts
+        job = kb.abstract_job
+        assert job.labels_stale()
+        refresher = AbstractRefresher(kb, busy=lambda: False, quiet_s=0.0)
+        assert refresher.tick()
+        live = kb.stores.tree_index.live
+        assert live.labels == labels and live.abstracts == abstracts
+        assert not job.labels_stale() and not refresher.tick()
+    with KnowledgeBase(config.replace("tree", offline_labels="keywords"),
+                       embedder=minilm) as kb:  # keywords: no labels, the abstracts shown
+        assert kb.abstract_job.labels_stale()
+        report = kb.maintain()["labels"]
+        assert report["relabelled"] > 0 and report["labeller"].startswith("keywords/")
+        assert not any(kb.stores.tree_index.live.labels.values())
+        assert kb.node()["label"] == kb.node()["abstract"]
+    with KnowledgeBase(config, embedder=minilm) as kb:  # and back
+        assert kb.maintain()["labels"]["labeller"] == kb.abstract_job.labeller
+        assert kb.stores.tree_index.live.labels == labels

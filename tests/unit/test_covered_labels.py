@@ -101,6 +101,20 @@ def test_an_abstract_phrase_whose_words_all_qualify_stands_for_them() -> None:
     assert "garbage collection" in [item.lower() for item in labels[0]], labels
 
 
+def test_a_child_labelled_by_its_abstract_avoids_its_siblings_words_while_it_can() -> None:
+    """A child too like its siblings to have words of its own is named by its abstract's
+    phrases that its passages hold: those without a sibling's label word first."""
+    profile = child_profile("copyright notice, garbage collection, memory pools, licence")
+    own = Sample.of([f"Copyright notice {n}: the licence covers garbage collection of memory "
+                     "pools." for n in range(10)])
+    assert covered._fallback(profile, own) == ["copyright notice", "garbage collection"]
+    assert covered._fallback(profile, own, {"copyright"}) == ["garbage collection",
+                                                              "memory pools"]
+    # every phrase holds a sibling's word: the best ones all the same
+    assert covered._fallback(profile, own, {"copyright", "garbage", "memory", "licence"}) == [
+        "copyright notice", "garbage collection"]
+
+
 def test_labels_route_the_passages_they_were_chosen_from() -> None:
     texts = [GC, WEB, LICENCE]
     labels = label_children(["", "", ""], texts)

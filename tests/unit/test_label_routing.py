@@ -7,7 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from psirag_kb.abstracts.routing import (
+    by_areas,
     by_meaning,
+    by_passages,
     by_words,
     lineage,
     nearest,
@@ -105,3 +107,32 @@ def test_a_question_counts_when_routed_to_a_child_holding_a_gold_passage() -> No
     # and under 3 (gold 6: HTML templates, right)
     assert found["down_questions"] == 4
     assert found["down"] == 2 / 4
+
+
+def test_a_question_goes_to_the_area_holding_the_nearest_label_drawn_in_it() -> None:
+    # each child's area: its own label's vector, then its children's (one-hot by node id)
+    drawn = {2: [2, 4, 5], 3: [3, 6, 7]}
+
+    def areas(kids: Sequence[int]) -> list[np.ndarray]:
+        return [np.eye(8)[drawn.get(k, [k])] for k in kids]
+
+    asked = np.eye(8)[[5, 7, 3, 0]]  # near node 5's label, node 7's, node 3's, none at all
+    found = by_areas(areas, lambda qs: asked[list(qs)])([2, 3], [0, 1, 2, 3])
+    assert found == [0, 1, 1, None]  # a question equally far from every label is a miss
+
+
+def test_the_passage_bound_counts_the_best_passages_by_rank() -> None:
+    view = tree()
+    ranked = {0: [1, 4, 5], 1: [4, 1, 2], 2: [99], 3: []}
+    choose = by_passages(lambda q: ranked[q], view)
+    # q0: chunk 1 under 2 (1) against chunks 4, 5 under 3 (1/2 + 1/3): 2 wins
+    # q1: 4 under 3 (1) against 1, 2 under 2 (1/2 + 1/3): 3 wins; q2's passage is in no
+    # branch and q3 found none: misses
+    assert choose([2, 3], [0, 1, 2, 3]) == [0, 1, None, None]
+    # q4: 4 under 3 (1) against 1, 2, 3 under 2 (1/2 + 1/3 + 1/4): 2 wins, unless only the
+    # first passage is read
+    ranked[4] = [4, 1, 2, 3]
+    assert choose([2, 3], [4]) == [0]
+    assert by_passages(lambda q: ranked[q], view, most=1)([2, 3], [4]) == [1]
+    # one layer down, among node 2's children: chunk 1 lies under 4, chunk 3 under 5
+    assert choose([4, 5], [0]) == [0]
