@@ -358,6 +358,15 @@ class AbstractJob:
             self.stores.store.set_meta_value(LABELLER_KEY, labeller)
         self._labelled_by = labeller
 
+    def interim(self) -> dict[str, Any] | None:
+        """While a first ingest runs, an interim tree over what it has committed, when due
+        (`Stores.interim_tree`), with offline abstracts and labels, so that the map and the
+        topics show something before it ends; the run's report, None when not due."""
+        if not self.stores.interim_due() or not self.stores.writer.call(
+                self.stores.interim_tree):
+            return None
+        return self.run(offline=True) | {"leaves": self.stores.tree_index.view.n_leaves}
+
     def relabel_if_stale(self) -> dict[str, Any]:
         """{"labels": the relabelling's report} when another labeller wrote the stored tree's
         labels, else {} (`maintain`)."""

@@ -372,14 +372,22 @@ class QueryEngine(OverStores):
         whose subtree holds anything the person may not read is not found."""
         visible = self.visibility(access)
         view = self.tree_index.view if visible is None else visible.view
-        return node_view(view, node_id, self.store.hits, visible)
+        return self._noted(node_view(view, node_id, self.store.hits, visible))
 
     def topic_map(self, node_id: int | None = None, access: Access = OWNER) -> dict[str, Any]:
         """A node, its children and theirs with sizes and sampled files (`topic_map`), only
         what the person may see, as `node`."""
         visible = self.visibility(access)
         view = self.tree_index.view if visible is None else visible.view
-        return topic_map(view, node_id, self.store.hits, self.store.files_of, visible)
+        return self._noted(topic_map(view, node_id, self.store.hits, self.store.files_of,
+                                     visible))
+
+    def _noted(self, found: dict[str, Any]) -> dict[str, Any]:
+        """A node as browsed, with a note while the tree is a first ingest's interim one."""
+        if self.stores.interim:
+            found["note"] = ("an interim tree over the passages indexed so far: the first ingest "
+                             "is still running, and the whole tree is built when it ends")
+        return found
 
     def path_of(self, chunk_id: int, access: Access = OWNER) -> list[dict[str, Any]]:
         """The abstract nodes above a chunk's leaf, root first: id, layer, abstract, dirty

@@ -49,6 +49,15 @@ class AbstractRefresher:
         return {"runs": self.runs, "quiet_s": self.quiet_s, "last_error": self.last_error,
                 "last_run": self.last_run}
 
+    def _interim(self) -> bool:
+        """An interim tree of a first ingest, when due (it doubles its chunks each time)."""
+        report = self.kb.abstract_job.interim()
+        if report is not None:
+            log.info("an interim tree over the %d passages indexed so far, labelled in %.1f s; "
+                     "the whole tree is built when the ingest ends", report["leaves"],
+                     report["seconds"])
+        return report is not None
+
     def _loop(self) -> None:
         while not self._stop.wait(POLL_S):
             try:
@@ -58,11 +67,12 @@ class AbstractRefresher:
                 log.exception("abstract refresh failed")
 
     def tick(self) -> bool:
-        """One look: refresh when there is something to do after a quiet period; True if it ran."""
+        """One look: refresh when there is something to do after a quiet period, or draw a
+        first ingest's interim tree when due; True if it ran."""
         now = time.monotonic()
         if self.busy():
             self._quiet_since = now
-            return False
+            return self._interim()
         if now - self._quiet_since < self.quiet_s:
             return False
         view = self.kb.tree_view()

@@ -100,6 +100,9 @@ class TreeNode(TreeStep):
     parent: int | None
     leaves: int
     children: list[TreeChild]
+    note: str | None = None
+    """Said while the tree is an interim one over the passages a first ingest has indexed so
+    far (the whole tree is built when it ends)."""
 
 
 class TreePath(Reply):

@@ -34,6 +34,7 @@ from psirag_kb.storage.sparse import SparseIndex
 from psirag_kb.storage.store import Store
 from psirag_kb.storage.writer import Writer, WriterClosed
 from psirag_kb.tree import kept, rows
+from psirag_kb.tree.bulk import FirstIngest
 from psirag_kb.tree.index import TreeIndex
 from psirag_kb.tree.live import LiveTree
 from psirag_kb.tree.partition import MIXED
@@ -85,7 +86,7 @@ class OverStores:
         return self.stores.stale
 
 
-class Stores:
+class Stores(FirstIngest):
     """DuckDB, BM25, hnswlib and the live tree of a data directory, written by one thread."""
 
     def __init__(self, config: Config, model: str, dim: Any) -> None:
@@ -607,33 +608,6 @@ class Stores:
         self.tree_index.update(added, vectors, removed, self.nearest)
         self.tree_seconds += time.perf_counter() - started
         return self.tree_index.live
-
-    @contextmanager
-    def bulk(self) -> Iterator[None]:
-        """Defer tree updates when the tree is empty, then build it once at the end."""
-        if not self.begin_bulk():
-            yield
-            return
-        try:
-            yield
-        finally:
-            self.end_bulk()
-
-    def begin_bulk(self) -> bool:
-        """Defer tree updates when the tree is empty (writer thread); True when this call did,
-        and must then call `end_bulk`. Other writes meanwhile skip the tree as well: the build
-        at the end covers every chunk committed by then."""
-        if not self.tree_index.empty or self.defer_tree or self.tree_state["state"] == "rebuilding":
-            return False
-        self.defer_tree = True
-        return True
-
-    def end_bulk(self, build: bool = True) -> None:
-        """Stop deferring and build the whole tree once (writer thread); without `build` (the
-        knowledge base is closing) the next start rebuilds it."""
-        self.defer_tree = False
-        if build:
-            self.build_tree(*self.tree_vectors())
 
     # -- writes -----------------------------------------------------------------------------
 

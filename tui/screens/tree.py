@@ -155,7 +155,9 @@ class TreeScreen(KBScreen):
         else:
             head = (f"node {data.get('id')}  layer {data.get('layer', '?')}  "
                     f"{data.get('leaves', 0)} leaves" + ("  stale" if data.get("dirty") else ""))
-        self.query_one("#nodeinfo", Static).update(Text.assemble((head, "bold"), "\n", text))
+        note = f"\n{data['note']} (r reloads)" if data.get("note") else ""
+        self.query_one("#nodeinfo", Static).update(
+            Text.assemble((head, "bold"), (note, "italic"), "\n", text))
 
     @on(Reconnected)
     def reconnected(self) -> None:
