@@ -384,9 +384,10 @@ class Stores(FirstIngest):
 
     def _unpartitioned(self) -> bool:
         """Whether the tree has a node on or below its join layer whose leaves different
-        people may read (labels changed since it was built)."""
+        people may read (labels changed since it was built); never an interim tree, which the
+        build at the first ingest's end replaces, partitioned at the boundaries of then."""
         live = self.tree_index.live
-        if self.tree_missing or live.root is None or live.join is None:
+        if self.tree_missing or self.defer_tree or live.root is None or live.join is None:
             return False
         return any(label == MIXED for label in live.parts.values())
 

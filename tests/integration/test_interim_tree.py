@@ -9,6 +9,7 @@ from waiting import wait_until
 from psirag_kb.kb import KnowledgeBase
 from psirag_kb.service.refresher import AbstractRefresher
 from psirag_kb.tree import bulk as tree_bulk
+from psirag_kb.tree.partition import MIXED
 
 TOPICS = {
     "volcano": "Volcanoes erupt lava and ash; magma rises through the crust of the volcano.",
@@ -19,13 +20,14 @@ TOPICS = {
 
 
 def notes(folder: Path, count: int) -> None:
-    """`count` short notes, one passage each, on four topics in turn."""
-    folder.mkdir()
+    """`count` short notes, one passage each, on four topics in turn, in two subfolders."""
     names = sorted(TOPICS)
+    for half in "ab":
+        (folder / half).mkdir(parents=True)
     for n in range(count):
         topic = names[n % len(names)]
-        (folder / f"{topic}-{n:03d}.md").write_text(f"# {topic.title()} note {n}\n\n"
-                                                    f"{TOPICS[topic]} Note number {n}.\n")
+        (folder / "ab"[n % 2] / f"{topic}-{n:03d}.md").write_text(
+            f"# {topic.title()} note {n}\n\n{TOPICS[topic]} Note number {n}.\n")
 
 
 def test_a_first_ingest_shows_an_interim_tree_before_it_ends(config, minilm, tmp_path,
@@ -44,6 +46,10 @@ def test_a_first_ingest_shows_an_interim_tree_before_it_ends(config, minilm, tmp
                            "an interim tree with its labels")
                 seen.append((kb.node(), kb.topic_map(), kb.tree_view().n_leaves,
                              kb.chunk_count()))
+                # a folder granted meanwhile splits no interim tree: the final build does
+                assert not kb.stores.writer.call(
+                    lambda: kb.stores.set_boundaries(grants=[str(folder / "a")]))
+                assert not kb.stores.splitting
 
         try:
             report = kb.ingest([folder], progress=progress)
@@ -57,6 +63,9 @@ def test_a_first_ingest_shows_an_interim_tree_before_it_ends(config, minilm, tmp
         # the ingest's end builds the whole tree: no note, every passage in it
         assert not kb.stores.interim and "note" not in kb.node()
         assert kb.tree_view().n_leaves == kb.chunk_count() == report.chunks_embedded
+        assert kb.stores.tree_index.problems() == []
+        live = kb.stores.tree_index.live  # partitioned at the grant given during the ingest
+        assert live.join is not None and MIXED not in live.parts.values()
 
 
 def test_no_interim_tree_below_the_first_threshold(config, minilm, tmp_path):
