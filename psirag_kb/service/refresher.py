@@ -50,7 +50,7 @@ class AbstractRefresher:
                 "last_run": self.last_run}
 
     def _interim(self) -> bool:
-        """An interim tree of a first ingest, when due (it doubles its chunks each time)."""
+        """An interim tree of a first ingest, when due (`FirstIngest.interim_due`)."""
         report = self.kb.abstract_job.interim()
         if report is not None:
             log.info("an interim tree over the %d passages indexed so far, labelled in %.1f s; "

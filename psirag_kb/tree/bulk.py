@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 
 INTERIM_FIRST = 2000
 """Chunks a first ingest commits before its first interim tree (`interim_tree`)."""
+INTERIM_GROWTH = 4
+"""Each later interim tree waits until the chunks are this many times the last one's: interim
+trees then cost, summed over the ingest, a third of the final build and its labels or less."""
 
 
 class FirstIngest:
@@ -59,11 +62,12 @@ class FirstIngest:
         return self.defer_tree and not self.tree_index.empty
 
     def interim_due(self) -> bool:
-        """Whether a first ingest now holds INTERIM_FIRST chunks and twice its last interim
-        tree's: interim trees then cost less, summed over the ingest, than the final build."""
+        """Whether a first ingest now holds INTERIM_FIRST chunks and INTERIM_GROWTH times its
+        last interim tree's."""
         if not self.defer_tree or self.tree_missing:
             return False
-        return self.store.chunk_count() >= max(INTERIM_FIRST, 2 * self.tree_index.view.n_leaves)
+        return self.store.chunk_count() >= max(INTERIM_FIRST,
+                                               INTERIM_GROWTH * self.tree_index.view.n_leaves)
 
     def interim_tree(self) -> bool:
         """Build a tree over the chunks a first ingest has committed so far, when due (writer
