@@ -425,7 +425,8 @@ class AbstractJob:
 
     def _write_labels(self, work: Work, labels: dict[int, dict[int, str]]) -> int:
         """Store the labels a batch brings, a child given none losing its old one (writer);
-        nodes whose children changed meanwhile are left to the next pass."""
+        a node whose children changed meanwhile is dirty, and the abstracts run it causes
+        labels its children with today's labeller."""
         stores = self.stores
         made = 0
         with stores.tree_edit():
