@@ -31,6 +31,7 @@ class AbstractRefresher:
         self._thread = threading.Thread(target=self._loop, name="psirag-abstracts", daemon=True)
         self._quiet_since = time.monotonic()
         self._offline_view: Any = None
+        self._relabel_view: Any = None
         self.last_run: dict[str, float] = {}
         """Wall-clock times of the last run: since when the queues were quiet, start, end."""
 
@@ -89,8 +90,9 @@ class AbstractRefresher:
             if report.get("regenerated"):
                 log.info("offline abstracts for %d nodes in %.1f s", report["regenerated"],
                          report["seconds"])
-        if stale and not self._stop.is_set():  # an upgrade, or another offline_labels
-            report = job.relabel()
+        if stale and view is not self._relabel_view and not self._stop.is_set():
+            self._relabel_view = view  # a pass that failed is tried again after a change
+            report = job.relabel()  # an upgrade, or another offline_labels
             ran = True
             log.info("labelled %d nodes again (%s) in %.1f s", report["relabelled"],
                      report["labeller"], report["seconds"])
