@@ -126,7 +126,7 @@ class TreeConfig:
     """Offline abstracts and labels: "covered" (a node's phrases as its abstract, and a label of
     two to five words found in most of the branch's passages and fewer of each sibling's),
     "meaning" (the same words, chosen so the label's embedding is nearest the branch's passages
-    among its siblings' labels: 2.5-5 times the seconds of "covered"), "contrast" (the same
+    among its siblings' labels: 2.4-7 times the seconds of "covered"), "contrast" (the same
     abstracts, a label of 3-5 phrases of the abstract chosen against the siblings' abstracts
     alone) or "keywords" (the earlier phrase picker, abstracts only); the last two are kept for
     comparison in benchmarks/label_routing.py. Changing it labels the stored tree again once

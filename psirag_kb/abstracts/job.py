@@ -351,8 +351,8 @@ class AbstractJob:
     def adopt_labeller(self) -> None:
         """Record today's labeller for a knowledge base with no chunks yet (writer thread):
         its first tree is labelled by it, so there is nothing to label again."""
-        if self.stores.store.chunk_count():
-            return
+        if not self.stores.tree_index.empty or self.stores.store.chunk_count():
+            return  # a loaded tree has chunks: no count at every start
         labeller = self.labeller
         if self.stores.store.meta().get(LABELLER_KEY) != labeller:
             self.stores.store.set_meta_value(LABELLER_KEY, labeller)
