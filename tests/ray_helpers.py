@@ -12,16 +12,30 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 RAY = str(Path(sys.executable).with_name("ray"))
 
 
-def _free_port() -> int:
-    """A TCP port nobody listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _free_ports(count: int, taken: Collection[int] = ()) -> list[int]:
+    """`count` distinct TCP ports nobody listens on now, none of `taken`: each socket stays
+    bound until all are chosen, so the system never hands out one port twice (two of Ray's
+    components given one port refuse to start)."""
+    sockets: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < count:
+            sock = socket.socket()
+            sockets.append(sock)
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+            if port not in taken:
+                ports.append(port)
+    finally:
+        for sock in sockets:
+            sock.close()
+    return ports
 
 
 class LocalRay:
@@ -31,7 +45,7 @@ class LocalRay:
         self.cpus = cpus
         # short: Ray's Unix sockets live below it (a path has at most 107 bytes)
         self.temp = Path(tempfile.mkdtemp(prefix="psr-ray-", dir="/tmp"))
-        self.port = _free_port()
+        self.port = _free_ports(1)[0]
         self.address = f"127.0.0.1:{self.port}"
         self.group = 0
 
@@ -39,15 +53,14 @@ class LocalRay:
         """Start the head; returns when it accepts jobs."""
         base = random.randrange(20000, 32400, 200)  # below the ephemeral ports
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+        node, objects, agent, agent_grpc, runtime_env, metrics = _free_ports(6, {self.port})
         process = subprocess.Popen(
             [RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={self.port}",
              f"--temp-dir={self.temp}", f"--num-cpus={self.cpus}", "--include-dashboard=false",
-             "--disable-usage-stats", f"--node-manager-port={_free_port()}",
-             f"--object-manager-port={_free_port()}",
-             f"--dashboard-agent-listen-port={_free_port()}",
-             f"--dashboard-agent-grpc-port={_free_port()}",
-             f"--runtime-env-agent-port={_free_port()}",
-             f"--metrics-export-port={_free_port()}",
+             "--disable-usage-stats", f"--node-manager-port={node}",
+             f"--object-manager-port={objects}", f"--dashboard-agent-listen-port={agent}",
+             f"--dashboard-agent-grpc-port={agent_grpc}",
+             f"--runtime-env-agent-port={runtime_env}", f"--metrics-export-port={metrics}",
              f"--min-worker-port={base}", f"--max-worker-port={base + 199}"],
             env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.group = process.pid
