@@ -48,9 +48,12 @@ class Embedder(Protocol):
 class SentenceTransformerEmbedder:
     """A sentence-transformers model loaded on first use, offline when it is a local folder."""
 
-    def __init__(self, config: EmbeddingConfig, threads: int | None = None) -> None:
-        """`threads`: torch threads for calls made from each thread that uses this instance."""
+    def __init__(self, config: EmbeddingConfig, threads: int | None = None,
+                 purpose: str = "passages") -> None:
+        """`threads`: torch threads for calls made from each thread that uses this instance;
+        `purpose`: what it embeds, for the log."""
         self.name = config.model
+        self.purpose = purpose
         self._config = config
         self._threads = threads
         self._local = threading.local()
@@ -81,8 +84,8 @@ class SentenceTransformerEmbedder:
 
                 hf_logging.disable_progress_bar()
 
-                log.info("loading embedding model %s on %s (%s)", self.name, self.device,
-                         self.device_reason)
+                log.info("loading embedding model %s for %s on %s (%s)", self.name,
+                         self.purpose, self.device, self.device_reason)
                 try:
                     self._model = SentenceTransformer(path, device=self.device)
                 except Exception as exc:  # noqa: BLE001 - any loader failure is a config problem
@@ -104,7 +107,7 @@ class SentenceTransformerEmbedder:
         fight over the two cores (benchmarks/embed_threads.py: 232 questions/s on one thread,
         192 on two, the file embedding unchanged).
         """
-        return SentenceTransformerEmbedder(self._config, threads=1)
+        return SentenceTransformerEmbedder(self._config, threads=1, purpose="questions")
 
     @property
     def dim(self) -> int:  # type: ignore[override]

@@ -51,8 +51,10 @@ class OnnxEmbedder:
     """A sentence-transformers model (transformer, mean or CLS pooling) run by ONNX Runtime."""
 
     def __init__(self, config: EmbeddingConfig, cache_dir: Path,
-                 threads: int | None = None) -> None:
-        """`threads`: ONNX Runtime intra-op threads (None: one per core)."""
+                 threads: int | None = None, purpose: str = "passages") -> None:
+        """`threads`: ONNX Runtime intra-op threads (None: one per core); `purpose`: what it
+        embeds, for the log."""
+        self.purpose = purpose
         if config.backend not in _FILES:
             raise ConfigError(f"[embedding] backend {config.backend!r} is not an ONNX backend")
         self.name = config.model
@@ -74,7 +76,7 @@ class OnnxEmbedder:
 
     def for_queries(self) -> OnnxEmbedder:
         """Another instance on one thread, so questions never wait for a file's batch."""
-        return OnnxEmbedder(self._config, self._cache_dir, threads=1)
+        return OnnxEmbedder(self._config, self._cache_dir, threads=1, purpose="questions")
 
     @property
     def dim(self) -> int:  # type: ignore[override]
@@ -170,7 +172,7 @@ class OnnxEmbedder:
             self._counter = TokenCounter(self._tokenizer)
             self._file = _exported(self._config.model, layout, self._cache_dir,
                                    self._config.backend)
-            log.info("embedding with %s", self._file)
+            log.info("embedding %s with %s", self.purpose, self._file)
             probe = self._forward(["dimension probe"], self._session(self._threads))
             self._dim = int(probe.shape[1])
 

@@ -84,6 +84,7 @@ class AbstractRefresher:
         ran = False
         started = time.time()
         if view.dirty and view is not self._offline_view:  # written since the last pass
+            self._offline_view = view  # a pass that failed is tried again after a change
             report = job.run(offline=True)
             self._offline_view = self.kb.tree_view()
             ran = True

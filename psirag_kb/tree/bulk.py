@@ -25,6 +25,9 @@ class FirstIngest:
     writer thread but `interim` and `interim_due`, which read)."""
 
     defer_tree: bool
+    interim_floor: int = 0
+    """The chunks when an interim build failed: the next waits for INTERIM_GROWTH times as
+    many, so a failing build is not tried again at every look."""
     tree_index: TreeIndex
     tree_state: dict[str, Any]
     store: Store
@@ -52,7 +55,7 @@ class FirstIngest:
         at the end covers every chunk committed by then."""
         if not self.tree_index.empty or self.defer_tree or self.tree_state["state"] == "rebuilding":
             return False
-        self.defer_tree = True
+        self.defer_tree, self.interim_floor = True, 0
         return True
 
     @property
@@ -66,8 +69,8 @@ class FirstIngest:
         last interim tree's."""
         if not self.defer_tree or self.tree_missing:
             return False
-        return self.store.chunk_count() >= max(INTERIM_FIRST,
-                                               INTERIM_GROWTH * self.tree_index.view.n_leaves)
+        last = max(self.tree_index.view.n_leaves, self.interim_floor)
+        return self.store.chunk_count() >= max(INTERIM_FIRST, INTERIM_GROWTH * last)
 
     def interim_tree(self) -> bool:
         """Build a tree over the chunks a first ingest has committed so far, when due (writer
@@ -75,7 +78,11 @@ class FirstIngest:
         go on deferring, and the build at its end covers every chunk. True when built."""
         if not self.interim_due():
             return False
-        self.build_tree(*self.tree_vectors())
+        try:
+            self.build_tree(*self.tree_vectors())
+        except Exception:
+            self.interim_floor = self.store.chunk_count()
+            raise
         return True
 
     def end_bulk(self, build: bool = True) -> None:

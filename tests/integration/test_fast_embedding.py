@@ -130,3 +130,14 @@ def test_distill_refuses_a_folder_that_is_not_empty(tmp_path, capsys):
     assert main(["distill", str(tmp_path / "model")]) == 1
     assert "already exists" in capsys.readouterr().err
     assert (tmp_path / "model" / "keep.txt").read_text() == "mine"
+
+
+def test_the_log_says_which_model_instance_embeds_what(static_model, caplog):
+    config = EmbeddingConfig(model=str(static_model))
+    passages = make_embedder(config)
+    questions = passages.for_queries()  # type: ignore[attr-defined]
+    with caplog.at_level("INFO", logger="psirag_kb.ingest.embedding"):
+        passages.embed(["a passage"])
+        questions.embed(["a question?"])
+    loads = [r.getMessage() for r in caplog.records if "loading embedding model" in r.getMessage()]
+    assert [" for passages " in loads[0], " for questions " in loads[1]] == [True, True], loads

@@ -42,3 +42,32 @@ def test_a_failed_relabelling_is_tried_again_only_after_the_tree_changes() -> No
     with pytest.raises(RuntimeError):
         refresher.tick()
     assert job.relabels == 2
+
+
+class FailingOffline(Job):
+    """An abstract job whose labels are current and whose offline pass fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs = 0
+
+    def labels_stale(self) -> bool:
+        return False
+
+    def run(self, **_: Any) -> dict[str, Any]:
+        self.runs += 1
+        raise RuntimeError("an abstract writer bug")
+
+
+def test_a_failed_offline_pass_is_tried_again_only_after_the_tree_changes() -> None:
+    view = SimpleNamespace(dirty=3)
+    job = FailingOffline()
+    kb = SimpleNamespace(tree_view=lambda: view, abstract_job=job)
+    refresher = AbstractRefresher(kb, busy=lambda: False, quiet_s=0.0)
+    with pytest.raises(RuntimeError):
+        refresher.tick()
+    assert not refresher.tick() and job.runs == 1  # no retry every half second
+    view = SimpleNamespace(dirty=4)  # a write published a new tree
+    with pytest.raises(RuntimeError):
+        refresher.tick()
+    assert job.runs == 2
