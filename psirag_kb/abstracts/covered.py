@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from psirag_kb.abstracts import labels as contrast
 from psirag_kb.abstracts.labels import (
     _CAMEL,
-    _LINK,
     GENERIC,
     Profile,
     Work,
     child_profile,
     node_profile,
     phrase_key,
+    unsaid,
 )
 from psirag_kb.text import ALNUM_RUN, STOP_WORDS
 
@@ -96,7 +96,7 @@ class Sample:
         sample = cls()
         for text in texts:
             keys = {key for key, _ in words_of(text)}  # as routing reads a passage
-            for key, form in words_of(_LINK.sub(" ", text)):  # a link names no topic
+            for key, form in words_of(unsaid(text)):  # a link or a marker names no topic
                 sample.forms.setdefault(key, Counter())[form] += 1
             sample.sets.append(frozenset(keys))
             sample.df.update(keys)

@@ -48,7 +48,7 @@ HEADING_WEIGHT = 3.0
 CONTEXT_WEIGHT = 0.5
 """A chunk header's phrases (document title, heading path) count this much per chunk."""
 
-LABEL_RULES = 1
+LABEL_RULES = 2
 """The revision of the offline labellers' rules: raise it with a change that labels branches
 differently, and a tree stored by an earlier release is labelled again once (`AbstractJob.
 relabel`); a tree stored before the revision was recorded counts as earlier."""
@@ -70,12 +70,18 @@ return returns self import imports def elif lambda str dict len args kwargs init
 const struct pub impl let var println printf malloc
 january february march april may june july august september october november december
 monday tuesday wednesday thursday friday saturday sunday
+yeah yep yup okay um uh uhm hmm mhm gonna wanna kinda sorta alright know think guess basically
+actually really stuff maybe want come going something cuz dunno
 """.split())
 """Words too common in any document to name a topic on their own (a month or a weekday is a
-date's, in every biography and changelog: "August" named a branch of artists' lives)."""
+date's, in every biography and changelog: "August" named a branch of artists' lives; the words
+of speech are a transcript's: "Yeah" and "know" named a branch of meetings)."""
 
 _LINK = re.compile(r"\b(?:https?://|www\.|mailto:)\S+|\S+@\S+\.\w+|\S*/\S+")
 """A URL, an e-mail address or a path: no topic's name."""
+_MARKER = re.compile(r"(?<![\w\\])\{\w+\}")
+"""A word alone in braces: a transcript's annotation ({vocalsound}) or a template's placeholder
+({name}), not what the text says (a LaTeX argument, \\emph{word}, is kept)."""
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
@@ -125,7 +131,7 @@ def prose_lines(text: str) -> list[tuple[str, bool]]:
             continue
         if fenced or _UNDERLINE.match(line):
             continue
-        line = _LINK.sub(" ; ", _INLINE_CODE.sub(" ; ", line))
+        line = unsaid(_INLINE_CODE.sub(" ; ", line))
         heading = _HEADING.match(line)
         if heading:
             out.append((heading.group(1), True))
@@ -135,6 +141,11 @@ def prose_lines(text: str) -> list[tuple[str, bool]]:
             following.strip()) >= 3
         out.append((line, underlined))
     return out
+
+
+def unsaid(text: str) -> str:
+    """Text with what names no topic blanked: links, paths, addresses and markers in braces."""
+    return _LINK.sub(" ; ", _MARKER.sub(" ; ", text))
 
 
 class Weights(dict[str, float]):

@@ -66,6 +66,15 @@ def test_a_month_or_a_weekday_never_labels_a_branch() -> None:
     assert "painter" in words(labels[0]) or "portrait" in words(labels[0]), labels
 
 
+def test_a_transcripts_markers_and_words_of_speech_never_label_a_branch() -> None:
+    meeting = [f"Project Manager: Yeah, {{disfmarker}} I think the remote control {n} needs "
+               f"buttons, you know. {{vocalsound}} Okay." for n in range(10)]
+    labels = label_children(["remote control, buttons", "URL routing"], [meeting, WEB])
+    assert not {"yeah", "think", "know", "okay", "disfmarker", "vocalsound"} & set(
+        words(labels[0])), labels
+    assert {"remote", "button"} & set(words(labels[0])), labels
+
+
 def test_what_a_contraction_leaves_never_labels_a_branch() -> None:
     notes = [f"Don't squash commit {n}; don't amend it." for n in range(10)]
     labels = label_children(["squash, commit", "URL routing"], [notes, WEB])
