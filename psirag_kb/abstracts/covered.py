@@ -142,12 +142,20 @@ def sibling_labels(samples: Sequence[Sample], profiles: Sequence[Profile]) -> li
 
 
 def distinct_leads(labels: list[list[str]], samples: Sequence[Sample]) -> list[list[str]]:
-    """The labels with no leading item another sibling's (the largest sibling keeps its own)."""
+    """The labels with no leading item another sibling's (the largest sibling keeps its own);
+    one left with fewer than WORDS_MIN words takes the words its passages hold most that lead
+    no sibling's, those its siblings hold as much last."""
     leading: set[str] = set()
     for number in sorted(range(len(labels)), key=lambda i: -samples[i].size):
         label = labels[number]
         while label and phrase_key(label[0].lower()) in leading:
             label.pop(0)  # only a fallback label can repeat a sibling's lead
+        have = [k for item in label for k in phrase_key(item.lower()).split()]
+        if len(have) < WORDS_MIN:  # one word of its own, or every item led a sibling's
+            own = samples[number]
+            more = [k for k in _held(own, shared(number, samples), have, WORDS_MAX)
+                    if k not in leading]
+            label.extend(own.form(k) for k in more[: WORDS_MIN - len(have)])
         if label:
             leading.add(phrase_key(label[0].lower()))
     return labels
@@ -223,8 +231,7 @@ def _joint(samples: Sequence[Sample], profiles: Sequence[Profile]) -> list[list[
             for p in postings[key]:
                 scores[p][number] += 1
             held[number].update(postings[key])
-    return [_render(keys, samples[i], profiles[i]) if keys
-            else _fallback(profiles[i], samples[i], taken) for i, keys in enumerate(chosen)]
+    return [finished(keys, samples[i], profiles[i], taken) for i, keys in enumerate(chosen)]
 
 
 def _gain(number: int, passages: list[int], held: set[int],
@@ -283,11 +290,50 @@ def _render(keys: list[str], own: Sample, profile: Profile) -> list[str]:
     return items
 
 
+def finished(keys: list[str], own: Sample, profile: Profile,
+             taken: Collection[str]) -> list[str]:
+    """A child's label from the words chosen for it; none at all, `_fallback`."""
+    return _render(keys, own, profile) if keys else _fallback(profile, own, taken)
+
+
+def shared(number: int, samples: Sequence[Sample]) -> set[str]:
+    """Child `number`'s words that a sibling's sampled passages hold as large a share of."""
+    own = samples[number]
+    return {k for k in own.df if any(s.cover(k) >= own.cover(k)
+                                      for i, s in enumerate(samples) if i != number)}
+
+
+def _held(own: Sample | None, last: Collection[str] = (), kept: Sequence[str] = (),
+          most: int = WORDS_MIN + 1) -> list[str]:
+    """Up to `most` of a child's words that may name a topic and that MIN_COVER of its sampled
+    passages hold, the most held first and those in `last` after the rest; none another form
+    of a word of `kept` or of one listed before it."""
+    if own is None or not own.sets:
+        return []
+    held = [k for k, n in own.df.items() if n >= MIN_COVER * own.size and k in own.forms
+            and k not in kept and candidate(k, own.form(k))]
+    out: list[str] = []
+    for key in sorted(held, key=lambda k: (k in last, -own.df[k], k)):
+        if not any(kin(key, k) for k in [*kept, *out]):
+            out.append(key)
+        if len(out) == most:
+            break
+    return out
+
+
 def _fallback(profile: Profile, own: Sample | None = None,
               taken: Collection[str] = ()) -> list[str]:
     """Too little sets a child apart: its abstract's best phrases that its passages hold, none
-    with a word of a sibling's label (`taken`) while such phrases are left."""
-    return (_phrases(profile, own, taken) if taken else []) or _phrases(profile, own, ())
+    with a word of a sibling's label (`taken`) while such phrases are left; else the words its
+    passages hold most, the siblings' last; else its abstract's first phrases (a label of at
+    most WORDS_MAX words, never the whole abstract)."""
+    found = ((_phrases(profile, own, taken) if taken else []) or _phrases(profile, own, ()))
+    if found:
+        return found
+    words = _held(own, taken)
+    if words and own is not None:
+        return [own.form(k) for k in words]
+    return _phrases(profile, None, ())
 
 
 def _phrases(profile: Profile, own: Sample | None, taken: Collection[str]) -> list[str]:

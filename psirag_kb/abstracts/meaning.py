@@ -64,8 +64,7 @@ def sibling_labels(samples: Sequence[Sample], profiles: Sequence[Profile],
     chosen = _choose(candidates, rows, ranks, [_unit(np.asarray(v, np.float64))
                                                for v in vectors])
     taken = {key for keys in chosen for key in keys}
-    labels = [covered._render(keys, samples[i], profiles[i]) if keys
-              else covered._fallback(profiles[i], samples[i], taken)
+    labels = [covered.finished(keys, samples[i], profiles[i], taken)
               for i, keys in enumerate(chosen)]
     return covered.distinct_leads(labels, samples)
 

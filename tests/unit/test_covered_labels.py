@@ -92,6 +92,18 @@ def test_siblings_never_share_their_leading_word() -> None:
         assert not {"python", "software", "foundation"} & set(words(label)), label
 
 
+def test_a_child_whose_only_phrase_leads_a_sibling_is_named_by_its_passages() -> None:
+    big = Sample.of([f"Valgrind documentation, chapter {n}: the core." for n in range(12)])
+    small = Sample.of([f"Valgrind documentation: memcheck finds leaks in block {n}."
+                       for n in range(6)])
+    labels = covered.distinct_leads([["Valgrind Documentation"], ["Valgrind Documentation"]],
+                                    [big, small])
+    assert labels[0] == ["Valgrind Documentation"], labels
+    assert len(labels[1]) == WORDS_MIN and phrase_key(labels[1][0].lower()) not in {
+        "valgrind documentation"}, labels
+    assert set(words(labels[1])) <= {"memcheck", "leak", "block", "find"}, labels
+
+
 def test_names_recurring_in_every_branch_name_none_of_them() -> None:
     """Changelog entries by the same authors in each release's branch: the authors name no
     branch; what each branch is about does."""
@@ -122,6 +134,37 @@ def test_a_child_labelled_by_its_abstract_avoids_its_siblings_words_while_it_can
     # every phrase holds a sibling's word: the best ones all the same
     assert covered._fallback(profile, own, {"copyright", "garbage", "memory", "licence"}) == [
         "copyright notice", "garbage collection"]
+
+
+def test_a_child_with_one_word_of_its_own_is_completed_by_what_its_passages_hold() -> None:
+    debates = [[f"Members from {place} debate the budget and the housing plan {n}."
+                for n in range(10)] for place in ("Quebec", "Ontario")]
+    labels = label_children(["", ""], debates)
+    for label, own in zip(labels, ("quebec", "ontario"), strict=True):
+        found = words(label)
+        assert found[0] == own and WORDS_MIN <= len(found) <= WORDS_MAX, labels
+    assert_covered_rules(labels, debates)
+
+
+def test_a_child_whose_abstract_its_passages_do_not_hold_is_named_by_their_words() -> None:
+    """A title's phrases lead the abstract, but the passages do not repeat them: the label is
+    the words the passages hold most, never the whole abstract."""
+    profile = child_profile("meeting 7 transcript, meeting, transcript, speaker, minutes, "
+                            "agenda item, notes taken")
+    own = Sample.of([f"The grant proposal for acoustic model {n} is due in spring."
+                     for n in range(10)])
+    label = covered._fallback(profile, own, {"grant"})
+    assert words(label) == ["acoustic", "due", "model"], label
+    rest = covered._fallback(profile, own, {"proposal", "acoustic", "model", "due", "spring"})
+    assert words(rest) == ["grant", "acoustic", "due"], rest  # the siblings' words last
+
+
+def test_a_child_whose_passages_hold_no_word_gets_a_short_label_not_its_abstract() -> None:
+    profile = child_profile("table of figures, results table, column totals, row sums, "
+                            "appendix tables, numbered rows")
+    own = Sample.of(["12 40 7 | 3 9 1"] * 10)
+    label = covered._fallback(profile, own, ())
+    assert label and len(words(label)) <= WORDS_MAX, label
 
 
 def test_labels_route_the_passages_they_were_chosen_from() -> None:
