@@ -164,16 +164,20 @@ def distinct_leads(labels: list[list[str]], samples: Sequence[Sample]) -> list[l
 def _eligible(number: int, samples: Sequence[Sample]) -> dict[str, float]:
     """A child's words that may label it, by coverage less the largest sibling's share."""
     own = samples[number]
-    others = [s for i, s in enumerate(samples) if i != number and s.sets]
     out = {}
     for key, count in own.df.items():
         cover = count / own.size
         if cover < MIN_COVER:
             continue
-        other = max((s.cover(key) for s in others), default=0.0)
+        other = _rival(key, number, samples)
         if cover > other and key in own.forms and candidate(key, own.form(key)):
             out[key] = cover - other
     return out
+
+
+def _rival(key: str, number: int, samples: Sequence[Sample]) -> float:
+    """The largest share of a sibling's sampled passages that hold a word key."""
+    return max((s.cover(key) for i, s in enumerate(samples) if i != number), default=0.0)
 
 
 def kin(one: str, other: str) -> bool:
@@ -299,8 +303,7 @@ def finished(keys: list[str], own: Sample, profile: Profile,
 def shared(number: int, samples: Sequence[Sample]) -> set[str]:
     """Child `number`'s words that a sibling's sampled passages hold as large a share of."""
     own = samples[number]
-    return {k for k in own.df if any(s.cover(k) >= own.cover(k)
-                                      for i, s in enumerate(samples) if i != number)}
+    return {k for k in own.df if _rival(k, number, samples) >= own.cover(k)}
 
 
 def _held(own: Sample | None, last: Collection[str] = (), kept: Sequence[str] = (),
