@@ -67,21 +67,27 @@ class FirstIngest:
     def interim_due(self) -> bool:
         """Whether a first ingest now holds INTERIM_FIRST chunks and INTERIM_GROWTH times its
         last interim tree's."""
+        return self._interim_chunks() is not None
+
+    def _interim_chunks(self) -> int | None:
+        """The chunks committed so far when an interim tree is due, else None."""
         if not self.defer_tree or self.tree_missing:
-            return False
+            return None
         last = max(self.tree_index.view.n_leaves, self.interim_floor)
-        return self.store.chunk_count() >= max(INTERIM_FIRST, INTERIM_GROWTH * last)
+        chunks = self.store.chunk_count()
+        return chunks if chunks >= max(INTERIM_FIRST, INTERIM_GROWTH * last) else None
 
     def interim_tree(self) -> bool:
         """Build a tree over the chunks a first ingest has committed so far, when due (writer
         thread), so that the map and the topics have something to show while it runs; writes
         go on deferring, and the build at its end covers every chunk. True when built."""
-        if not self.interim_due():
+        chunks = self._interim_chunks()
+        if chunks is None:
             return False
         try:
             self.build_tree(*self.tree_vectors())
         except Exception:
-            self.interim_floor = self.store.chunk_count()
+            self.interim_floor = chunks  # read before: the store may be what failed
             raise
         return True
 

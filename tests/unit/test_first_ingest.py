@@ -19,9 +19,15 @@ class Ingest(FirstIngest):
         self.chunks = 0
         self.builds = 0
         self.failing = False
-        self.store = SimpleNamespace(chunk_count=lambda: self.chunks)  # type: ignore[assignment]
+        self.store_down = False
+        self.store = SimpleNamespace(chunk_count=self.count)  # type: ignore[assignment]
         self.tree_index = SimpleNamespace(  # type: ignore[assignment]
             empty=True, view=SimpleNamespace(n_leaves=0))
+
+    def count(self) -> int:
+        if self.store_down:
+            raise OSError("the database is gone")
+        return self.chunks
 
     @property
     def tree_missing(self) -> bool:
@@ -63,3 +69,22 @@ def test_a_failed_interim_build_waits_for_the_chunks_to_grow_before_another() ->
     ingest.failing = False
     ingest.chunks = INTERIM_GROWTH * (INTERIM_FIRST + 10)
     assert ingest.interim_tree() and ingest.builds == 2
+
+
+class StoreLostMidBuild(Ingest):
+    """A build that fails after its database went away."""
+
+    def tree_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        vectors = super().tree_vectors()
+        self.store_down = True
+        return vectors
+
+
+def test_a_build_that_fails_with_its_store_raises_its_own_error() -> None:
+    ingest = StoreLostMidBuild()
+    ingest.begin_bulk()
+    ingest.chunks = INTERIM_FIRST
+    ingest.failing = True
+    with pytest.raises(MemoryError):  # not the count's OSError
+        ingest.interim_tree()
+    assert ingest.interim_floor == INTERIM_FIRST
