@@ -59,10 +59,11 @@ run: $(STAMP)
 	  $(KB) query "$(SAMPLE_QUERY)" -k 3 && $(KB) status | tail -n 1; \
 	fi
 
-# serial: pytest-xdist's -n 2 was slower on 2 cores for the daemon and model tests (2026-12:
-# 90 integration tests 174 s serial, 202 s with -n 2; tests/unit 398 s and 272 s, load 11-16)
+# two pytest-xdist workers, each test module on one of them (its module fixtures built once):
+# on 2 idle cores the suite took 8:57 so, 9:49 with tests spread one by one, 13:32 serially
+# (2026-12-07, docs/reliability/index.md)
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=20
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope --durations=20
 
 # no subprocesses, knowledge bases or real model: pytest -m fast (under 2 min on 2 cores)
 test-fast: $(STAMP)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from skipped import reasons
 
 SKIPPED = "browser tests skipped: install Chromium with `apt-get install chromium`"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -32,9 +33,6 @@ def chromium_path() -> str | None:
     return None
 
 
-_skipped: list[str] = []
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip this folder's tests, with the reason, when no Chromium is found."""
     if chromium_path() is not None:
@@ -43,13 +41,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.skip(reason=SKIPPED))
-            _skipped.append(item.nodeid)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Say plainly at the end of the run that the browser tests did not run, and why."""
-    if _skipped:
-        terminalreporter.write_sep("=", f"{len(_skipped)} {SKIPPED}", yellow=True, bold=True)
+    skipped = reasons(terminalreporter, SKIPPED)
+    if skipped:
+        terminalreporter.write_sep("=", f"{len(skipped)} {SKIPPED}", yellow=True, bold=True)
 
 
 @pytest.fixture(scope="module")

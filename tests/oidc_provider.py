@@ -3,6 +3,7 @@ and run by tests/oidc/provider.mjs on loopback, with accounts whose groups a tes
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -14,24 +15,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from skipped import reasons
 
 VERSION = "9.13.3"
 SCRIPT = Path(__file__).parent / "oidc" / "provider.mjs"
 CLIENT_ID = "psirag-kb-tests"
-_skipped: list[str] = []
+SKIPPED = "OIDC tests skipped"
 
 
 def _skip(reason: str) -> None:
-    """Skip the test and say so again at the end of the run (never silently)."""
-    _skipped.append(reason)
-    pytest.skip(reason)
+    """Skip the test; the summary says so again at the end of the run (never silently)."""
+    pytest.skip(f"{SKIPPED}: {reason}")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """The reason the OIDC tests did not run, plainly, after the run."""
-    if _skipped:
-        terminalreporter.write_sep("=", _skipped[0], yellow=True,
-                                   bold=True)
+    skipped = reasons(terminalreporter, SKIPPED)
+    if skipped:
+        terminalreporter.write_sep("=", skipped[0], yellow=True, bold=True)
 
 
 def cache_folder() -> Path:
@@ -43,8 +44,16 @@ def cache_folder() -> Path:
 
 def installed() -> Path:
     """The oidc-provider package folder, installed with npm when missing; the test is skipped,
-    saying why, when Node, npm or the registry is not there."""
+    saying why, when Node, npm or the registry is not there. One process installs at a time
+    (make test runs two pytest workers)."""
     folder = cache_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _install(folder)
+
+
+def _install(folder: Path) -> Path:
     package = folder / "node_modules" / "oidc-provider"
     try:
         if json.loads((package / "package.json").read_text())["version"] == VERSION:
@@ -52,8 +61,7 @@ def installed() -> Path:
     except (OSError, ValueError, KeyError):
         pass
     if shutil.which("node") is None or shutil.which("npm") is None:
-        _skip("OIDC tests skipped: Node.js and npm are not installed")
-    folder.mkdir(parents=True, exist_ok=True)
+        _skip("Node.js and npm are not installed")
     if not (folder / "package.json").exists():
         (folder / "package.json").write_text('{"private": true}\n')
     try:
@@ -61,11 +69,11 @@ def installed() -> Path:
                                f"oidc-provider@{VERSION}"], cwd=folder, capture_output=True,
                               text=True, timeout=300)
     except subprocess.TimeoutExpired:
-        _skip("OIDC tests skipped: `npm install oidc-provider` did not finish in 300 s (is "
+        _skip("`npm install oidc-provider` did not finish in 300 s (is "
               "npm's registry reachable?)")
     if done.returncode != 0 or not (package / "package.json").exists():
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        _skip("OIDC tests skipped: npm's registry cannot be reached or the install failed "
+        _skip("npm's registry cannot be reached or the install failed "
               f"({' | '.join(tail)})")
     return package
 
