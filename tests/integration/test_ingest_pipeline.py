@@ -188,10 +188,10 @@ def test_sigterm_in_the_middle_of_a_burst_ends_within_10_s_and_loses_nothing(
         wait_for(lambda: _serving(process, data), 120, "the daemon serves")
         rng = np.random.default_rng(5)
         files = 64  # about 20 chunks each: today one batch, 30 s or more on two cores
-        for number in range(files):
-            (docs / f"d{number:03d}.md").write_text(
-                f"Document d{number:03d} holds the word tok{number:03d}q. "
-                + prose(rng, 160) + "\n")
+        texts = [f"Document d{number:03d} holds the word tok{number:03d}q. " + prose(rng, 160)
+                 + "\n" for number in range(files)]
+        for number, text in enumerate(texts):  # written at once: one burst, on a busy machine too
+            (docs / f"d{number:03d}.md").write_text(text)
         wait_for(lambda: _api(data, "/api/status")["daemon"]["queue"] > 0, 60, "busy")
         busy = time.monotonic()  # mid-burst: after a first commit, or 8 s into the burst
         wait_for(lambda: _indexed(data) or time.monotonic() - busy > 8, 300, "mid-burst")
