@@ -30,7 +30,10 @@ def mapped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     saved = os.environ.pop("PSIRAG_KB_TOKEN", None)
     base = tmp_path_factory.mktemp("map")
     words = "apples pears plums"
-    with serving_notes(base, dict(list(NOTES.items())[:9]), words, small_tree) as (daemon, _):
+    notes = dict(list(NOTES.items())[:9])
+    with serving_notes(base, notes, words, small_tree) as (daemon, _):
+        # the tree first: before the first ingest has built it, an empty tree is not dirty
+        wait_until(lambda: api(daemon, "GET", "/api/tree")[1].get("leaves") == len(notes), 120)
         wait_until(lambda: api(daemon, "GET", "/api/status")[1]["tree"].get("dirty") == 0, 120)
         yield {"daemon": daemon, "url": daemon.web.url.rstrip("/"), "owner": daemon.api.token}
     if saved is not None:

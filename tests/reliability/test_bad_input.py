@@ -270,7 +270,7 @@ def test_unreadable_file_chmod_000(start, docs):
     state, reason = wait_for(lambda: problems(daemon).get(str(locked)))
     assert state == "failed"
     assert reason == f"cannot read: [Errno 13] Permission denied: '{locked}'"
-    assert errors(daemon)[str(locked)] == reason
+    assert wait_for(lambda: errors(daemon).get(str(locked))) == reason  # noted after the commit
     locked.chmod(0o644)  # fixed by the user: the next event indexes it
     locked.touch()
     wait_for(lambda: sources(daemon, "dormouse") == [str(locked)])
@@ -294,7 +294,7 @@ def test_unreadable_file_simulated(start, docs, monkeypatch):
     state, reason = wait_for(lambda: problems(daemon).get(str(locked)))
     assert state == "failed"
     assert reason == f"cannot read: [Errno 13] Permission denied: '{locked}'"
-    assert errors(daemon)[str(locked)] == reason
+    assert wait_for(lambda: errors(daemon).get(str(locked))) == reason  # noted after the commit
     assert sources(daemon, "dormouse") == []
 
 
