@@ -264,6 +264,7 @@ def test_cross_site_post_is_refused(page: Any, team: dict[str, Any], tmp_path: P
         with page.expect_response(lambda r: r.url.endswith("/signout")) as answered:
             page.evaluate("document.getElementById('f').submit()")
         assert answered.value.status == 403
+        page.wait_for_url(team["url"] + "/signout")  # its refusal shown: no navigation pending
     finally:
         other.shutdown()
     page.goto(team["url"] + "/")
